@@ -1,0 +1,329 @@
+package io.engramhost.os;
+
+import static io.engramhost.os.internal.LibCHolder.LIBC;
+import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+
+import io.engramhost.os.internal.LibCHolder;
+import java.nio.file.Path;
+import jnr.ffi.Memory;
+import jnr.ffi.Pointer;
+
+/**
+ * Checked wrappers over libc. Every failure throws {@link NativeException} naming the call, what it
+ * was for, and errno. Resources come back owned: an {@link Fd}, a {@link Mapping}.
+ */
+public final class Posix {
+    // memfd_create
+    public static final int MFD_CLOEXEC = 0x1;
+    public static final int MFD_ALLOW_SEALING = 0x2;
+    public static final int MFD_HUGETLB = 0x4;
+    public static final int MFD_HUGE_2MB = 0x54000000;
+    public static final int MFD_HUGE_1GB = 0x78000000;
+    // fcntl seals
+    public static final int F_ADD_SEALS = 1033;
+    public static final int F_GET_SEALS = 1034;
+    public static final int F_SEAL_SEAL = 0x1;
+    public static final int F_SEAL_SHRINK = 0x2;
+    public static final int F_SEAL_GROW = 0x4;
+    public static final int F_SEAL_WRITE = 0x8;
+    public static final int F_SEAL_FUTURE_WRITE = 0x10;
+    public static final int F_GETFD = 1;
+    public static final int FD_CLOEXEC = 1;
+    // mmap
+    public static final int PROT_NONE = 0;
+    public static final int PROT_READ = 1;
+    public static final int PROT_WRITE = 2;
+    public static final int MAP_SHARED = 0x1;
+    public static final int MAP_PRIVATE = 0x2;
+    public static final int MAP_FIXED = 0x10;
+    public static final int MAP_ANONYMOUS = 0x20;
+    public static final int MAP_NORESERVE = 0x4000;
+    public static final int MAP_POPULATE = 0x8000;
+    public static final int MAP_FIXED_NOREPLACE = 0x100000;
+    public static final long MAP_FAILED = -1L;
+    // madvise
+    public static final int MADV_DONTFORK = 10;
+    public static final int MADV_HUGEPAGE = 14;
+    public static final int MADV_POPULATE_READ = 22;
+    public static final int MADV_POPULATE_WRITE = 23;
+    // open
+    public static final int O_RDONLY = 0;
+    public static final int O_RDWR = 2;
+    public static final int O_CREAT = 0x40;
+    public static final int O_TRUNC = 0x200;
+    public static final int O_CLOEXEC = 0x80000;
+    public static final int SEEK_END = 2;
+    // flock
+    public static final int LOCK_SH = 1;
+    public static final int LOCK_EX = 2;
+    public static final int LOCK_NB = 4;
+    public static final int LOCK_UN = 8;
+    // poll
+    public static final short POLLIN = 0x1;
+    public static final short POLLOUT = 0x4;
+    public static final short POLLERR = 0x8;
+    public static final short POLLHUP = 0x10;
+    public static final short POLLNVAL = 0x20;
+    // rlimit
+    public static final int RLIMIT_NOFILE = 7;
+    // syscalls (x86-64)
+    public static final long SYS_MBIND = 237;
+    public static final long SYS_SET_MEMPOLICY = 238;
+    public static final long SYS_GET_MEMPOLICY = 239;
+    public static final long SYS_MOVE_PAGES = 279;
+    public static final long SYS_PIDFD_OPEN = 434;
+
+    public static final long PAGE_SIZE = 4096;
+
+    private Posix() {
+    }
+
+    private static NativeException fail(String call) {
+        return new NativeException(call, LibCHolder.errno());
+    }
+
+    /** memfd_create(name, flags); CLOEXEC is always added. */
+    public static Fd memfdCreate(String name, int flags) {
+        int fd = LIBC.memfd_create(name, flags | MFD_CLOEXEC);
+        if (fd < 0) {
+            int errno = LibCHolder.errno();
+            String hint = null;
+            if ((flags & MFD_HUGETLB) != 0 && (errno == Errno.EINVAL || errno == Errno.ENOENT)) {
+                hint = "hugetlb memfds are not supported on this kernel";
+            }
+            throw new NativeException("memfd_create(" + name + ")", errno, hint);
+        }
+        return Fd.adopt(fd, "memfd " + name);
+    }
+
+    public static void ftruncate(Fd fd, long length) {
+        if (LIBC.ftruncate(fd.get(), length) != 0) {
+            throw fail("ftruncate(" + fd.what() + ", " + length + ")");
+        }
+    }
+
+    public static void addSeals(Fd fd, int seals) {
+        if (LIBC.fcntl(fd.get(), F_ADD_SEALS, seals) != 0) {
+            throw fail("fcntl(" + fd.what() + ", F_ADD_SEALS, 0x" + Integer.toHexString(seals) + ")");
+        }
+    }
+
+    public static int getSeals(Fd fd) {
+        int seals = LIBC.fcntl(fd.get(), F_GET_SEALS, 0);
+        if (seals < 0) {
+            throw fail("fcntl(" + fd.what() + ", F_GET_SEALS)");
+        }
+        return seals;
+    }
+
+    /** True when the fd has FD_CLOEXEC set. */
+    public static boolean isCloexec(Fd fd) {
+        int flags = LIBC.fcntl(fd.get(), F_GETFD, 0);
+        if (flags < 0) {
+            throw fail("fcntl(" + fd.what() + ", F_GETFD)");
+        }
+        return (flags & FD_CLOEXEC) != 0;
+    }
+
+    /** Maps {@code length} bytes of {@code fd} from {@code offset}; the Mapping owns the range. */
+    public static Mapping mmap(long length, int prot, int flags, Fd fd, long offset) {
+        return mmapAt(0L, length, prot, flags, fd, offset);
+    }
+
+    /** mmap with an address hint (or a fixed address with MAP_FIXED_NOREPLACE). */
+    public static Mapping mmapAt(long addr, long length, int prot, int flags, Fd fd, long offset) {
+        if (length <= 0) {
+            throw new IllegalArgumentException("mmap of " + (fd == null ? "anonymous memory" : fd.what())
+                    + ": length must be positive, was " + length);
+        }
+        int raw = fd == null ? -1 : fd.get();
+        long address = LIBC.mmap(addr, length, prot, flags, raw, offset);
+        if (address == MAP_FAILED) {
+            String what = fd == null ? "anonymous" : fd.what();
+            throw fail("mmap(" + what + ", len=" + length + ", prot=" + prot + ", flags=0x"
+                    + Integer.toHexString(flags) + ", off=" + offset + ")");
+        }
+        return new Mapping(address, length, fd == null ? "anonymous memory" : fd.what());
+    }
+
+    /** A private anonymous read-write mapping. */
+    public static Mapping mmapAnonymous(long length, String what) {
+        long address = LIBC.mmap(0L, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+        if (address == MAP_FAILED) {
+            throw fail("mmap(" + what + ", anonymous, len=" + length + ")");
+        }
+        return new Mapping(address, length, what);
+    }
+
+    public static void madvise(Mapping mapping, long offset, long length, int advice) {
+        if (LIBC.madvise(mapping.address() + offset, length, advice) != 0) {
+            throw fail("madvise(" + mapping.what() + ", advice=" + advice + ")");
+        }
+    }
+
+    /**
+     * Reads exactly {@code length} bytes at {@code offset} of {@code fd} into native memory at
+     * {@code address}, retrying short reads and EINTR. A premature end of file is an error.
+     */
+    public static void preadFully(Fd fd, long address, long length, long offset) {
+        long done = 0;
+        while (done < length) {
+            long n = LIBC.pread(fd.get(), address + done, length - done, offset + done);
+            if (n < 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EINTR) {
+                    continue;
+                }
+                throw new NativeException("pread(" + fd.what() + ", len=" + (length - done) + ", off="
+                        + (offset + done) + ")", errno);
+            }
+            if (n == 0) {
+                throw new NativeException("pread(" + fd.what() + ", off=" + (offset + done) + ")", Errno.EIO,
+                        "unexpected end of file after " + (offset + done) + " bytes");
+            }
+            done += n;
+        }
+    }
+
+    /** Writes exactly {@code length} bytes from {@code address} to {@code fd} at {@code offset}. */
+    public static void pwriteFully(Fd fd, long address, long length, long offset) {
+        long done = 0;
+        while (done < length) {
+            long n = LIBC.pwrite(fd.get(), address + done, length - done, offset + done);
+            if (n < 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EINTR) {
+                    continue;
+                }
+                throw new NativeException("pwrite(" + fd.what() + ", len=" + (length - done) + ")", errno);
+            }
+            done += n;
+        }
+    }
+
+    public static Fd open(Path path, int flags, int mode) {
+        int fd = LIBC.open(path.toString(), flags | O_CLOEXEC, mode);
+        if (fd < 0) {
+            throw fail("open(" + path + ")");
+        }
+        return Fd.adopt(fd, path.toString());
+    }
+
+    /** The size of a file or memfd (lseek to its end). */
+    public static long size(Fd fd) {
+        long size = LIBC.lseek(fd.get(), 0, SEEK_END);
+        if (size < 0) {
+            throw fail("lseek(" + fd.what() + ", 0, SEEK_END)");
+        }
+        return size;
+    }
+
+    /**
+     * flock; with LOCK_NB, returns false when another holder has the lock (EWOULDBLOCK) instead of
+     * throwing.
+     */
+    public static boolean flock(Fd fd, int operation) {
+        while (true) {
+            if (LIBC.flock(fd.get(), operation) == 0) {
+                return true;
+            }
+            int errno = LibCHolder.errno();
+            if (errno == Errno.EINTR) {
+                continue;
+            }
+            if (errno == Errno.EWOULDBLOCK && (operation & LOCK_NB) != 0) {
+                return false;
+            }
+            throw new NativeException("flock(" + fd.what() + ", " + operation + ")", errno);
+        }
+    }
+
+    /** pidfd_open(pid): an fd that polls readable once the process has exited. */
+    public static Fd pidfdOpen(int pid) {
+        long fd = LIBC.syscall(SYS_PIDFD_OPEN, pid, 0, 0, 0, 0, 0);
+        if (fd < 0) {
+            throw fail("pidfd_open(" + pid + ")");
+        }
+        return Fd.adopt((int) fd, "pidfd " + pid);
+    }
+
+    /**
+     * Waits up to {@code timeoutMillis} (-1: forever) for {@code events} on one fd, retrying EINTR.
+     * Returns the revents, 0 on timeout.
+     */
+    public static int poll(Fd fd, int events, int timeoutMillis) {
+        Pointer pfd = Memory.allocateDirect(RUNTIME, 8, true);
+        long deadline = timeoutMillis < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutMillis * 1_000_000L;
+        while (true) {
+            pfd.putInt(0, fd.get());
+            pfd.putShort(4, (short) events);
+            pfd.putShort(6, (short) 0);
+            int wait = timeoutMillis < 0 ? -1
+                    : (int) Math.max(0, (deadline - System.nanoTime() + 999_999) / 1_000_000L);
+            int n = LIBC.poll(pfd, 1, wait);
+            if (n < 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EINTR) {
+                    continue;
+                }
+                throw new NativeException("poll(" + fd.what() + ")", errno);
+            }
+            return n == 0 ? 0 : pfd.getShort(6) & 0xffff;
+        }
+    }
+
+    /** Raises RLIMIT_NOFILE's soft limit to its hard limit; returns the new soft limit. */
+    public static long raiseNoFileLimit() {
+        Pointer rl = Memory.allocateDirect(RUNTIME, 16, true);
+        if (LIBC.getrlimit(RLIMIT_NOFILE, rl) != 0) {
+            throw fail("getrlimit(RLIMIT_NOFILE)");
+        }
+        long soft = rl.getLong(0);
+        long hard = rl.getLong(8);
+        if (soft < hard) {
+            rl.putLong(0, hard);
+            if (LIBC.setrlimit(RLIMIT_NOFILE, rl) != 0) {
+                throw fail("setrlimit(RLIMIT_NOFILE, " + hard + ")");
+            }
+            return hard;
+        }
+        return soft;
+    }
+
+    public static int getpid() {
+        return LIBC.getpid();
+    }
+
+    public static int getuid() {
+        return LIBC.getuid();
+    }
+
+    /** kill(pid, 0): true when a process with this pid exists (it may be a zombie). */
+    public static boolean processExists(int pid) {
+        if (LIBC.kill(pid, 0) == 0) {
+            return true;
+        }
+        return LibCHolder.errno() == Errno.EPERM;
+    }
+
+    /** A raw syscall; returns the result, or throws naming {@code call} when it is negative. */
+    public static long syscall(String call, long number, long a1, long a2, long a3, long a4, long a5, long a6) {
+        long r = LIBC.syscall(number, a1, a2, a3, a4, a5, a6);
+        if (r < 0) {
+            throw fail(call);
+        }
+        return r;
+    }
+
+    /** A raw syscall; returns the result, or -errno when it failed. */
+    public static long syscallErrno(long number, long a1, long a2, long a3, long a4, long a5, long a6) {
+        long r = LIBC.syscall(number, a1, a2, a3, a4, a5, a6);
+        return r < 0 ? -LibCHolder.errno() : r;
+    }
+
+    /** The number of fds open in this process, from /proc/self/fd: a leak check. */
+    public static int countOpenFds() {
+        String[] entries = new java.io.File("/proc/self/fd").list();
+        return entries == null ? -1 : entries.length;
+    }
+}

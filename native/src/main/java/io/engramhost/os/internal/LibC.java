@@ -1,0 +1,60 @@
+package io.engramhost.os.internal;
+
+import jnr.ffi.Pointer;
+import jnr.ffi.annotations.SaveError;
+
+/**
+ * The libc calls engram-host makes, and no others. Package-private to the os layer in spirit:
+ * use {@link io.engramhost.os.Posix}, which checks every result and names the call on failure.
+ * Addresses are passed as {@code long}; errno is saved after every call.
+ */
+@SaveError
+public interface LibC {
+    int memfd_create(String name, int flags);
+
+    int ftruncate(int fd, long length);
+
+    int fcntl(int fd, int cmd, int arg);
+
+    long mmap(long addr, long length, int prot, int flags, int fd, long offset);
+
+    int munmap(long addr, long length);
+
+    int madvise(long addr, long length, int advice);
+
+    long pread(int fd, long buf, long count, long offset);
+
+    long pwrite(int fd, long buf, long count, long offset);
+
+    int open(String path, int flags, int mode);
+
+    int close(int fd);
+
+    long lseek(int fd, long offset, int whence);
+
+    long sendmsg(int fd, Pointer msghdr, int flags);
+
+    long recvmsg(int fd, Pointer msghdr, int flags);
+
+    int poll(Pointer fds, long nfds, int timeoutMillis);
+
+    int flock(int fd, int operation);
+
+    int socketpair(int domain, int type, int protocol, int[] sv);
+
+    int getsockopt(int fd, int level, int optname, Pointer optval, Pointer optlen);
+
+    int shutdown(int fd, int how);
+
+    int getrlimit(int resource, Pointer rlimit);
+
+    int setrlimit(int resource, Pointer rlimit);
+
+    int getpid();
+
+    int getuid();
+
+    int kill(int pid, int signal);
+
+    long syscall(long number, long a1, long a2, long a3, long a4, long a5, long a6);
+}

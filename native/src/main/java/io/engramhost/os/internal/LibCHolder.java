@@ -1,0 +1,18 @@
+package io.engramhost.os.internal;
+
+import jnr.ffi.LibraryLoader;
+import jnr.ffi.Runtime;
+
+/** Loads libc once. */
+public final class LibCHolder {
+    public static final LibC LIBC = LibraryLoader.create(LibC.class).failImmediately().load("c");
+    public static final Runtime RUNTIME = Runtime.getRuntime(LIBC);
+
+    private LibCHolder() {
+    }
+
+    /** errno saved by the last call on this thread. */
+    public static int errno() {
+        return RUNTIME.getLastError();
+    }
+}
