@@ -1,0 +1,109 @@
+package io.engramhost.memfd;
+
+import io.engramhost.os.Errno;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.NativeException;
+import io.engramhost.os.Posix;
+import java.util.function.Consumer;
+
+/**
+ * One memfd owned by the daemon. While loading it also owns a writable shared mapping of the
+ * whole memfd; {@link #seal()} adds SHRINK, GROW and FUTURE_WRITE, so every later mapping (every
+ * client's) is read-only and the size is fixed, then drops the writable mapping.
+ */
+public final class MemfdRegion implements AutoCloseable {
+    /** The seals every served memfd carries. */
+    public static final int SEALS = Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW | Posix.F_SEAL_FUTURE_WRITE;
+
+    private final Fd fd;
+    private final long size;
+    private final PageKind pages;
+    private Mapping writable;
+
+    private MemfdRegion(Fd fd, long size, PageKind pages, Mapping writable) {
+        this.fd = fd;
+        this.size = size;
+        this.pages = pages;
+        this.writable = writable;
+    }
+
+    /**
+     * Creates a memfd of {@code size} bytes (a whole number of pages) and maps it writable.
+     * {@code beforeTouch} runs on the fresh mapping before any page is touched: the place to set a
+     * NUMA policy, which on a shared mapping applies to the file.
+     */
+    public static MemfdRegion create(String name, long size, PageKind pages, Consumer<Mapping> beforeTouch) {
+        if (size <= 0 || size % pages.pageSize() != 0) {
+            throw new IllegalArgumentException("memfd " + name + ": size " + size + " is not a positive multiple of "
+                    + pages.pageSize());
+        }
+        Fd fd = Posix.memfdCreate(name, Posix.MFD_ALLOW_SEALING | pages.memfdFlags());
+        Mapping mapping = null;
+        try {
+            Posix.ftruncate(fd, size);
+            try {
+                mapping = Posix.mmap(size, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0);
+            } catch (NativeException e) {
+                if (pages.hugetlb() && e.errno() == Errno.ENOMEM) {
+                    throw new NativeException(e.call(), e.errno(), "not enough 2 MiB huge pages reserved: this memfd"
+                            + " needs " + size / pages.pageSize() + "; reserve them with sysctl vm.nr_hugepages=N");
+                }
+                throw e;
+            }
+            if (beforeTouch != null) {
+                beforeTouch.accept(mapping);
+            }
+            return new MemfdRegion(fd, size, pages, mapping);
+        } catch (RuntimeException e) {
+            if (mapping != null) {
+                mapping.close();
+            }
+            fd.close();
+            throw e;
+        }
+    }
+
+    public Fd fd() {
+        return fd;
+    }
+
+    public long size() {
+        return size;
+    }
+
+    public PageKind pages() {
+        return pages;
+    }
+
+    /** The daemon's writable mapping; valid until {@link #seal()}. */
+    public Mapping writable() {
+        if (writable == null) {
+            throw new IllegalStateException(fd.what() + " is sealed: no writable mapping any more");
+        }
+        return writable;
+    }
+
+    public boolean sealed() {
+        return writable == null;
+    }
+
+    /** Seals the memfd against writes, growth and shrinking, and unmaps the writable view. */
+    public void seal() {
+        Posix.addSeals(fd, SEALS);
+        writable.close();
+        writable = null;
+    }
+
+    @Override
+    public void close() {
+        try {
+            if (writable != null) {
+                writable.close();
+                writable = null;
+            }
+        } finally {
+            fd.close();
+        }
+    }
+}
