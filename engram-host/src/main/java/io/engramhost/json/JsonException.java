@@ -8,10 +8,17 @@ public final class JsonException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
     private final long position;
+    private final String problem;
 
     public JsonException(long position, String problem) {
         super("at byte " + position + ": " + problem);
         this.position = position;
+        this.problem = problem;
+    }
+
+    /** The problem without the position. */
+    public String problem() {
+        return problem;
     }
 
     /** Zero-based byte offset into the input where the problem was found. */
