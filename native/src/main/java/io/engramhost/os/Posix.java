@@ -272,6 +272,43 @@ public final class Posix {
         }
     }
 
+    /**
+     * Waits up to {@code timeoutMillis} for {@code events} on any of {@code fds} (raw numbers the
+     * caller owns), retrying EINTR. Returns each fd's revents (all 0 on timeout).
+     */
+    public static short[] pollAll(int[] fds, int events, int timeoutMillis) {
+        short[] revents = new short[fds.length];
+        if (fds.length == 0) {
+            if (timeoutMillis > 0) {
+                try {
+                    Thread.sleep(timeoutMillis);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            return revents;
+        }
+        Pointer pfds = Memory.allocateDirect(RUNTIME, 8L * fds.length, true);
+        for (int i = 0; i < fds.length; i++) {
+            pfds.putInt(8L * i, fds[i]);
+            pfds.putShort(8L * i + 4, (short) events);
+        }
+        while (true) {
+            int n = LIBC.poll(pfds, fds.length, timeoutMillis);
+            if (n < 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EINTR) {
+                    continue;
+                }
+                throw new NativeException("poll(" + fds.length + " fds)", errno);
+            }
+            for (int i = 0; i < fds.length; i++) {
+                revents[i] = pfds.getShort(8L * i + 6);
+            }
+            return revents;
+        }
+    }
+
     /** Raises RLIMIT_NOFILE's soft limit to its hard limit; returns the new soft limit. */
     public static long raiseNoFileLimit() {
         Pointer rl = Memory.allocateDirect(RUNTIME, 16, true);

@@ -1,0 +1,97 @@
+package io.engramhost.client;
+
+import io.engramhost.os.Fd;
+import io.engramhost.os.Posix;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+
+/**
+ * Watches the daemon through the lease connection (EOF) and, where its pid is visible, a pidfd,
+ * and calls back once when it goes. The client's mappings stay valid: the callback only tells the
+ * engine that its next restart would pay a full load.
+ */
+final class DaemonWatch implements AutoCloseable {
+    private final int leaseFd;
+    private final Fd pidfd;
+    private final List<Consumer<String>> callbacks = new CopyOnWriteArrayList<>();
+    private final AtomicBoolean fired = new AtomicBoolean();
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Thread thread;
+    private volatile String goneReason;
+
+    DaemonWatch(int leaseFd, int daemonPid) {
+        this.leaseFd = leaseFd;
+        Fd p = null;
+        if (daemonPid > 0) {
+            try {
+                p = Posix.pidfdOpen(daemonPid);
+            } catch (RuntimeException e) {
+                p = null; // another pid namespace or an old kernel: the lease's EOF still tells
+            }
+        }
+        this.pidfd = p;
+        this.thread = new Thread(this::watch, "engram-daemon-watch");
+        this.thread.setDaemon(true);
+        this.thread.start();
+    }
+
+    void onGone(Consumer<String> callback) {
+        callbacks.add(callback);
+        String reason = goneReason;
+        if (reason != null) {
+            callback.accept(reason);
+        }
+    }
+
+    String goneReason() {
+        return goneReason;
+    }
+
+    private void watch() {
+        int[] fds = pidfd == null ? new int[] {leaseFd} : new int[] {leaseFd, pidfd.get()};
+        while (!closed.get()) {
+            short[] revents = Posix.pollAll(fds, Posix.POLLIN, 200);
+            if (closed.get()) {
+                return;
+            }
+            if (fds.length > 1 && revents[1] != 0) {
+                fire("the daemon process exited");
+                return;
+            }
+            if (revents[0] != 0) {
+                fire("the daemon closed the lease connection");
+                return;
+            }
+        }
+    }
+
+    private void fire(String reason) {
+        if (fired.compareAndSet(false, true)) {
+            goneReason = reason;
+            for (Consumer<String> c : callbacks) {
+                try {
+                    c.accept(reason);
+                } catch (RuntimeException e) {
+                    // a failing callback must not stop the others
+                }
+            }
+        }
+    }
+
+    /** Stops watching; joins the thread before the lease fd is closed by the caller. */
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            try {
+                thread.join(2000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (pidfd != null) {
+                pidfd.close();
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+package io.engramhost.client;
+
+import io.engramhost.protocol.Frames;
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.MessageType;
+import io.engramhost.protocol.ProtocolChannel;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.function.Consumer;
+
+/**
+ * What a client imported: every table as a {@link TableView}, and every resource behind them
+ * (mappings, CUDA imports, the lease). Closing unmaps everything (once the last open Chronicle view
+ * is closed) and ends the lease.
+ */
+public final class ImportedTables implements AutoCloseable {
+    /** Where the tables came from. */
+    public enum Source { DAEMON, DISK }
+
+    private final Source source;
+    private final Map<String, TableView> tables;
+    private final Map<String, Double> timings;
+    private final String fingerprintSha256;
+    private final ProtocolChannel lease;
+    private final DaemonWatch watch;
+    private final Guard guard;
+    private final int daemonPid;
+
+    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, String fingerprintSha256,
+            ProtocolChannel lease, DaemonWatch watch, Guard guard, int daemonPid) {
+        this.source = source;
+        Map<String, TableView> m = new LinkedHashMap<>();
+        views.forEach(v -> m.put(v.name(), v));
+        this.tables = Collections.unmodifiableMap(m);
+        this.timings = Collections.unmodifiableMap(new LinkedHashMap<>(timings));
+        this.fingerprintSha256 = fingerprintSha256;
+        this.lease = lease;
+        this.watch = watch;
+        this.guard = guard;
+        this.daemonPid = daemonPid;
+    }
+
+    /** Builds the guard that releases {@code resources} in reverse order once nothing reads them. */
+    static Guard guardFor(String what, List<AutoCloseable> resources) {
+        List<AutoCloseable> reversed = new ArrayList<>(resources);
+        Collections.reverse(reversed);
+        return new Guard(what, () -> {
+            RuntimeException first = null;
+            for (AutoCloseable r : reversed) {
+                try {
+                    r.close();
+                } catch (Exception e) {
+                    if (first == null) {
+                        first = new IllegalStateException("releasing " + what + ": " + e.getMessage(), e);
+                    }
+                }
+            }
+            if (first != null) {
+                throw first;
+            }
+        });
+    }
+
+    public Source source() {
+        return source;
+    }
+
+    public Map<String, TableView> tables() {
+        return tables;
+    }
+
+    public TableView table(String name) {
+        TableView t = tables.get(name);
+        if (t == null) {
+            throw new NoSuchElementException("no table '" + name + "'; imported: " + String.join(", ", tables.keySet()));
+        }
+        return t;
+    }
+
+    /** Milliseconds per step: connect, handshake, map, gpu, total. */
+    public Map<String, Double> timings() {
+        return timings;
+    }
+
+    public String fingerprintSha256() {
+        return fingerprintSha256;
+    }
+
+    /** The daemon's pid (-1 for a disk load). */
+    public int daemonPid() {
+        return daemonPid;
+    }
+
+    /**
+     * Calls {@code callback} once with the reason when the daemon goes (its process exits or it closes
+     * the lease); at once if it is already gone. Never called for a disk load.
+     */
+    public void onDaemonGone(Consumer<String> callback) {
+        if (watch != null) {
+            watch.onGone(callback);
+        }
+    }
+
+    /** Why the daemon is gone, or null while it is there. */
+    public String daemonGoneReason() {
+        return watch == null ? null : watch.goneReason();
+    }
+
+    public boolean isClosed() {
+        return guard.isClosed();
+    }
+
+    @Override
+    public void close() {
+        if (guard.isClosed()) {
+            return;
+        }
+        if (watch != null) {
+            watch.close();
+        }
+        if (lease != null) {
+            try {
+                lease.send(Frames.empty(MessageType.BYE, 1));
+            } catch (RuntimeException e) {
+                // the daemon may be gone: the lease ends with the connection either way
+            }
+            lease.close();
+        }
+        guard.close();
+    }
+
+    static List<TableView> views(Manifest manifest, long[] regionHostAddresses, Guard guard) {
+        List<TableView> out = new ArrayList<>();
+        for (Manifest.Table t : manifest.tables()) {
+            long base = t.region() < 0 ? 0 : regionHostAddresses[t.region()];
+            out.add(new TableView(t, base == 0 ? 0 : base + t.offset(), guard));
+        }
+        return out;
+    }
+}

@@ -1,0 +1,55 @@
+package io.engramhost.daemon;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+/** How far a load has got, and what it measured: read by STATUS while the load runs. */
+public final class LoadProgress {
+    private volatile String phase = "starting";
+    private final AtomicLong done = new AtomicLong();
+    private volatile long total;
+    private final Map<String, Object> facts = new LinkedHashMap<>();
+
+    public void phase(String phase, long totalBytes) {
+        this.phase = phase;
+        this.total = totalBytes;
+        done.set(0);
+        DaemonLog.info(phase + (totalBytes > 0 ? " (" + Units.bytes(totalBytes) + ")" : ""));
+    }
+
+    public void advance(long bytes) {
+        done.addAndGet(bytes);
+    }
+
+    public void done(long bytes) {
+        done.set(bytes);
+    }
+
+    /** Records a fact for status: a timing, the placement, the GPU tensors... */
+    public synchronized void put(String key, Object value) {
+        facts.put(key, value);
+    }
+
+    public synchronized Map<String, Object> facts() {
+        return new LinkedHashMap<>(facts);
+    }
+
+    public String phase() {
+        return phase;
+    }
+
+    public long bytesDone() {
+        return done.get();
+    }
+
+    public long bytesTotal() {
+        return total;
+    }
+
+    public String text() {
+        long t = total;
+        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s)", 100.0 * done.get() / t, Units.bytes(done.get()),
+                Units.bytes(t)) : "");
+    }
+}

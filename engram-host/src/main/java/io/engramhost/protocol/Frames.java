@@ -1,0 +1,24 @@
+package io.engramhost.protocol;
+
+import java.nio.ByteBuffer;
+
+/** Frames with no body or a single text body: STATUS, STATUS_REPLY, STOP, STOP_ACK, BYE. */
+public final class Frames {
+    private Frames() {
+    }
+
+    public static ByteBuffer empty(MessageType type, int version) {
+        return new FrameWriter(type, version).toBuffer();
+    }
+
+    /** STATUS_REPLY: a u32-length UTF-8 JSON document (see docs/protocol.md for its fields). */
+    public static ByteBuffer statusReply(int version, String json) {
+        return new FrameWriter(MessageType.STATUS_REPLY, version).longString(json).toBuffer();
+    }
+
+    public static String decodeStatusReply(FrameReader r) {
+        String json = r.longString("status_json");
+        r.end();
+        return json;
+    }
+}

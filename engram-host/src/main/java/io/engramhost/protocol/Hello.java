@@ -1,0 +1,17 @@
+package io.engramhost.protocol;
+
+import java.nio.ByteBuffer;
+
+/** Client's first frame: the version range it speaks, its pid and a name for logs. */
+public record Hello(int minVersion, int maxVersion, int pid, String client) {
+    public ByteBuffer encode() {
+        return new FrameWriter(MessageType.HELLO, 1).u16(minVersion).u16(maxVersion).i32(pid).shortString(client)
+                .toBuffer();
+    }
+
+    public static Hello decode(FrameReader r) {
+        Hello h = new Hello(r.u16("min_version"), r.u16("max_version"), r.i32("pid"), r.shortString("client"));
+        r.end();
+        return h;
+    }
+}

@@ -1,0 +1,81 @@
+package io.engramhost.protocol;
+
+import io.engramhost.os.Fd;
+import io.engramhost.os.FdMessages;
+import io.engramhost.os.UnixConnection;
+import java.nio.ByteBuffer;
+import java.util.List;
+
+/** Frames over a {@link UnixConnection}: send with fds, receive with a timeout and limits. */
+public final class ProtocolChannel implements AutoCloseable {
+    private final UnixConnection connection;
+
+    public ProtocolChannel(UnixConnection connection) {
+        this.connection = connection;
+    }
+
+    public UnixConnection connection() {
+        return connection;
+    }
+
+    public void send(ByteBuffer frame) {
+        connection.send(frame, List.of());
+    }
+
+    public void send(ByteBuffer frame, List<Fd> fds) {
+        connection.send(frame, fds);
+    }
+
+    /** A received frame: its reader (header checked) and the fds that came with it. */
+    public static final class Incoming implements AutoCloseable {
+        private final FrameReader reader;
+        private List<Fd> fds;
+
+        Incoming(FrameReader reader, List<Fd> fds) {
+            this.reader = reader;
+            this.fds = fds;
+        }
+
+        public FrameReader reader() {
+            return reader;
+        }
+
+        public MessageType type() {
+            return reader.type();
+        }
+
+        public int fdCount() {
+            return fds.size();
+        }
+
+        /** Takes the fds: the caller now owns them, and {@link #close()} leaves them alone. */
+        public List<Fd> takeFds() {
+            List<Fd> out = fds;
+            fds = List.of();
+            return out;
+        }
+
+        /** Closes the fds that came with the frame and were not taken. */
+        @Override
+        public void close() {
+            fds.forEach(Fd::close);
+            fds = List.of();
+        }
+    }
+
+    /** Receives one frame; fds with a frame that fails to decode are closed. */
+    public Incoming receive(int maxFds, int timeoutMillis) {
+        FdMessages.Received m = connection.receive(ProtocolDescriptor.MAX_PAYLOAD, maxFds, timeoutMillis);
+        try {
+            return new Incoming(FrameReader.of(m.payload()), m.fds());
+        } catch (RuntimeException e) {
+            m.fds().forEach(Fd::close);
+            throw e;
+        }
+    }
+
+    @Override
+    public void close() {
+        connection.close();
+    }
+}

@@ -1,0 +1,43 @@
+package io.engramhost.protocol;
+
+/**
+ * The wire protocol's constants. docs/protocol.md is the specification; this class and the message
+ * codecs are its code. Every frame's payload starts with:
+ *
+ * <pre>
+ *   0               4               6               8
+ *   +---------------+---------------+---------------+----------------
+ *   | magic "EGRM"  | version u16   | type u16      | body ...
+ *   +---------------+---------------+---------------+----------------
+ * </pre>
+ *
+ * All integers are little-endian. Strings are a u16 (short) or u32 (long) byte length, then UTF-8.
+ */
+public final class ProtocolDescriptor {
+    /** "EGRM" read as a little-endian u32. */
+    public static final int MAGIC = 'E' | 'G' << 8 | 'R' << 16 | 'M' << 24;
+    public static final int MIN_VERSION = 1;
+    public static final int MAX_VERSION = 1;
+    public static final int HEADER_BYTES = 8;
+
+    /** Most payload bytes in one frame. */
+    public static final int MAX_PAYLOAD = 64 << 20;
+    /** Most fds with one frame (a manifest). */
+    public static final int MAX_FDS = 65536;
+    public static final int MAX_TABLES = 1 << 20;
+    public static final int MAX_RANK = 16;
+    public static final int MAX_SHORT_STRING = 4096;
+    public static final int MAX_FINGERPRINT = 16 << 20;
+
+    /** Timeout for each request frame a peer owes during the handshake. */
+    public static final int DEFAULT_REQUEST_TIMEOUT_MILLIS = 10_000;
+
+    private ProtocolDescriptor() {
+    }
+
+    /** Picks the highest version both sides speak, or -1 when their ranges do not overlap. */
+    public static int negotiate(int clientMin, int clientMax) {
+        int v = Math.min(clientMax, MAX_VERSION);
+        return v >= Math.max(clientMin, MIN_VERSION) ? v : -1;
+    }
+}
