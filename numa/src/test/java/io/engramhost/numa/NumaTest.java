@@ -49,6 +49,7 @@ class NumaTest {
             Posix.ftruncate(fd, len);
             try (Mapping m = Posix.mmap(len, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0)) {
                 NumaPolicy policy = NumaPolicy.bind(0).validate(topology);
+                assertEquals(NumaPolicy.none(), Numa.policyAt(m.address()), "a fresh memfd has no policy");
                 Numa.apply(m, policy);
                 PlacementReport untouched = Placement.verify(m, PAGE);
                 assertEquals(10_240, untouched.notPresent());
