@@ -43,7 +43,7 @@ final class DiskLoad {
                 bases[i] = base;
                 address.put(t, base);
             }
-            CheckpointLoader.load(selected, address::get, threads, null);
+            new CheckpointLoader(threads).load(selected, address::get);
             for (int i = 0; i < selected.size(); i++) {
                 TensorInfo t = selected.get(i);
                 long digest = ContentDigest.digestParallel(bases[i], t.length(), threads);

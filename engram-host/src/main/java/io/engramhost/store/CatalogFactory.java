@@ -27,7 +27,7 @@ public final class CatalogFactory {
 
     /** What a daemon will load: the tables, their fingerprint and the builder that loads them. */
     public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Fingerprint fingerprint, NumaPolicy policy,
-            CatalogBuilder builder) {
+            CatalogBuilder builder, String budget) {
     }
 
     public static Prepared prepare(DaemonContext ctx) {
@@ -36,13 +36,14 @@ public final class CatalogFactory {
         Fingerprint fingerprint = Fingerprint.of(checkpoint, ctx.tables(), ctx.backend(), LAYOUT_VERSION);
         Topology topology = Topology.read();
         NumaPolicy policy = resolvePolicy(ctx.numa(), topology);
-        CatalogBuilder builder = switch (ctx.backend()) {
-            case "memfd" -> new MemfdCatalogBuilder(tensors, fingerprint, PageKind.SMALL, policy, topology, ctx.threads());
-            case "memfd-hugetlb" -> new MemfdCatalogBuilder(tensors, fingerprint, PageKind.HUGE_2M, policy, topology,
-                    ctx.threads());
+        return switch (ctx.backend()) {
+            case "memfd", "memfd-hugetlb" -> {
+                MemfdCatalogBuilder b = new MemfdCatalogBuilder(tensors, fingerprint,
+                        ctx.backend().equals("memfd") ? PageKind.SMALL : PageKind.HUGE_2M, policy, topology, ctx.threads());
+                yield new Prepared(checkpoint, tensors, fingerprint, policy, b, b.checkBudget());
+            }
             default -> throw new IllegalArgumentException("--backend " + ctx.backend() + " is not available in this build");
         };
-        return new Prepared(checkpoint, tensors, fingerprint, policy, builder);
     }
 
     /** --numa: auto resolves from the GPUs' nodes (sysfs); none when unknown. */

@@ -43,6 +43,7 @@ public final class MemfdCatalogBuilder implements CatalogBuilder {
     private final NumaPolicy policy;
     private final Topology topology;
     private final int threads;
+    private final RegionPlan plan;
 
     public MemfdCatalogBuilder(List<TensorInfo> tensors, Fingerprint fingerprint, PageKind pages, NumaPolicy policy,
             Topology topology, int threads) {
@@ -52,15 +53,22 @@ public final class MemfdCatalogBuilder implements CatalogBuilder {
         this.policy = policy;
         this.topology = topology;
         this.threads = threads;
+        this.plan = RegionPlan.plan(this.tensors.stream().map(TensorInfo::length).toList(), OWN_REGION_BYTES,
+                PACK_LIMIT_BYTES, 4096, pages);
+    }
+
+    /**
+     * Checks, before anything is allocated, that the planned memfds fit in free memory (or free huge
+     * pages) where the policy puts them; throws with both numbers when they do not.
+     */
+    public String checkBudget() {
+        return plan.totalBytes() == 0 ? "nothing to load"
+                : MemoryBudget.check(plan.totalBytes(), policy, pages.hugetlb(), pages.pageSize(), topology);
     }
 
     @Override
     public Catalog build(LoadProgress progress) throws Exception {
         List<Long> lengths = tensors.stream().map(TensorInfo::length).toList();
-        RegionPlan plan = RegionPlan.plan(lengths, OWN_REGION_BYTES, PACK_LIMIT_BYTES, 4096, pages);
-        if (plan.totalBytes() > 0) {
-            MemoryBudget.check(plan.totalBytes(), policy, pages.hugetlb(), pages.pageSize(), topology);
-        }
         Regions<MemfdRegion> regions = new Regions<>();
         try {
             progress.phase("creating " + plan.regionSizes().size() + " memfds (" + pages + ", numa " + policy + ")",
@@ -79,7 +87,8 @@ public final class MemfdCatalogBuilder implements CatalogBuilder {
                 address.put(tensors.get(i), slot.region() < 0 ? 0L
                         : regions.items().get(slot.region()).writable().address() + slot.offset());
             }
-            CheckpointLoader.load(tensors, address::get, threads, progress::advance);
+            new CheckpointLoader(threads, CheckpointLoader.DEFAULT_CHUNK, (done, all) -> progress.done(done))
+                    .load(tensors, address::get);
             long t2 = System.nanoTime();
             progress.phase("digesting", total);
             long[] digests = new long[tensors.size()];
