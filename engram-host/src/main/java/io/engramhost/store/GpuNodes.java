@@ -14,12 +14,12 @@ import java.util.stream.Stream;
  * controller class), for {@code --numa auto}. A GPU whose sysfs node is -1 reports empty here;
  * {@link CudaPlacement} fills it from CUDA's HOST_NUMA_ID where the driver is present.
  */
-final class GpuNodes {
+public final class GpuNodes {
     private GpuNodes() {
     }
 
     /** PCI bus ids of NVIDIA GPUs under {@code root}/sys/bus/pci/devices, sorted. */
-    static List<String> pciBusIds(Path root) {
+    public static List<String> pciBusIds(Path root) {
         Path devices = root.resolve("sys/bus/pci/devices");
         List<String> out = new ArrayList<>();
         if (!Files.isDirectory(devices)) {
@@ -39,7 +39,7 @@ final class GpuNodes {
         return out;
     }
 
-    static List<OptionalInt> nodes(Topology topology, Path root) {
+    public static List<OptionalInt> nodes(Topology topology, Path root) {
         List<OptionalInt> out = new ArrayList<>();
         for (String id : pciBusIds(root)) {
             out.add(topology.gpuNode(id));

@@ -61,11 +61,16 @@ final class DaemonProcess implements AutoCloseable {
     }
 
     @Override
-    public void close() throws Exception {
+    public void close() {
         if (process.isAlive()) {
             process.destroy(); // SIGTERM: the daemon removes its socket and ready file
-            if (!process.waitFor(20, TimeUnit.SECONDS)) {
+            try {
+                if (!process.waitFor(20, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                }
+            } catch (InterruptedException e) {
                 process.destroyForcibly();
+                Thread.currentThread().interrupt();
             }
         }
     }
