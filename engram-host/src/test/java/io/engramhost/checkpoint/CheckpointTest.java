@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import io.engramhost.os.Posix;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -159,6 +160,21 @@ class CheckpointTest {
         assertThrows(IllegalArgumentException.class, () -> c.fileOf(foreign));
         TensorInfo own = c.tensors().get(0);
         assertSame(c.files().get(0), c.fileOf(own));
+    }
+
+    @Test
+    void shouldLeaveNoFileOpen() throws IOException {
+        Path bad = RawSafetensors.write(dir.resolve("bad.safetensors"), "{\"t\":1}", 0);
+        Runnable both = () -> {
+            Checkpoint.open(index);
+            assertThrows(CheckpointException.class, () -> Checkpoint.open(bad));
+        };
+        both.run(); // warm up: class loading may open jars for good
+        int before = Posix.countOpenFds();
+        for (int i = 0; i < 20; i++) {
+            both.run();
+        }
+        assertEquals(before, Posix.countOpenFds());
     }
 
     /** {"weight_map":{k1:v1,...}} */
