@@ -8,6 +8,7 @@ import io.engramhost.cuda.VaMapping;
 import io.engramhost.cuda.VaRange;
 import io.engramhost.os.Fd;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -92,10 +93,10 @@ public final class VmmImport implements AutoCloseable {
             return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings);
         } catch (RuntimeException e) {
             List<AutoCloseable> undo = new ArrayList<>(mappings);
-            java.util.Collections.reverse(undo);
+            Collections.reverse(undo);
             undo.add(range);
             List<AutoCloseable> hs = new ArrayList<>(handles);
-            java.util.Collections.reverse(hs);
+            Collections.reverse(hs);
             undo.addAll(hs);
             Closing.quietly(e, undo.toArray(new AutoCloseable[0]));
             throw e;

@@ -53,8 +53,8 @@ public final class HostRegistration implements AutoCloseable {
         }
         CudaDevice dev = Cuda.device(device);
         if (readOnly && !dev.readOnlyHostRegister()) {
-            throw new CudaException("cuMemHostRegister(" + Sizes.format(length) + ", READ_ONLY) on " + dev.label(),
-                    CudaErrors.NOT_SUPPORTED, "the device lacks READ_ONLY_HOST_REGISTER_SUPPORTED");
+            throw new IllegalStateException("cannot register " + Sizes.format(length) + " read-only for " + dev.label()
+                    + ": it lacks READ_ONLY_HOST_REGISTER_SUPPORTED, and a PROT_READ mapping needs it");
         }
         Cuda.useDevice(device);
         int flags = FLAG_PORTABLE | FLAG_DEVICEMAP | (readOnly ? FLAG_READ_ONLY : 0);
