@@ -36,7 +36,7 @@ class HostRegistrationTest {
                 try (HostRegistration reg = HostRegistration.register(ro.address(), LENGTH, 0, true, 16L << 20)) {
                     assertEquals(4, reg.chunkCount());
                     assertEquals(expected, kernels.checksum(reg.devicePointer(), LENGTH));
-                    reg.close();
+                    reg.close(); // closed twice (here and by try): the second close must do nothing
                 }
                 try (HostRegistration whole = HostRegistration.register(ro.address(), LENGTH, 0, true)) {
                     assertEquals(1, whole.chunkCount());
