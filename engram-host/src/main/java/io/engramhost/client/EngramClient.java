@@ -1,9 +1,7 @@
 package io.engramhost.client;
 
-import io.engramhost.memfd.ReadOnlyMapping;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
-import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.os.Posix;
@@ -57,17 +55,18 @@ public final class EngramClient {
                 fds = in.takeFds();
             }
             long t2 = System.nanoTime();
-            long[] hostAddresses = mapRegions(manifest, fds, options, resources);
+            RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
             long t3 = System.nanoTime();
             Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             Map<String, Double> timings = new LinkedHashMap<>();
             timings.put("connect_ms", (t1 - t0) / 1e6);
             timings.put("handshake_ms", (t2 - t1) / 1e6);
-            timings.put("map_ms", (t3 - t2) / 1e6);
+            timings.putAll(attached.timings);
+            timings.put("attach_ms", (t3 - t2) / 1e6);
             timings.put("total_ms", (t3 - t0) / 1e6);
             int daemonPid = c.channel.connection().peerCredentials().pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
-            return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, hostAddresses, guard),
+            return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
                     timings, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch, guard, daemonPid);
         } catch (RuntimeException e) {
             closeAll(resources, e);
@@ -98,27 +97,6 @@ public final class EngramClient {
                 e.addSuppressed(suppressed);
             }
         }
-    }
-
-    /** Maps each memfd region read-only; the fds are closed once mapped (the mappings keep the memory). */
-    private static long[] mapRegions(Manifest manifest, List<Fd> fds, ClientOptions options,
-            List<AutoCloseable> resources) {
-        long[] addresses = new long[fds.size()];
-        try {
-            for (int i = 0; i < fds.size(); i++) {
-                Manifest.Region r = manifest.regions().get(i);
-                if (!r.kind().memfd()) {
-                    throw new EngramClientException(ErrorCode.BAD_REQUEST, "region " + i + " is " + r.kind().backend()
-                            + " memory: importing it needs the GPU client (CudaImport)", List.of());
-                }
-                Mapping m = ReadOnlyMapping.map(fds.get(i), r.size(), options.populate());
-                resources.add(m);
-                addresses[i] = m.address();
-            }
-        } finally {
-            fds.forEach(Fd::close);
-        }
-        return addresses;
     }
 
     /** The daemon's STATUS document (JSON). */
@@ -180,7 +158,7 @@ public final class EngramClient {
     private static ProtocolChannel.Incoming requestImport(Connected c, Expectation expectation, ClientOptions options) {
         long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         while (true) {
-            c.channel.send(new ImportRequest(0, expectation).encode(c.version));
+            c.channel.send(new ImportRequest(0, options.device(), expectation).encode(c.version));
             ProtocolChannel.Incoming in = receive(c, options, null);
             if (in.type() == MessageType.ERROR) {
                 ErrorReply e = ErrorReply.decode(in.reader());

@@ -133,11 +133,14 @@ public final class ImportedTables implements AutoCloseable {
         guard.close();
     }
 
-    static List<TableView> views(Manifest manifest, long[] regionHostAddresses, Guard guard) {
+    static List<TableView> views(Manifest manifest, long[] regionHost, long[] regionGpu, Guard guard) {
         List<TableView> out = new ArrayList<>();
         for (Manifest.Table t : manifest.tables()) {
-            long base = t.region() < 0 ? 0 : regionHostAddresses[t.region()];
-            out.add(new TableView(t, base == 0 ? 0 : base + t.offset(), guard));
+            long host = t.region() < 0 ? 0 : regionHost[t.region()];
+            long gpu = t.region() < 0 || regionGpu == null ? 0 : regionGpu[t.region()];
+            TableView v = new TableView(t, host == 0 ? 0 : host + t.offset(), guard);
+            v.devicePointer(gpu == 0 ? 0 : gpu + t.offset());
+            out.add(v);
         }
         return out;
     }

@@ -193,6 +193,10 @@ public final class TableView {
         return hostAddress;
     }
 
+    Guard guard() {
+        return guard;
+    }
+
     @Override
     public String toString() {
         return "TableView[" + name() + " " + dtype() + Arrays.toString(table.shape()) + "]";

@@ -118,8 +118,8 @@ public final class Daemon implements AutoCloseable {
         progress.put("ready_s", seconds);
         state = DaemonState.READY;
         ReadyFile.write(SocketPaths.readyFile(socket), pid, catalog.fingerprintSha256(), catalog.backend(), socket);
-        DaemonLog.info("ready: " + catalog.manifest().tables().size() + " tables, " + Units.bytes(catalog.totalBytes())
-                + " in " + catalog.fds().size() + " regions, after " + String.format("%.2f s", seconds)
+        DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
+                + " in " + catalog.regionCount() + " regions, after " + String.format("%.2f s", seconds)
                 + "; fingerprint " + catalog.fingerprintSha256());
     }
 
@@ -268,9 +268,9 @@ public final class Daemon implements AutoCloseable {
         if (c != null) {
             s.put("fingerprint", c.fingerprintSha256());
             s.put("bytes", c.totalBytes());
-            s.put("regions", c.fds().size());
+            s.put("regions", c.regionCount());
             List<Object> tables = new ArrayList<>();
-            for (Manifest.Table t : c.manifest().tables()) {
+            for (Manifest.Table t : c.allTables()) {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("name", t.name());
                 m.put("dtype", t.dtype());
