@@ -19,6 +19,7 @@ FLAGS+=("-Djava.io.tmpdir=$WORK/tmp")
 CP=$(ls "$B"/lib/*.jar | tr '\n' ':')
 cli() { "$JAVA" "${FLAGS[@]}" -cp "$CP" io.engramhost.cli.Main "$@"; }
 SOCK="$WORK/run/attach.sock"
+rm -f "$SOCK" "$SOCK.ready"
 ROWS=$(( (GIB << 30) / 256 + 1 ))
 
 echo "== generating one ${GIB} GiB table ($ROWS rows x 256)"

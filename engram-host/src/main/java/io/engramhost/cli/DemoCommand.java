@@ -123,7 +123,7 @@ final class DemoCommand implements Callable<Integer> {
     private static void awaitReady(Process daemon, Path socket, Path log) throws Exception {
         Path ready = SocketPaths.readyFile(socket);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (!Files.exists(ready)) {
+        while (!String.valueOf(daemon.pid()).equals(io.engramhost.daemon.ReadyFile.read(ready).get("pid"))) {
             if (!daemon.isAlive()) {
                 throw new IllegalStateException("the daemon exited with " + daemon.exitValue() + ": "
                         + Files.readString(log, StandardCharsets.UTF_8).strip());
