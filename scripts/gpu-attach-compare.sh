@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the bundle (scripts/gpu-bundle.sh): the restart path, cross-process,
 # on one table of at least $GIB GiB. A cuda-vmm daemon serves it; then, alternating, the C client of
-# the wire protocol (engram_attach, raw driver calls) and fresh Java client processes
+# the wire protocol (engram-attach, raw driver calls) and fresh Java client processes
 # (`engram-host import --gpu`) attach it with a GPU view only, $REPEAT times each. Results in $OUT:
 #   attach-daemon.log, attach-c.jsonl, attach-java.jsonl, attach-summary.json (medians and the ratio).
 # Usage: OUT=/some/dir GIB=16 REPEAT=5 bash gpu-attach-compare.sh
@@ -33,7 +33,7 @@ for _ in $(seq 600); do [ -f "$SOCK.ready" ] && break; kill -0 $DAEMON 2>/dev/nu
 tail -3 "$OUT/attach-daemon.log"
 : > "$OUT/attach-c.jsonl"; : > "$OUT/attach-java.jsonl"
 for i in $(seq "$REPEAT"); do
-  "$B/engram_attach" --socket "$SOCK" --device 0 --json >> "$OUT/attach-c.jsonl" 2>>"$OUT/attach-c.err"
+  "$B/engram-attach" --socket "$SOCK" --device 0 --json >> "$OUT/attach-c.jsonl" 2>>"$OUT/attach-c.err"
   cli import --socket "$SOCK" --gpu --device 0 --json >> "$OUT/attach-java.jsonl" 2>>"$OUT/attach-java.err"
 done
 cli stop --socket "$SOCK"

@@ -6,7 +6,7 @@
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
 #   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild, AttachBench)
-#   engram_attach   the C client of the wire protocol (native/c/engram_attach.c), the attach baseline
+#   engram-attach   the C client of the wire protocol (native/c/engram_attach.c), the attach baseline
 #   gpu-attach-compare.sh  the cross-process attach comparison (C client against the Java client)
 #   attach_baseline the C baseline (native/c/attach_baseline.c), dlopens libcuda.so.1
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
@@ -46,7 +46,8 @@ cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 echo "== C baseline and kernels"
 make -s -C native baseline
 cp native/build/attach_baseline "$STAGE/"
-if make -s -C native engram-attach 2>/dev/null; then cp native/build/engram_attach "$STAGE/"; fi
+make -s -C native engram-attach
+cp native/build/engram-attach "$STAGE/"
 cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
 mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
 

@@ -689,7 +689,10 @@ static int connect_and_hello(const struct options *o, struct daemon_info *info) 
 // IMPORT (expectation any) until a MANIFEST comes; NOT_READY is retried every 100 ms for --wait-ms.
 static void import_manifest(int s, const struct options *o, struct message *m, struct manifest *mf, double *ms) {
     double deadline = now_ms() + o->wait_ms;
-    static const uint8_t body[5] = {0, 0, 0, 0, 0};  // flags 0, expectation 0 (any)
+    // flags 0, device (the client's GPU: its device tensors come too), expectation 0 (any)
+    uint8_t body[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t dev = (uint32_t)(int32_t)o->device;
+    for (int k = 0; k < 4; k++) body[4 + k] = (uint8_t)(dev >> (8 * k));
     for (;;) {
         double t0 = now_ms();
         send_frame(s, T_IMPORT, body, sizeof body, 0);

@@ -159,7 +159,8 @@ def main():
             assert msg[1] == b'', 'BYE has a body'
             assert case.startswith('batch-') or case == 'not-ready', f'BYE after a failed {case}'
             break
-        assert msg[0] == IMPORT and msg[1] == b'\0\0\0\0\0', msg
+        # IMPORT body: flags 0, the client's device (i32), expectation 0 (any)
+        assert msg[0] == IMPORT and len(msg[1]) == 9 and msg[1][:4] == b'\0\0\0\0' and msg[1][8:] == b'\0', msg
         imports += 1
         if case == 'not-ready' and imports == 3:
             send(conn, manifest(*regions_and_tables(2)), memfds(2))
