@@ -1,5 +1,6 @@
 package io.engramhost.client;
 
+import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
@@ -199,7 +200,28 @@ public final class EngramClient {
     }
 
     private static EngramClientException refusal(ErrorReply e) {
-        return new EngramClientException(e.code(), e.code() + ": " + e.describe(), e.details());
+        List<String> details = new ArrayList<>(e.details());
+        boolean shortForm = e.details().size() == 1 && e.details().get(0).startsWith("expected fingerprint ");
+        if (e.code() == ErrorCode.FINGERPRINT_MISMATCH && shortForm && e.daemonFingerprint().length > 0) {
+            details.addAll(daemonRecord(e.daemonFingerprint()));
+        }
+        ErrorReply withRecord = new ErrorReply(e.code(), e.message(), details, e.daemonFingerprint());
+        return new EngramClientException(e.code(), e.code() + ": " + withRecord.describe(), details);
+    }
+
+    /** The daemon's fingerprint, one line per file and table, for a mismatch report. */
+    private static List<String> daemonRecord(byte[] canonical) {
+        List<String> out = new ArrayList<>();
+        try {
+            Fingerprint fp = Fingerprint.decode(canonical);
+            out.add("the daemon's record: layout " + fp.layoutVersion() + ", backend " + fp.backend());
+            fp.files().forEach(f -> out.add("  file " + f.name() + " (" + f.size() + " bytes, header sha256 "
+                    + f.headerSha256() + ")"));
+            fp.tables().forEach(t -> out.add("  table " + t));
+        } catch (RuntimeException malformed) {
+            out.add("the daemon's record could not be decoded: " + malformed.getMessage());
+        }
+        return out;
     }
 
     private static void sleep(long ms) {

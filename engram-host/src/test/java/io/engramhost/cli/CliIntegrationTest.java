@@ -136,6 +136,8 @@ class CliIntegrationTest {
             CliRun sha = CliRun.of("import", "--socket", socket.toString(), "--expect", "0".repeat(64));
             assertEquals(1, sha.exit());
             assertTrue(sha.err().contains("expected fingerprint " + "0".repeat(64)), sha.err());
+            assertTrue(sha.err().contains("the daemon's record") && sha.err().contains("engram.layers.1.embedding.scale"),
+                    "a short expectation is shown the daemon's record: " + sha.err());
         }
     }
 
