@@ -161,6 +161,10 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             if (t.devicePointer() != 0) {
                 m.put("gpu_address", String.format("0x%x", t.devicePointer()));
             }
+            m.put("region", t.entry().region());
+            if (t.entry().region() >= 0) {
+                m.put("attach", imported.regionTimings(t.entry().region()));
+            }
             m.put("digest", String.format("%016x", t.digest()));
             if (!t.hasCpuView()) {
                 m.put("cpu_view", false);

@@ -56,7 +56,7 @@ final class DiskLoad {
             timings.put("disk_load_ms", (System.nanoTime() - t0) / 1e6);
             timings.put("total_ms", (System.nanoTime() - t0) / 1e6);
             return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard), timings,
-                    fp.sha256Hex(), null, null, guard, -1);
+                    List.of(), fp.sha256Hex(), null, null, guard, -1);
         } catch (RuntimeException e) {
             for (int i = resources.size() - 1; i >= 0; i--) {
                 try {

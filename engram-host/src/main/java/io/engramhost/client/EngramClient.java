@@ -68,7 +68,8 @@ public final class EngramClient {
             int daemonPid = c.channel.connection().peerCredentials().pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
             return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
-                    timings, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch, guard, daemonPid);
+                    timings, attached.perRegion, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
+                    guard, daemonPid);
         } catch (RuntimeException e) {
             closeAll(resources, e);
             c.channel.close();

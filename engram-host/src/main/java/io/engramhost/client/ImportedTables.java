@@ -29,9 +29,12 @@ public final class ImportedTables implements AutoCloseable {
     private final DaemonWatch watch;
     private final Guard guard;
     private final int daemonPid;
+    private final List<Map<String, Double>> regionTimings;
 
-    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, String fingerprintSha256,
-            ProtocolChannel lease, DaemonWatch watch, Guard guard, int daemonPid) {
+    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, List<Map<String, Double>>
+            regionTimings, String fingerprintSha256, ProtocolChannel lease, DaemonWatch watch, Guard guard,
+            int daemonPid) {
+        this.regionTimings = regionTimings;
         this.source = source;
         Map<String, TableView> m = new LinkedHashMap<>();
         views.forEach(v -> m.put(v.name(), v));
@@ -84,6 +87,14 @@ public final class ImportedTables implements AutoCloseable {
     /** Milliseconds per step: connect, handshake, map, gpu, total. */
     public Map<String, Double> timings() {
         return timings;
+    }
+
+    /**
+     * The ms each attach step took for region (fd) {@code region} of the manifest: mmap and register for
+     * memfd, import, map, gpu_access (and cpu_access) for cuda-vmm. Tables packed in one region share it.
+     */
+    public Map<String, Double> regionTimings(int region) {
+        return region < 0 || region >= regionTimings.size() ? Map.of() : regionTimings.get(region);
     }
 
     public String fingerprintSha256() {

@@ -26,10 +26,15 @@ final class RegionAttach {
     final long[] host;
     final long[] gpu;
     final Map<String, Double> timings = new LinkedHashMap<>();
+    /** Per region, the ms of each step that attached it. */
+    final List<Map<String, Double>> perRegion = new ArrayList<>();
 
     private RegionAttach(int n) {
         host = new long[n];
         gpu = new long[n];
+        for (int i = 0; i < n; i++) {
+            perRegion.add(new LinkedHashMap<>());
+        }
     }
 
     static RegionAttach attach(Manifest manifest, List<Fd> fds, ClientOptions options, List<AutoCloseable> resources) {
@@ -52,12 +57,15 @@ final class RegionAttach {
                     a.host[i] = m.address();
                     long t1 = System.nanoTime();
                     mapNanos += t1 - t0;
+                    a.perRegion.get(i).put("mmap_ms", (t1 - t0) / 1e6);
                     if (options.gpuView()) {
                         HostRegistration reg = HostRegistration.register(m.address(), r.size(), requireGpu(options, r),
                                 true);
                         resources.add(reg);
                         a.gpu[i] = reg.devicePointer();
-                        registerNanos += System.nanoTime() - t1;
+                        long t2 = System.nanoTime();
+                        registerNanos += t2 - t1;
+                        a.perRegion.get(i).put("register_ms", (t2 - t1) / 1e6);
                     }
                 } else {
                     throw new EngramClientException(ErrorCode.BAD_REQUEST, "region " + i + " has kind " + r.kind()
@@ -96,6 +104,14 @@ final class RegionAttach {
             gpu[which.get(j)] = imp.base(j);
             if (access.cpuView()) {
                 host[which.get(j)] = imp.base(j);
+            }
+            AttachTimings one = imp.timings(j);
+            Map<String, Double> m = perRegion.get(which.get(j));
+            m.put("import_ms", one.importNanos() / 1e6);
+            m.put("map_ms", one.reserveMapNanos() / 1e6);
+            m.put("gpu_access_ms", one.gpuAccessNanos() / 1e6);
+            if (access.cpuView()) {
+                m.put("cpu_access_ms", one.cpuAccessNanos() / 1e6);
             }
         }
         AttachTimings t = imp.timings();
