@@ -13,6 +13,8 @@ import io.engramhost.client.GpuVerify;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.client.TableView;
 import io.engramhost.cuda.Cuda;
+import io.engramhost.numa.HugePagePool;
+import io.engramhost.numa.Topology;
 import io.engramhost.cuda.CudaResources;
 import io.engramhost.cuda.GpuChecksum;
 import io.engramhost.cuda.GpuKernels;
@@ -53,11 +55,16 @@ class GpuIntegrationTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"memfd", "cuda-vmm"})
+    @ValueSource(strings = {"memfd", "memfd-hugetlb", "cuda-vmm"})
     void shouldReadTheCheckpointsBytesThroughEveryGpuView(String backend, @TempDir Path dir) throws Exception {
         assumeTrue(Cuda.available(), Cuda.unavailabilityCause());
         List<String> missing = VmmSupport.missingForHostTables(Cuda.device(0));
         assumeTrue(missing.isEmpty(), "GPU 0 lacks " + missing);
+        if (backend.equals("memfd-hugetlb")) {
+            long free = Topology.read().systemHugePages().getOrDefault(2L << 20, new HugePagePool(2L << 20, 0, 0)).free();
+            assumeTrue(free >= 64, "memfd-hugetlb needs 64 free 2 MiB huge pages; " + free + " are free"
+                    + " (reserve them with sysctl vm.nr_hugepages=N)");
+        }
         Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"),
                 new CheckpointGenerator.Spec(List.of(1, 14), 50_000, 256, 11));
         Checkpoint cp = Checkpoint.open(List.of(index));
@@ -86,7 +93,7 @@ class GpuIntegrationTest {
                             assertEquals(RegionKind.VMM_DEVICE, v.entry().kind());
                             assertEquals(0, v.entry().device());
                         } else {
-                            assertEquals(backend, v.entry().kind().backend());
+                            assertEquals(backend, v.entry().kind().backend(), t.name());
                         }
                         assertEquals(true, GpuVerify.verify(v, kernels).get("verified"));
                     }
