@@ -3,7 +3,8 @@
 # on one table of at least $GIB GiB. A cuda-vmm daemon serves it; then, alternating, the C client of
 # the wire protocol (engram-attach, raw driver calls) and fresh Java client processes
 # (`engram-host import --gpu`) attach it with a GPU view only, $REPEAT times each. Results in $OUT:
-#   attach-daemon.log, attach-c.jsonl, attach-java.jsonl, attach-summary.json (medians and the ratio).
+#   attach-daemon.log, attach-c.jsonl, attach-java.jsonl, attach-wall.txt (each client process, start to exit),
+#   attach-summary.json (medians and the ratio).
 # Usage: OUT=/some/dir GIB=16 REPEAT=5 bash gpu-attach-compare.sh
 set -uo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
@@ -32,9 +33,15 @@ for _ in $(seq 600); do [ -f "$SOCK.ready" ] && break; kill -0 $DAEMON 2>/dev/nu
 [ -f "$SOCK.ready" ] || { echo "daemon not ready"; tail -5 "$OUT/attach-daemon.log"; exit 1; }
 tail -3 "$OUT/attach-daemon.log"
 : > "$OUT/attach-c.jsonl"; : > "$OUT/attach-java.jsonl"
+: > "$OUT/attach-wall.txt"
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 for i in $(seq "$REPEAT"); do
+  t0=$(now_ms)
   "$B/engram-attach" --socket "$SOCK" --device 0 --json >> "$OUT/attach-c.jsonl" 2>>"$OUT/attach-c.err"
+  t1=$(now_ms)
   cli import --socket "$SOCK" --gpu --device 0 --json >> "$OUT/attach-java.jsonl" 2>>"$OUT/attach-java.err"
+  t2=$(now_ms)
+  echo "c $((t1 - t0)) java $((t2 - t1))" >> "$OUT/attach-wall.txt"
 done
 cli stop --socket "$SOCK"
 wait $DAEMON
@@ -55,6 +62,10 @@ s = {"gib": gib, "c_attach_ms": [cms(r) for r in c], "java_attach_ms": [jms(r) f
 s["c_median_ms_per_gib"] = statistics.median(s["c_attach_ms"]) / gib
 s["java_median_ms_per_gib"] = statistics.median(s["java_attach_ms"]) / gib
 s["ratio_java_to_c"] = s["java_median_ms_per_gib"] / s["c_median_ms_per_gib"]
+wall = [l.split() for l in open(out + "/attach-wall.txt") if l.strip()]
+s["process_wall_ms_c"] = [int(w[1]) for w in wall]
+s["process_wall_ms_java"] = [int(w[3]) for w in wall]
+s["restart_median_ms"] = {"c": statistics.median(s["process_wall_ms_c"]), "java": statistics.median(s["process_wall_ms_java"])}
 json.dump(s, open(out + "/attach-summary.json", "w"), indent=1)
 print(json.dumps(s, indent=1))
 PY

@@ -42,6 +42,25 @@ public final class VmmImport implements AutoCloseable {
     }
 
     /**
+     * Readies this process for {@link #attach} on {@code device} without touching any table: retains
+     * the GPU's primary context, asks the granularity once and loads the classes the attach path uses.
+     * A restarting client runs it in the background while it talks to the daemon, so that the attach
+     * itself is only the driver's import, map and access calls.
+     */
+    public static void prepare(int device) {
+        Cuda.useDevice(device);
+        MemHandle.granularity(Location.device(device), true, device, false);
+        for (Class<?> c : new Class<?>[] {MemHandle.class, VaRange.class, VaMapping.class, AttachTimings.class,
+                Access.class, Closing.class, io.engramhost.cuda.HostRegistration.class}) {
+            try {
+                Class.forName(c.getName(), true, c.getClassLoader());
+            } catch (ClassNotFoundException e) {
+                throw new IllegalStateException("cannot load " + c.getName(), e);
+            }
+        }
+    }
+
+    /**
      * Imports {@code fds} (allocation sizes in {@code sizes}, as the exporter reported them) on GPU
      * {@code device}.
      *

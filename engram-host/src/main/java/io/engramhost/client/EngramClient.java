@@ -40,8 +40,17 @@ public final class EngramClient {
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
         long t0 = System.nanoTime();
+        GpuPreparation gpu = options.gpuView() ? GpuPreparation.start(options.device()) : null;
         Posix.raiseNoFileLimit();
-        Connected c = handshake(socket, options);
+        Connected c;
+        try {
+            c = handshake(socket, options);
+        } catch (RuntimeException e) {
+            if (gpu != null) {
+                gpu.awaitQuietly();
+            }
+            throw e;
+        }
         long t1 = System.nanoTime();
         List<AutoCloseable> resources = new ArrayList<>();
         try {
@@ -56,14 +65,20 @@ public final class EngramClient {
                 fds = in.takeFds();
             }
             long t2 = System.nanoTime();
+            Map<String, Double> gpuTimings = gpu == null ? Map.of() : gpu.await();
+            long t2b = System.nanoTime();
             RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
             long t3 = System.nanoTime();
             Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             Map<String, Double> timings = new LinkedHashMap<>();
             timings.put("connect_ms", (t1 - t0) / 1e6);
             timings.put("handshake_ms", (t2 - t1) / 1e6);
+            timings.putAll(gpuTimings);
+            if (gpu != null) {
+                timings.put("gpu_prepare_wait_ms", (t2b - t2) / 1e6);
+            }
             timings.putAll(attached.timings);
-            timings.put("attach_ms", (t3 - t2) / 1e6);
+            timings.put("attach_ms", (t3 - t2b) / 1e6);
             timings.put("total_ms", (t3 - t0) / 1e6);
             int daemonPid = c.channel.connection().peerCredentials().pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
