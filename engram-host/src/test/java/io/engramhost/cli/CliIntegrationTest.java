@@ -142,6 +142,31 @@ class CliIntegrationTest {
     }
 
     @Test
+    void shouldRemoveSocketAndReadyFileOnSigterm(@TempDir Path dir) throws Exception {
+        Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 1000, 64, 3));
+        Path socket = dir.resolve("run/t.sock");
+        DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", index.toString()).awaitReady();
+        d.process.destroy(); // SIGTERM
+        assertTrue(d.process.waitFor(20, java.util.concurrent.TimeUnit.SECONDS));
+        assertFalse(Files.exists(socket), "socket removed: " + d.log());
+        assertFalse(Files.exists(SocketPaths.readyFile(socket)), "ready file removed");
+        assertTrue(d.log().contains("stopped (signal)"), d.log());
+    }
+
+    @Test
+    void shouldRefuseHugetlbAtOnceWhenNoHugePagesAreReserved(@TempDir Path dir) throws Exception {
+        long reserved = Long.parseLong(Files.readString(Path.of("/proc/sys/vm/nr_hugepages")).trim());
+        org.junit.jupiter.api.Assumptions.assumeTrue(reserved == 0, "vm.nr_hugepages=" + reserved + " here");
+        Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 20000, 256, 3));
+        Path socket = dir.resolve("run/h.sock");
+        CliRun r = CliRun.of("serve", "--checkpoint", index.toString(), "--backend", "memfd-hugetlb", "--numa", "none",
+                "--socket", socket.toString());
+        assertEquals(1, r.exit(), r.err());
+        assertTrue(r.err().contains("huge pages") && r.err().contains("vm.nr_hugepages"), r.err());
+        assertFalse(Files.exists(socket), "refused before the socket was taken");
+    }
+
+    @Test
     void shouldRejectMalformedCheckpointsWithOneLine(@TempDir Path dir) throws Exception {
         Path bad = dir.resolve("bad.safetensors");
         byte[] header = "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[10,256],\"data_offsets\":[0,2559]}}".getBytes();
