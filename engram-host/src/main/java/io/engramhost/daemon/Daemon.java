@@ -27,6 +27,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class Daemon implements AutoCloseable {
     public static final String VERSION = "0.1.0";
+    /** How often a running load logs its progress. */
+    static final long PROGRESS_LOG_MILLIS = 5000;
 
     private final DaemonContext context;
     private final Path socket;
@@ -102,6 +104,17 @@ public final class Daemon implements AutoCloseable {
     /** Loads the catalog; on success the daemon is ready and the ready file is written. */
     public void load(CatalogBuilder builder) throws Exception {
         long t0 = System.nanoTime();
+        Thread ticker = daemonThread(() -> {
+            try {
+                while (true) {
+                    Thread.sleep(PROGRESS_LOG_MILLIS);
+                    DaemonLog.info(progress.text());
+                }
+            } catch (InterruptedException done) {
+                // the load is over
+            }
+        }, "engram-progress");
+        ticker.start();
         try {
             Catalog c = builder.build(progress);
             if (closed.get()) {
@@ -113,6 +126,8 @@ public final class Daemon implements AutoCloseable {
             failure = String.valueOf(e.getMessage());
             state = DaemonState.FAILED;
             throw e;
+        } finally {
+            ticker.interrupt();
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
         progress.put("ready_s", seconds);
