@@ -130,11 +130,12 @@ public final class Daemon implements AutoCloseable {
             ticker.interrupt();
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
+        progress.finish(catalog.totalBytes());
         progress.put("ready_s", seconds);
         state = DaemonState.READY;
         ReadyFile.write(SocketPaths.readyFile(socket), pid, catalog.fingerprintSha256(), catalog.backend(), socket);
         DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
-                + " in " + catalog.regionCount() + " regions, after " + String.format("%.2f s", seconds)
+                + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after " + String.format("%.2f s", seconds)
                 + "; fingerprint " + catalog.fingerprintSha256());
     }
 

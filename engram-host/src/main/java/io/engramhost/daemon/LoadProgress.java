@@ -20,6 +20,13 @@ public final class LoadProgress {
         DaemonLog.info(phase + (totalBytes > 0 ? " (" + Units.bytes(totalBytes) + ")" : ""));
     }
 
+    /** The load is over: {@code bytes} were loaded. Not logged (the daemon logs "ready"). */
+    public void finish(long bytes) {
+        this.phase = "loaded";
+        this.total = bytes;
+        done.set(bytes);
+    }
+
     public void advance(long bytes) {
         done.addAndGet(bytes);
     }
