@@ -188,7 +188,7 @@ final class SafetensorsHeader {
         if (v == null) {
             return "null";
         } else if (v instanceof String s) {
-            return "the string \"" + s + "\"";
+            return "the string \"" + (s.length() > 40 ? s.substring(0, 40) + "..." : s) + "\"";
         } else if (v instanceof Long || v instanceof Double) {
             return "the number " + v;
         } else if (v instanceof Boolean) {

@@ -11,7 +11,8 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "engram-host", mixinStandardHelpOptions = true, version = "engram-host 0.1.0",
         description = "Keeps Engram tables resident and hands them to engines over Unix sockets.",
-        subcommands = {StatusCommand.class, StopCommand.class})
+        subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class,
+                InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class})
 public final class Main implements Runnable {
     @Option(names = "--verbose", description = "Print stack traces with errors.", scope = CommandLine.ScopeType.INHERIT)
     boolean verbose;

@@ -76,6 +76,20 @@ public final class EngramClient {
         }
     }
 
+    /**
+     * {@link #connect}, or, only when no daemon socket exists, a load of {@code checkpoint} into this
+     * process's own memory. {@link ImportedTables#source()} says which happened. Any other failure (a
+     * refusal, a mismatch, a timeout) throws: it is never silently turned into a slow disk load.
+     */
+    public static ImportedTables connectOrLoad(Path socket, Expectation expectation, ClientOptions options,
+            List<Path> checkpoint, List<String> tables, int threads) {
+        try {
+            return connect(socket, expectation, options);
+        } catch (DaemonAbsentException absent) {
+            return DiskLoad.load(checkpoint, tables, threads);
+        }
+    }
+
     private static void closeAll(List<AutoCloseable> resources, RuntimeException e) {
         for (int i = resources.size() - 1; i >= 0; i--) {
             try {

@@ -1,5 +1,6 @@
 package io.engramhost.client;
 
+import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.protocol.Manifest;
 import java.util.Arrays;
 import net.openhft.chronicle.bytes.Bytes;
@@ -151,6 +152,28 @@ public final class TableView {
             for (int i = 0; i < rowIds.length; i++) {
                 UnsafeMemory.copy(hostAddress + rowIds[i] * rowBytes, dst, i * rb, rb);
             }
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** SHA-256 of the table's bytes, read through this view. */
+    public byte[] sha256() {
+        check(0, table.bytes());
+        guard.enter();
+        try {
+            return ContentDigest.sha256(hostAddress, table.bytes());
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** Recomputes the engram digest v1 through this view (compare with {@link #digest()}). */
+    public long computeDigest(int threads) {
+        check(0, table.bytes());
+        guard.enter();
+        try {
+            return ContentDigest.digestParallel(hostAddress, table.bytes(), threads);
         } finally {
             guard.exit();
         }

@@ -9,7 +9,9 @@ public enum RegionKind {
     /** A CUDA VMM allocation in host memory (HOST_NUMA): cuMemImportFromShareableHandle, map, set access. */
     VMM_HOST(2, "cuda-vmm"),
     /** A CUDA VMM allocation in a GPU's memory: imported the same way. */
-    VMM_DEVICE(3, "cuda-device");
+    VMM_DEVICE(3, "cuda-device"),
+    /** Local only, never on the wire: a client's own anonymous memory, loaded from disk as a fallback. */
+    DISK(255, "disk");
 
     private final int code;
     private final String backend;

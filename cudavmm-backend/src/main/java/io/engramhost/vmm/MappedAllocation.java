@@ -1,0 +1,63 @@
+package io.engramhost.vmm;
+
+import io.engramhost.cuda.Location;
+import io.engramhost.cuda.MemHandle;
+import io.engramhost.cuda.Sizes;
+import io.engramhost.cuda.VaMapping;
+import io.engramhost.cuda.VaRange;
+import io.engramhost.os.Fd;
+
+/**
+ * An exportable allocation mapped in its creator: handle, VA range, mapping, with access for one
+ * location. Closes in reverse order; a failure half-way releases what was built.
+ */
+final class MappedAllocation implements AutoCloseable {
+    final MemHandle handle;
+    final VaRange range;
+    final VaMapping mapping;
+    final long requested;
+
+    private MappedAllocation(MemHandle handle, VaRange range, VaMapping mapping, long requested) {
+        this.handle = handle;
+        this.range = range;
+        this.mapping = mapping;
+        this.requested = requested;
+    }
+
+    static MappedAllocation create(long bytes, Location where, Location accessor, int device, String name) {
+        if (bytes <= 0) {
+            throw new IllegalArgumentException("allocation " + name + ": size must be positive, was " + bytes);
+        }
+        long g = MemHandle.granularity(where, true, device, false);
+        long size = Sizes.roundUp(bytes, g);
+        MemHandle handle = MemHandle.create(size, where, true, device, name);
+        VaRange range = null;
+        VaMapping mapping = null;
+        try {
+            range = VaRange.reserve(size, g, device, name);
+            mapping = VaMapping.map(range, 0, handle);
+            mapping.setAccess(accessor, true);
+            return new MappedAllocation(handle, range, mapping, bytes);
+        } catch (RuntimeException e) {
+            Closing.quietly(e, mapping, range, handle);
+            throw e;
+        }
+    }
+
+    Fd exportFd() {
+        return handle.exportFd();
+    }
+
+    long address() {
+        return mapping.address();
+    }
+
+    long size() {
+        return handle.size();
+    }
+
+    @Override
+    public void close() {
+        Closing.all(mapping, range, handle);
+    }
+}

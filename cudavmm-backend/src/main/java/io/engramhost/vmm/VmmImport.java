@@ -1,0 +1,183 @@
+package io.engramhost.vmm;
+
+import io.engramhost.cuda.Cuda;
+import io.engramhost.cuda.Location;
+import io.engramhost.cuda.MemHandle;
+import io.engramhost.cuda.Sizes;
+import io.engramhost.cuda.VaMapping;
+import io.engramhost.cuda.VaRange;
+import io.engramhost.os.Fd;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * Client side: tables received as fds (HOST_NUMA or device allocations), imported and mapped into
+ * ONE reserved VA range on the client's GPU, each handle whole at its own offset, with GPU access
+ * (read-only unless asked) and, only with {@link Access#cpuView()}, CPU access at the same
+ * addresses. The caller keeps the fds and may close them as soon as attach returns.
+ * {@link #close()} unmaps every handle, frees the range and releases the handles, once.
+ */
+public final class VmmImport implements AutoCloseable {
+    private final List<MemHandle> handles;
+    private final VaRange range;
+    private final List<VaMapping> mappings;
+    private final int device;
+    private final Access access;
+    private final AttachTimings timings;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private VmmImport(List<MemHandle> handles, VaRange range, List<VaMapping> mappings, int device, Access access,
+            AttachTimings timings) {
+        this.handles = handles;
+        this.range = range;
+        this.mappings = mappings;
+        this.device = device;
+        this.access = access;
+        this.timings = timings;
+    }
+
+    /**
+     * Imports {@code fds} (allocation sizes in {@code sizes}, as the exporter reported them) on GPU
+     * {@code device}.
+     *
+     * @throws IllegalArgumentException when the lists do not match, a size is not positive, or a
+     *     CPU view is asked of a device allocation
+     */
+    public static VmmImport attach(List<Fd> fds, List<Long> sizes, int device, Access access) {
+        validate(fds, sizes);
+        Cuda.useDevice(device);
+        List<MemHandle> handles = new ArrayList<>();
+        List<VaMapping> mappings = new ArrayList<>();
+        VaRange range = null;
+        try {
+            long t0 = System.nanoTime();
+            for (int i = 0; i < fds.size(); i++) {
+                handles.add(MemHandle.importFd(fds.get(i), sizes.get(i), device, "table part " + i));
+            }
+            long t1 = System.nanoTime();
+            long[] offsets = new long[handles.size()];
+            long alignment = 0;
+            long end = 0;
+            for (int i = 0; i < handles.size(); i++) {
+                MemHandle h = handles.get(i);
+                checkCpuView(h, i, access);
+                long g = MemHandle.granularity(h.location(), true, device, false);
+                if (h.size() % g != 0) {
+                    throw new IllegalArgumentException("fd " + i + ": size " + h.size() + " is not a multiple of the "
+                            + Sizes.format(g) + " granularity of " + h.location() + " (is it the allocation's size?)");
+                }
+                alignment = Math.max(alignment, g);
+                offsets[i] = Sizes.roundUp(end, g);
+                end = offsets[i] + h.size();
+            }
+            range = VaRange.reserve(end, alignment, device, "tables of " + handles.size() + " fds");
+            for (int i = 0; i < handles.size(); i++) {
+                mappings.add(VaMapping.map(range, offsets[i], handles.get(i)));
+            }
+            long t2 = System.nanoTime();
+            for (VaMapping m : mappings) {
+                m.setAccess(Location.device(device), access.gpuWrite());
+            }
+            long t3 = System.nanoTime();
+            if (access.cpuView()) {
+                for (int i = 0; i < mappings.size(); i++) {
+                    mappings.get(i).setAccess(handles.get(i).location(), access.gpuWrite());
+                }
+            }
+            long t4 = System.nanoTime();
+            long bytes = handles.stream().mapToLong(MemHandle::size).sum();
+            AttachTimings timings = new AttachTimings(t1 - t0, t2 - t1, t3 - t2, access.cpuView() ? t4 - t3 : 0,
+                    bytes, handles.size());
+            return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings);
+        } catch (RuntimeException e) {
+            List<AutoCloseable> undo = new ArrayList<>(mappings);
+            Collections.reverse(undo);
+            undo.add(range);
+            List<AutoCloseable> hs = new ArrayList<>(handles);
+            Collections.reverse(hs);
+            undo.addAll(hs);
+            Closing.quietly(e, undo.toArray(new AutoCloseable[0]));
+            throw e;
+        }
+    }
+
+    private static void validate(List<Fd> fds, List<Long> sizes) {
+        if (fds.isEmpty()) {
+            throw new IllegalArgumentException("attach: no fds given");
+        }
+        if (fds.size() != sizes.size()) {
+            throw new IllegalArgumentException("attach: " + fds.size() + " fds but " + sizes.size() + " sizes");
+        }
+        for (int i = 0; i < sizes.size(); i++) {
+            if (sizes.get(i) == null || sizes.get(i) <= 0) {
+                throw new IllegalArgumentException("attach: size of fd " + i + " must be positive, was " + sizes.get(i));
+            }
+        }
+    }
+
+    private static void checkCpuView(MemHandle h, int i, Access access) {
+        if (access.cpuView() && !h.location().isHostNuma()) {
+            throw new IllegalArgumentException("attach: fd " + i + " is memory on " + h.location()
+                    + ", which has no CPU view; attach it without cpuView");
+        }
+    }
+
+    /** How many fds were attached. */
+    public int count() {
+        return mappings.size();
+    }
+
+    /** The address of fd {@code i}'s first byte: valid on the GPU and, with a CPU view, on the CPU. */
+    public long base(int i) {
+        if (closed.get()) {
+            throw new IllegalStateException("attached tables are closed");
+        }
+        return mappings.get(i).address();
+    }
+
+    public long size(int i) {
+        return handles.get(i).size();
+    }
+
+    /** Where fd {@code i}'s memory lives (a host NUMA node or a GPU). */
+    public Location location(int i) {
+        return handles.get(i).location();
+    }
+
+    /** The start of the one reserved range holding every fd. */
+    public long rangeBase() {
+        return range.base();
+    }
+
+    public long rangeSize() {
+        return range.size();
+    }
+
+    public int device() {
+        return device;
+    }
+
+    public Access access() {
+        return access;
+    }
+
+    public AttachTimings timings() {
+        return timings;
+    }
+
+    public boolean isOpen() {
+        return !closed.get();
+    }
+
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            List<AutoCloseable> all = new ArrayList<>(mappings);
+            all.add(range);
+            all.addAll(handles);
+            Closing.all(all.toArray(new AutoCloseable[0]));
+        }
+    }
+}

@@ -1,0 +1,151 @@
+package io.engramhost.checkpoint;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * Content hashes of table bytes. "engram digest v1": split the bytes into 64 MiB chunks (the last may be
+ * shorter), take XXH64 (seed 0) of each, and XXH64 (seed 0) the concatenation of those 64-bit values written
+ * little-endian. Empty content has no chunk, so its digest is XXH64 of nothing, 0xef46db3751d8e999. The
+ * chunks are independent, so the parallel form gives the same value. Native-memory variants read through
+ * Unsafe: the caller guarantees the range is mapped and readable for the whole call.
+ */
+public final class ContentDigest {
+    public static final long CHUNK = 64L << 20;
+    private static final int COPY = 1 << 20;
+
+    private ContentDigest() {
+    }
+
+    /** engram digest v1 of native memory, on the calling thread. */
+    public static long digest(long address, long length) {
+        UnsafeMemory.checkRange(address, length);
+        return digest(null, address, length, CHUNK);
+    }
+
+    /** engram digest v1 of a byte array. */
+    public static long digest(byte[] data) {
+        return digest(data, UnsafeMemory.BYTE_ARRAY_BASE, data.length, CHUNK);
+    }
+
+    static long digest(Object base, long offset, long length, long chunk) {
+        int n = chunks(length, chunk);
+        ByteBuffer hashes = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+        for (int i = 0; i < n; i++) {
+            long start = i * chunk;
+            hashes.putLong(Xxh64.hash(base, offset + start, Math.min(chunk, length - start), 0));
+        }
+        return Xxh64.hash(hashes.array());
+    }
+
+    private static int chunks(long length, long chunk) {
+        return Math.toIntExact((length + chunk - 1) / chunk);
+    }
+
+    /** engram digest v1 of native memory, chunks hashed on {@code threads} threads; same value as digest(). */
+    public static long digestParallel(long address, long length, int threads) {
+        if (threads < 1) {
+            throw new IllegalArgumentException("threads must be at least 1, was " + threads);
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(threads, r -> {
+            Thread t = new Thread(r, "engram-digest");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            return digestParallel(address, length, pool);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /** engram digest v1 of native memory, one task per chunk on {@code pool}. */
+    public static long digestParallel(long address, long length, ExecutorService pool) {
+        UnsafeMemory.checkRange(address, length);
+        return digestParallel(address, length, CHUNK, pool);
+    }
+
+    static long digestParallel(long address, long length, long chunk, ExecutorService pool) {
+        int n = chunks(length, chunk);
+        List<Future<Long>> parts = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            long start = i * chunk;
+            long len = Math.min(chunk, length - start);
+            parts.add(pool.submit(() -> Xxh64.hash(null, address + start, len, 0)));
+        }
+        ByteBuffer hashes = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+        try {
+            for (Future<Long> f : parts) {
+                hashes.putLong(f.get());
+            }
+        } catch (InterruptedException e) {
+            parts.forEach(f -> f.cancel(false));
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while hashing", e);
+        } catch (ExecutionException e) {
+            throw new IllegalStateException("hashing a chunk failed: " + e.getCause(), e.getCause());
+        }
+        return Xxh64.hash(hashes.array());
+    }
+
+    /** engram digest v1 of {@code length} bytes of {@code file} from {@code offset}, streamed through 1 MiB. */
+    public static long digest(Path file, long offset, long length) throws IOException {
+        if (offset < 0 || length < 0) {
+            throw new IllegalArgumentException("negative offset " + offset + " or length " + length);
+        }
+        ByteBuffer hashes = ByteBuffer.allocate(8 * chunks(length, CHUNK)).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer buf = ByteBuffer.allocate(COPY);
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+            for (long start = 0; start < length; start += CHUNK) {
+                Xxh64 h = new Xxh64(0);
+                long end = Math.min(length, start + CHUNK);
+                for (long p = start; p < end; ) {
+                    buf.clear().limit((int) Math.min(COPY, end - p));
+                    int n = ch.read(buf, offset + p);
+                    if (n < 0) {
+                        throw new IOException(file + ": ends at " + (offset + p) + ", before " + (offset + length));
+                    }
+                    h.update(buf.array(), 0, n);
+                    p += n;
+                }
+                hashes.putLong(h.digest());
+            }
+        }
+        return Xxh64.hash(hashes.array());
+    }
+
+    /** SHA-256 of native memory, copied through a reused 1 MiB array. */
+    public static byte[] sha256(long address, long length) {
+        UnsafeMemory.checkRange(address, length);
+        MessageDigest md;
+        try {
+            md = MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+        }
+        byte[] buf = new byte[(int) Math.min(COPY, Math.max(length, 1))];
+        for (long p = 0; p < length; p += buf.length) {
+            int n = (int) Math.min(buf.length, length - p);
+            UnsafeMemory.UNSAFE.copyMemory(null, address + p, buf, UnsafeMemory.BYTE_ARRAY_BASE, n);
+            md.update(buf, 0, n);
+        }
+        return md.digest();
+    }
+
+    /** A digest as 16 lower-case hex digits. */
+    public static String hex(long digest) {
+        return String.format("%016x", digest);
+    }
+}

@@ -1,0 +1,197 @@
+package io.engramhost.checkpoint;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.os.Fd;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.Posix;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+@Timeout(60)
+class CheckpointLoaderTest {
+    private static final long GAP = 4096;
+    private static final byte GUARD = (byte) 0xab;
+
+    @TempDir
+    Path dir;
+    private Checkpoint checkpoint;
+    private int fdsBefore;
+
+    @BeforeEach
+    void generate() throws IOException {
+        fdsBefore = Fd.openCount();
+        checkpoint = Checkpoint.open(CheckpointGenerator.writeSharded(dir,
+                new CheckpointGenerator.Spec(List.of(1, 14), 40_000, 256, 8)));
+    }
+
+    @AfterEach
+    void nothingLeaks() {
+        assertEquals(fdsBefore, Fd.openCount(), "every file the loader opened is closed");
+    }
+
+    /** Places tensors one after another with a guard gap after each; returns name -> offset in the mapping. */
+    private static Map<String, Long> layout(List<TensorInfo> tensors) {
+        Map<String, Long> at = new HashMap<>();
+        long p = 0;
+        for (TensorInfo t : tensors) {
+            at.put(t.name(), p);
+            p += t.length() + GAP;
+        }
+        at.put("", p);
+        return at;
+    }
+
+    @Test
+    void shouldReadExactlyTheFileBytesWithSeveralThreads() throws Exception {
+        List<TensorInfo> tensors = checkpoint.tensors();
+        Map<String, Long> at = layout(tensors);
+        long size = at.get("");
+        try (Mapping m = Posix.mmapAnonymous(size, "loader test")) {
+            UnsafeMemory.UNSAFE.setMemory(m.address(), size, GUARD);
+            CountDownLatch twoReaders = new CountDownLatch(2);
+            Set<String> threads = ConcurrentHashMap.newKeySet();
+            AtomicLong last = new AtomicLong();
+            AtomicBoolean overlapped = new AtomicBoolean();
+            AtomicInteger openDuringLoad = new AtomicInteger(-1);
+            CheckpointLoader loader = new CheckpointLoader(4, 1 << 20, (done, total) -> {
+                threads.add(Thread.currentThread().getName());
+                openDuringLoad.set(Fd.openCount() - fdsBefore);
+                last.accumulateAndGet(done, Math::max);
+                twoReaders.countDown();
+                try { // the first report waits for a second thread: proof that reads run concurrently
+                    overlapped.compareAndSet(false, twoReaders.await(10, TimeUnit.SECONDS));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            CheckpointLoader.Result r = loader.load(tensors, t -> m.address() + at.get(t.name()));
+
+            assertTrue(overlapped.get(), "two threads reported progress at once");
+            assertTrue(threads.size() >= 2, "threads: " + threads);
+            assertEquals(2, openDuringLoad.get(), "each of the two shards opened once");
+            assertEquals(Checkpoint.totalBytes(tensors), r.bytes());
+            assertEquals(r.bytes(), last.get(), "progress reached the total");
+            assertEquals(2, r.files());
+            assertEquals(4, r.threads());
+            assertEquals(4, r.tensors());
+            assertTrue(r.chunks() > 20, "a 10 MB table is split into 1 MiB chunks: " + r.chunks());
+            assertTrue(r.seconds() > 0 && r.gibPerSecond() > 0);
+            for (TensorInfo t : tensors) {
+                long address = m.address() + at.get(t.name());
+                assertArrayEquals(sha256(fileBytes(t)), ContentDigest.sha256(address, t.length()), t.name());
+                assertEquals(ContentDigest.digest(t.file(), t.offset(), t.length()), ContentDigest.digest(address, t.length()));
+                for (long g = 0; g < GAP; g++) {
+                    if (UnsafeMemory.UNSAFE.getByte(address + t.length() + g) != GUARD) {
+                        throw new AssertionError(t.name() + ": byte " + g + " past the end was overwritten");
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldNotReadEmptyTensorsNorAskTheirDestination() throws IOException {
+        Path f = new SafetensorsWriter().add("empty", DType.F32, new long[] {0, 5}, new byte[0])
+                .add("scalar", DType.I64, new long[] {}, SafetensorsWriterTest.pattern(8, 1))
+                .write(dir.resolve("small.safetensors"));
+        SafetensorsFile st = SafetensorsFile.open(f);
+        List<String> asked = new ArrayList<>();
+        try (Mapping m = Posix.mmapAnonymous(4096, "small")) {
+            CheckpointLoader.Result r = new CheckpointLoader(3).load(st.tensors(), t -> {
+                asked.add(t.name());
+                return m.address();
+            });
+            assertEquals(List.of("scalar"), asked);
+            assertEquals(8, r.bytes());
+            assertEquals(1, r.threads(), "one chunk needs one thread");
+            byte[] got = new byte[8];
+            UnsafeMemory.UNSAFE.copyMemory(null, m.address(), got, UnsafeMemory.BYTE_ARRAY_BASE, 8);
+            assertArrayEquals(SafetensorsWriterTest.pattern(8, 1), got);
+        }
+        CheckpointLoader.Result none = new CheckpointLoader(2).load(List.of(st.tensor("empty")), t -> 0);
+        assertEquals(0, none.bytes());
+        assertEquals(0, none.files());
+    }
+
+    @Test
+    void shouldNameFileAndTensorWhenAReadFails() throws IOException {
+        TensorInfo w = checkpoint.tensor("engram.layers.14.embedding.weight");
+        try (RandomAccessFile raf = new RandomAccessFile(w.file().toFile(), "rw")) {
+            raf.setLength(w.offset() + 100); // the file shrank after validation
+        }
+        try (Mapping m = Posix.mmapAnonymous(w.length(), "fail")) {
+            CheckpointException e = assertThrows(CheckpointException.class,
+                    () -> new CheckpointLoader(2).load(List.of(w), t -> m.address()));
+            assertEquals(w.file() + ": tensor '" + w.name() + "': ends at byte " + (w.offset() + w.length())
+                    + " but the file now has " + (w.offset() + 100) + " (changed since it was validated?)", e.getMessage());
+        }
+        TensorInfo s = checkpoint.tensor("engram.layers.1.embedding.scale");
+        CheckpointException zero = assertThrows(CheckpointException.class,
+                () -> new CheckpointLoader(1).load(List.of(s), t -> 0));
+        assertEquals(s.file() + ": tensor '" + s.name() + "': destination address is 0", zero.getMessage());
+    }
+
+    @Test
+    void shouldReportAReadErrorWithTheErrno() throws IOException {
+        TensorInfo s = checkpoint.tensor("engram.layers.1.embedding.scale");
+        // A destination the kernel cannot write to: pread fails with EFAULT.
+        try (Mapping ro = Posix.mmap(4096, Posix.PROT_READ, Posix.MAP_PRIVATE | Posix.MAP_ANONYMOUS, null, 0)) {
+            CheckpointException e = assertThrows(CheckpointException.class,
+                    () -> new CheckpointLoader(1, 1024, null).load(List.of(s), t -> ro.address()));
+            assertTrue(e.getMessage().startsWith(s.file() + ": tensor '" + s.name() + "': reading 1024 bytes at file"
+                    + " offset " + s.offset() + ": pread("), e.getMessage());
+            assertTrue(e.getMessage().contains("EFAULT"), e.getMessage());
+        }
+    }
+
+    @Test
+    void shouldStopAndCloseWhenTheListenerFails() {
+        List<TensorInfo> tensors = checkpoint.tensors();
+        Map<String, Long> at = layout(tensors);
+        try (Mapping m = Posix.mmapAnonymous(at.get(""), "listener")) {
+            CheckpointException e = assertThrows(CheckpointException.class, () -> new CheckpointLoader(2, 1 << 20,
+                    (done, total) -> {
+                        throw new IllegalStateException("stop");
+                    }).load(tensors, t -> m.address() + at.get(t.name())));
+            assertEquals("progress listener failed: java.lang.IllegalStateException: stop", e.getMessage());
+        }
+    }
+
+    @Test
+    void shouldRefuseBadSettings() {
+        assertEquals("threads must be at least 1, was 0",
+                assertThrows(IllegalArgumentException.class, () -> new CheckpointLoader(0)).getMessage());
+        assertEquals("chunk size must be positive, was 0",
+                assertThrows(IllegalArgumentException.class, () -> new CheckpointLoader(1, 0, null)).getMessage());
+    }
+
+    private static byte[] fileBytes(TensorInfo t) throws IOException {
+        return CheckpointGeneratorTest.bytesOf(t);
+    }
+
+    private static byte[] sha256(byte[] b) throws Exception {
+        return MessageDigest.getInstance("SHA-256").digest(b);
+    }
+}

@@ -1,0 +1,210 @@
+package io.engramhost.checkpoint;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.util.Arrays;
+import java.util.HexFormat;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class FingerprintTest {
+    private static final String SHA_A = "a".repeat(64);
+    private static final String SHA_B = "b".repeat(64);
+
+    @TempDir
+    Path dir;
+
+    private static Fingerprint small() {
+        return new Fingerprint(1, "memfd", List.of("t*"), List.of(new Fingerprint.FileEntry("m.safetensors", 100, SHA_A)),
+                List.of(new Fingerprint.Table("t", DType.F4, new long[] {2, 2}, 2)));
+    }
+
+    @Test
+    void shouldDescribeTheSelectedTablesAndTheirFilesOnly() throws IOException {
+        Path index = CheckpointGenerator.writeSharded(dir, new CheckpointGenerator.Spec(List.of(1, 14), 8, 64, 3));
+        Checkpoint c = Checkpoint.open(index);
+        Fingerprint f = Fingerprint.of(c, List.of("engram.layers.14.*"), "cuda-vmm", 2);
+        assertEquals(2, f.layoutVersion());
+        assertEquals("cuda-vmm", f.backend());
+        assertEquals(List.of("engram.layers.14.*"), f.patterns());
+        SafetensorsFile shard = c.files().get(1);
+        assertEquals(List.of(new Fingerprint.FileEntry("model-00002-of-00002.safetensors", Files.size(shard.path()),
+                shard.headerSha256Hex())), f.files());
+        assertEquals(List.of(new Fingerprint.Table("engram.layers.14.embedding.scale", DType.F8_E8M0, new long[] {8, 2}, 16),
+                new Fingerprint.Table("engram.layers.14.embedding.weight", DType.F8_E4M3, new long[] {8, 64}, 512)),
+                f.tables());
+    }
+
+    @Test
+    void shouldNotDependOnWhereTheCheckpointLies() throws IOException {
+        CheckpointGenerator.Spec spec = new CheckpointGenerator.Spec(List.of(1), 8, 64, 3);
+        Path a = CheckpointGenerator.writeSingle(dir.resolve("a"), spec);
+        Path b = CheckpointGenerator.writeSingle(dir.resolve("b/c"), spec);
+        Fingerprint fa = Fingerprint.of(Checkpoint.open(a), List.of(), "", 1);
+        Fingerprint fb = Fingerprint.of(Checkpoint.open(b), List.of("*"), "", 1);
+        assertEquals(fa, fb);
+        assertArrayEquals(fa.canonicalBytes(), fb.canonicalBytes());
+        assertEquals(fa.sha256Hex(), fb.sha256Hex());
+        assertTrue(fa.sha256Hex().matches("[0-9a-f]{64}"));
+    }
+
+    @Test
+    void shouldRoundTripItsCanonicalBytes() throws Exception {
+        Fingerprint f = Fingerprint.of(Checkpoint.open(CheckpointGenerator.writeSharded(dir,
+                new CheckpointGenerator.Spec(List.of(1, 14), 4, 32, 9))), List.of("*.weight", "*.scale"), "memfd", 7);
+        byte[] bytes = f.canonicalBytes();
+        Fingerprint back = Fingerprint.decode(bytes);
+        assertEquals(f, back);
+        assertArrayEquals(bytes, back.canonicalBytes());
+        assertEquals(HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(bytes)), f.sha256Hex());
+    }
+
+    @Test
+    void shouldEncodeExactlyAsDocumented() {
+        byte[] name = "m.safetensors".getBytes(StandardCharsets.UTF_8);
+        ByteBuffer b = ByteBuffer.allocate(4 + 2 + 2 + 4 + (4 + 5) + 4 + (4 + 2) + 4 + (4 + name.length + 8 + 32)
+                + 4 + (4 + 1 + 4 + 2 + 4 + 8 + 8 + 8)).order(ByteOrder.LITTLE_ENDIAN);
+        b.put("EGFP".getBytes(StandardCharsets.US_ASCII)).putShort((short) 1).putShort((short) 0).putInt(1);
+        b.putInt(5).put("memfd".getBytes(StandardCharsets.US_ASCII));
+        b.putInt(1).putInt(2).put("t*".getBytes(StandardCharsets.US_ASCII));
+        b.putInt(1).putInt(name.length).put(name).putLong(100).put(HexFormat.of().parseHex(SHA_A));
+        b.putInt(1).putInt(1).put((byte) 't').putInt(2).put("F4".getBytes(StandardCharsets.US_ASCII)).putInt(2)
+                .putLong(2).putLong(2).putLong(2);
+        assertArrayEquals(b.array(), small().canonicalBytes());
+    }
+
+    @Test
+    void shouldPutItselfInCanonicalForm() {
+        Fingerprint f = new Fingerprint(1, "", List.of("b", "a", "b"), List.of(
+                new Fingerprint.FileEntry("z", 1, SHA_A), new Fingerprint.FileEntry("\u00e9", 2, SHA_B),
+                new Fingerprint.FileEntry("\ud83d\ude00", 3, SHA_A), new Fingerprint.FileEntry("\uffff", 4, SHA_A)),
+                List.of());
+        assertEquals(List.of("a", "b"), f.patterns());
+        assertEquals(List.of("z", "\u00e9", "\uffff", "\ud83d\ude00"), f.files().stream().map(Fingerprint.FileEntry::name)
+                .toList(), "code point order puts U+1F600 after U+FFFF");
+        assertEquals(List.of("*"), new Fingerprint(1, "", List.of(), List.of(), List.of()).patterns());
+        assertEquals("two tables named 't'", assertThrows(IllegalArgumentException.class, () -> new Fingerprint(1, "",
+                List.of(), List.of(), List.of(new Fingerprint.Table("t", DType.U8, new long[] {1}, 1),
+                        new Fingerprint.Table("t", DType.U8, new long[] {1}, 1)))).getMessage());
+        assertEquals("table 't': BF16 [3] is 6 bytes, not 5", assertThrows(IllegalArgumentException.class,
+                () -> new Fingerprint.Table("t", DType.BF16, new long[] {3}, 5)).getMessage());
+        assertThrows(IllegalArgumentException.class, () -> new Fingerprint.FileEntry("f", 1, "ABC"));
+        assertEquals(f, Fingerprint.decode(f.canonicalBytes()));
+    }
+
+    @Test
+    void shouldRefuseEveryTruncation() {
+        byte[] bytes = small().canonicalBytes();
+        for (int n = 0; n < bytes.length; n++) {
+            byte[] cut = Arrays.copyOf(bytes, n);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Fingerprint.decode(cut),
+                    "prefix of " + n + " bytes");
+            assertTrue(e.getMessage().startsWith("fingerprint at byte "), e.getMessage());
+        }
+    }
+
+    @Test
+    void shouldRefuseMalformedBytesNamingWhere() {
+        byte[] good = small().canonicalBytes();
+        assertDecodeError(patch(good, 0, (byte) 'X'), "fingerprint at byte 0: bad magic 58474650, expected \"EGFP\"");
+        assertDecodeError(patch(good, 4, (byte) 2), "fingerprint at byte 4: encoding version 2, this build reads only 1");
+        assertDecodeError(patch(good, 6, (byte) 1), "fingerprint at byte 6: flags 0x1, expected 0");
+        byte[] longer = Arrays.copyOf(good, good.length + 3);
+        assertDecodeError(longer, "fingerprint at byte " + good.length + ": 3 bytes left over after the last table");
+        assertDecodeError(patch(good, 12, (byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0x7f),
+                "fingerprint at byte 12: backend of 2147483647 bytes runs past the end (" + (good.length - 16) + " left)");
+        assertDecodeError(patch(good, 21, (byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0xff),
+                "fingerprint at byte 21: 4294967295 patterns cannot fit in the " + (good.length - 25) + " bytes left");
+        assertDecodeError(patch(good, 21, (byte) 0), "fingerprint at byte 21: no selection pattern (the canonical form"
+                + " has at least '*')");
+        assertDecodeError(patch(good, 29, (byte) 0xc3), "fingerprint at byte 25: pattern is not valid UTF-8");
+        int sizeAt = 31 + 4 + 4 + "m.safetensors".length();
+        assertDecodeError(patch(good, sizeAt + 7, (byte) 0x80), "fingerprint at byte " + sizeAt
+                + ": file size 9223372036854775908 exceeds 2^63 - 1");
+        int tableAt = sizeAt + 8 + 32 + 4;
+        assertDecodeError(patch(good, tableAt + 4 + 1 + 4 + 1, (byte) '9'),
+                "fingerprint at byte " + (tableAt + 5) + ": table 't': unknown dtype 'F9'");
+        assertDecodeError(patch(good, tableAt + 4 + 1 + 4 + 2, (byte) 65),
+                "fingerprint at byte " + (tableAt + 11) + ": table 't': rank 65 exceeds 64");
+        assertDecodeError(patch(good, good.length - 8, (byte) 3),
+                "fingerprint at byte " + (good.length - 8) + ": table 't': F4 [2, 2] is 2 bytes, not 3");
+    }
+
+    @Test
+    void shouldRefuseNonCanonicalOrder() {
+        Fingerprint two = new Fingerprint(1, "", List.of("*"), List.of(), List.of(
+                new Fingerprint.Table("a", DType.U8, new long[] {1}, 1), new Fingerprint.Table("b", DType.U8, new long[] {1}, 1)));
+        byte[] bytes = two.canonicalBytes();
+        // magic..layout 12, backend "" 4, patterns 4 + (4 + 1), files 4, tables 4; a table: 5 + 6 + 4 + 8 + 8
+        int first = 12 + 4 + 4 + 5 + 4 + 4;
+        int second = first + 31;
+        assertEquals('a', bytes[first + 4]);
+        assertEquals('b', bytes[second + 4]);
+        assertDecodeError(patch(patch(bytes, first + 4, (byte) 'b'), second + 4, (byte) 'a'),
+                "fingerprint at byte " + second + ": table 'a' is out of order (after 'b')");
+        assertDecodeError(patch(bytes, second + 4, (byte) 'a'), "fingerprint at byte " + second + ": table 'a' is repeated");
+    }
+
+    @Test
+    void shouldListEveryDifference() {
+        Fingerprint expected = new Fingerprint(1, "cuda-vmm", List.of("*"), List.of(
+                new Fingerprint.FileEntry("a", 10, SHA_A), new Fingerprint.FileEntry("b", 20, SHA_A),
+                new Fingerprint.FileEntry("c", 30, SHA_A)), List.of(
+                new Fingerprint.Table("t1", DType.F8_E4M3, new long[] {4, 256}, 1024),
+                new Fingerprint.Table("t2", DType.F8_E8M0, new long[] {4, 8}, 32),
+                new Fingerprint.Table("t3", DType.BF16, new long[] {2}, 4),
+                new Fingerprint.Table("t4", DType.U8, new long[] {1}, 1)));
+        Fingerprint actual = new Fingerprint(2, "memfd", List.of("other"), List.of(
+                new Fingerprint.FileEntry("a", 11, SHA_B), new Fingerprint.FileEntry("c", 30, SHA_A),
+                new Fingerprint.FileEntry("d", 1, SHA_A)), List.of(
+                new Fingerprint.Table("t1", DType.I8, new long[] {4, 256}, 1024),
+                new Fingerprint.Table("t2", DType.F8_E8M0, new long[] {8, 4}, 32),
+                new Fingerprint.Table("t3", DType.BF16, new long[] {3}, 6),
+                new Fingerprint.Table("t5", DType.U8, new long[] {1}, 1)));
+        assertEquals(List.of(
+                "layout version: expected 1, actual 2",
+                "backend: expected 'cuda-vmm', actual 'memfd'",
+                "file 'a': size expected 10, actual 11",
+                "file 'a': header SHA-256 expected " + SHA_A + ", actual " + SHA_B,
+                "file 'b': missing",
+                "file 'd': not expected",
+                "table 't1': dtype expected F8_E4M3, actual I8",
+                "table 't2': shape expected [4, 8], actual [8, 4]",
+                "table 't3': shape expected [2], actual [3]",
+                "table 't3': bytes expected 4, actual 6",
+                "table 't4': missing",
+                "table 't5': not expected"), expected.differences(actual));
+        assertEquals(List.of(), expected.differences(expected));
+    }
+
+    @Test
+    void shouldIgnoreTheBackendWhenTheExpectationNamesNone() {
+        Fingerprint any = new Fingerprint(1, "", List.of("*"), List.of(), List.of());
+        Fingerprint memfd = new Fingerprint(1, "memfd", List.of("x*"), List.of(), List.of());
+        assertEquals(List.of(), any.differences(memfd));
+        assertEquals(List.of("backend: expected 'memfd', actual ''"), memfd.differences(any));
+        assertNotEquals(any.sha256Hex(), memfd.sha256Hex());
+    }
+
+    private static void assertDecodeError(byte[] bytes, String message) {
+        assertEquals(message, assertThrows(IllegalArgumentException.class, () -> Fingerprint.decode(bytes)).getMessage());
+    }
+
+    private static byte[] patch(byte[] bytes, int at, byte... values) {
+        byte[] copy = bytes.clone();
+        System.arraycopy(values, 0, copy, at, values.length);
+        return copy;
+    }
+}

@@ -1,0 +1,73 @@
+package io.engramhost.cuda;
+
+import io.engramhost.cuda.internal.CuStructs;
+import java.lang.ref.Reference;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import jnr.ffi.Pointer;
+
+/**
+ * Owns one loaded module (cuModuleLoadData of PTX text or a fatbin) and launches its kernels on the
+ * default stream. {@link #close()} unloads it once.
+ */
+public final class CudaModule implements AutoCloseable {
+    private final long module;
+    private final int device;
+    private final String name;
+    private final Map<String, Long> functions = new ConcurrentHashMap<>();
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private CudaModule(long module, int device, String name) {
+        this.module = module;
+        this.device = device;
+        this.name = name;
+        CudaResources.opened();
+    }
+
+    /** Loads {@code image} (PTX text, NUL added here, or a cubin/fatbin) into {@code device}'s context. */
+    public static CudaModule load(byte[] image, int device, String name) {
+        Cuda.useDevice(device);
+        Pointer img = CuStructs.zeroed(image.length + 1);
+        img.put(0, image, 0, image.length);
+        Pointer out = CuStructs.zeroed(8);
+        Cuda.check(Cuda.lib().cuModuleLoadData(out, img), "cuModuleLoadData(" + name + ", " + image.length + " bytes, GPU " + device + ")");
+        return new CudaModule(out.getLong(0), device, name);
+    }
+
+    /** The CUfunction of kernel {@code kernel} (looked up once). */
+    public long function(String kernel) {
+        if (closed.get()) {
+            throw new IllegalStateException("module " + name + " is closed");
+        }
+        return functions.computeIfAbsent(kernel, k -> {
+            Cuda.useDevice(device);
+            Pointer out = CuStructs.zeroed(8);
+            Cuda.check(Cuda.lib().cuModuleGetFunction(out, module, k), "cuModuleGetFunction(" + name + ", " + k + ")");
+            return out.getLong(0);
+        });
+    }
+
+    /** Launches {@code kernel} on a 1-D grid on the default stream; does not wait for it. */
+    public void launch(String kernel, int gridX, int blockX, int sharedBytes, KernelArgs args) {
+        long f = function(kernel);
+        Cuda.useDevice(device);
+        Pointer[] params = args.toParams();
+        int r = Cuda.lib().cuLaunchKernel(f, gridX, 1, 1, blockX, 1, 1, sharedBytes, 0L, params[0], null);
+        Reference.reachabilityFence(params);
+        Cuda.check(r, "cuLaunchKernel(" + kernel + ", grid " + gridX + ", block " + blockX + ")");
+    }
+
+    public int device() {
+        return device;
+    }
+
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            CudaResources.closed();
+            Cuda.useDevice(device);
+            Cuda.check(Cuda.lib().cuModuleUnload(module), "cuModuleUnload(" + name + ")");
+        }
+    }
+}

@@ -1,0 +1,78 @@
+package io.engramhost.cuda;
+
+import io.engramhost.cuda.internal.CuStructs;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * Owns one cuMemMap of a whole allocation handle at an address inside a {@link VaRange}; close
+ * unmaps it once. Access is granted per location with {@link #setAccess(Location, boolean)}.
+ */
+public final class VaMapping implements AutoCloseable {
+    /** CU_MEM_ACCESS_FLAGS_PROT_READ and PROT_READWRITE. */
+    public static final int PROT_READ = 1;
+    public static final int PROT_READWRITE = 3;
+
+    private final long address;
+    private final long size;
+    private final int device;
+    private final String name;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private VaMapping(long address, long size, int device, String name) {
+        this.address = address;
+        this.size = size;
+        this.device = device;
+        this.name = name;
+        CudaResources.opened();
+    }
+
+    /** Maps all of {@code handle} at {@code range.base() + offset}. */
+    public static VaMapping map(VaRange range, long offset, MemHandle handle) {
+        if (offset < 0 || offset + handle.size() > range.size()) {
+            throw new IllegalArgumentException("cuMemMap(" + handle.name() + "): " + Sizes.format(handle.size()) + " at +"
+                    + offset + " does not fit the reserved " + Sizes.format(range.size()));
+        }
+        Cuda.useDevice(handle.device());
+        long at = range.base() + offset;
+        Cuda.check(Cuda.lib().cuMemMap(at, handle.size(), 0L, handle.raw(), 0L),
+                "cuMemMap(" + handle.name() + ", " + Sizes.format(handle.size()) + " at +" + offset + ")");
+        return new VaMapping(at, handle.size(), handle.device(), handle.name());
+    }
+
+    /**
+     * cuMemSetAccess for one location: a GPU ({@link Location#device}) or the CPU (a HOST_NUMA
+     * location, only for host allocations; it costs about three times the GPU's).
+     */
+    public void setAccess(Location who, boolean write) {
+        Cuda.useDevice(device);
+        int flags = write ? PROT_READWRITE : PROT_READ;
+        Cuda.check(Cuda.lib().cuMemSetAccess(address(), size,
+                CuStructs.accessDescs(new int[] {who.type()}, new int[] {who.id()}, new int[] {flags}), 1L),
+                "cuMemSetAccess(" + name + ", " + Sizes.format(size) + ", " + who + ", " + (write ? "READWRITE" : "READ") + ")");
+    }
+
+    /** The mapped address (valid where access was set). Throws once closed. */
+    public long address() {
+        if (closed.get()) {
+            throw new IllegalStateException("mapping of " + name + " is closed");
+        }
+        return address;
+    }
+
+    public long size() {
+        return size;
+    }
+
+    public boolean isOpen() {
+        return !closed.get();
+    }
+
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            CudaResources.closed();
+            Cuda.useDevice(device);
+            Cuda.check(Cuda.lib().cuMemUnmap(address, size), "cuMemUnmap(" + name + ", " + Sizes.format(size) + ")");
+        }
+    }
+}

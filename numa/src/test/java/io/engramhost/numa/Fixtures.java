@@ -1,0 +1,33 @@
+package io.engramhost.numa;
+
+import java.net.URISyntaxException;
+import java.net.URL;
+import java.nio.file.Path;
+
+/** Roots of the sysfs fixtures under src/test/resources/topology. */
+final class Fixtures {
+    static final String TWO_SOCKET = "two-socket-8gpu";
+    static final String SINGLE_NODE_VM = "single-node-gpu-vm";
+    static final String CXL = "cxl-memory-node";
+    static final String MEMORYLESS = "memoryless-node";
+    static final String NO_NUMA = "no-numa-sysfs";
+
+    private Fixtures() {
+    }
+
+    static Path root(String name) {
+        URL url = Fixtures.class.getResource("/topology/" + name);
+        if (url == null) {
+            throw new IllegalStateException("no fixture topology/" + name + " on the test classpath");
+        }
+        try {
+            return Path.of(url.toURI());
+        } catch (URISyntaxException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static Topology topology(String name) {
+        return Topology.read(root(name));
+    }
+}

@@ -1,0 +1,106 @@
+package io.engramhost.numa;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class MemoryBudgetTest {
+    private static final long GIB = 1L << 30;
+    private static final long MB2 = 2L << 20;
+    private static final long GB1 = 1L << 30;
+    /** Both Engram tables of DeepSeek-V4.1-Flash. */
+    private static final long TABLES = 189 * GIB;
+
+    private final Topology twoSocket = Fixtures.topology(Fixtures.TWO_SOCKET);
+
+    @Test
+    void shouldRefuseATableThatDoesNotFitOnTheBoundNode() {
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(TABLES, NumaPolicy.bind(1), false, 0, twoSocket));
+        assertEquals("need 189.0 GiB on NUMA node 1 but only 120.3 GiB is free (MemFree 110.0 GiB + file cache 10.3 GiB)",
+                e.getMessage());
+    }
+
+    @Test
+    void shouldAcceptWhatFitsAndSayWhatWasChecked() {
+        assertEquals("189.0 GiB fits on NUMA node 0: 980.0 GiB free (MemFree + file cache)",
+                MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket));
+        assertEquals("189.0 GiB fits on NUMA nodes 0-1: 1100.3 GiB free (MemFree + file cache)",
+                MemoryBudget.check(TABLES, NumaPolicy.interleave(), false, 0, twoSocket));
+        assertEquals("189.0 GiB fits on this machine: 1100.3 GiB free (MemFree + file cache); preferred node 1 has"
+                + " only 120.3 GiB free, the rest will come from other nodes",
+                MemoryBudget.check(TABLES, NumaPolicy.preferred(1), false, 0, twoSocket));
+    }
+
+    @Test
+    void shouldSumTheSystemForNoPolicy() {
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(2000 * GIB, NumaPolicy.none(), false, 0, twoSocket));
+        assertEquals("need 2000.0 GiB on this machine but only 1100.3 GiB is free (MemFree 1066.8 GiB + file cache"
+                + " 33.5 GiB)", e.getMessage());
+    }
+
+    @Test
+    void shouldUseSystemFiguresWhenOneNodeHoldsAllMemory() {
+        Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
+        // node0/meminfo of this VM says 4.3 GiB; proc/meminfo says 125.9 GiB and is right.
+        assertEquals("16.0 GiB fits on this machine: 125.6 GiB free (MemFree + file cache)",
+                MemoryBudget.check(16 * GIB, NumaPolicy.bind(0), false, 0, vm));
+    }
+
+    @Test
+    void shouldRefuseANodeWithoutMemoryBeforeCounting() {
+        Topology t = Fixtures.topology(Fixtures.MEMORYLESS);
+        assertEquals("NUMA node 1 has no memory (CPUs 96-191,288-383 only); nodes with memory: 0",
+                assertThrows(NumaException.class, () -> MemoryBudget.check(GIB, NumaPolicy.bind(1), false, 0, t))
+                        .getMessage());
+    }
+
+    @Test
+    void shouldSayHowToReserveMissingHugePages() {
+        Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(2 * GIB, NumaPolicy.none(), true, MB2, vm));
+        assertEquals("need 1024 free 2 MiB huge pages but only 0 are free (vm.nr_hugepages=0); reserve them with:"
+                + " sysctl vm.nr_hugepages=1024", e.getMessage());
+    }
+
+    @Test
+    void shouldCountHugePagesOfTheBoundNode() {
+        assertEquals("1000 2 MiB huge pages fit on NUMA node 0: 1000 free",
+                MemoryBudget.check(2000 * (1L << 20), NumaPolicy.bind(0), true, MB2, twoSocket));
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(4 * GIB, NumaPolicy.bind(0), true, MB2, twoSocket));
+        assertEquals("need 2048 free 2 MiB huge pages on NUMA node 0 but only 1000 are free (node 0 has 1024"
+                + " reserved); reserve them with: echo 2072 > /sys/devices/system/node/node0/hugepages/"
+                + "hugepages-2048kB/nr_hugepages", e.getMessage());
+        NumaException oneGig = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(TABLES, NumaPolicy.bind(1), true, GB1, twoSocket));
+        assertEquals("need 189 free 1 GiB huge pages on NUMA node 1 but only 4 are free (node 1 has 4 reserved);"
+                + " reserve them with: echo 189 > /sys/devices/system/node/node1/hugepages/hugepages-1048576kB/"
+                + "nr_hugepages (or at boot: hugepagesz=1G hugepages=N, as 1 GiB pages rarely come free later)",
+                oneGig.getMessage());
+    }
+
+    @Test
+    void shouldSplitTheShortfallOverInterleavedNodes() {
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(8 * GIB, NumaPolicy.interleave(List.of(0, 1)), true, MB2, twoSocket));
+        assertEquals("need 4096 free 2 MiB huge pages on NUMA nodes 0-1 but only 2024 are free (nodes 0-1 have 2048"
+                + " reserved); reserve them with: echo 2060 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/"
+                + "nr_hugepages; echo 2060 > /sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages",
+                e.getMessage());
+    }
+
+    @Test
+    void shouldSayWhenTheKernelHasNoPagesOfThatSize() {
+        Topology t = Fixtures.topology(Fixtures.NO_NUMA);
+        assertEquals("this kernel offers no 1 GiB huge pages (no sys/kernel/mm/hugepages/hugepages-1048576kB); use"
+                + " ordinary pages or another huge page size", assertThrows(NumaException.class,
+                        () -> MemoryBudget.check(GIB, NumaPolicy.none(), true, GB1, t)).getMessage());
+        assertThrows(IllegalArgumentException.class, () -> MemoryBudget.check(GIB, NumaPolicy.none(), true, 4096, t));
+        assertThrows(IllegalArgumentException.class, () -> MemoryBudget.check(0, NumaPolicy.none(), false, 0, t));
+    }
+}

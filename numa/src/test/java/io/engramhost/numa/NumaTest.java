@@ -1,0 +1,161 @@
+package io.engramhost.numa;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.os.Errno;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.NativeException;
+import io.engramhost.os.Posix;
+import io.engramhost.os.internal.LibCHolder;
+import java.util.List;
+import java.util.Optional;
+import jnr.ffi.Pointer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** mbind and move_pages on this machine's real memory: skipped, with the cause, where they are forbidden. */
+@Timeout(30)
+class NumaTest {
+    static final Pointer MEM = Pointer.wrap(LibCHolder.RUNTIME, 0L);
+    private static final long PAGE = Posix.PAGE_SIZE;
+
+    private int fdsBefore;
+    private Topology topology;
+
+    @BeforeEach
+    void requireNuma() {
+        Optional<String> cause = Numa.probe();
+        Assumptions.assumeTrue(cause.isEmpty(), () -> "NUMA calls are forbidden here: " + cause.orElseThrow());
+        topology = Topology.read();
+        Assumptions.assumeTrue(topology.memoryNodes().contains(0), () -> "node 0 has no memory here: " + topology);
+        fdsBefore = Fd.openCount();
+    }
+
+    @AfterEach
+    void checkNoFdLeaked() {
+        assertEquals(fdsBefore, Fd.openCount(), "fds left open");
+    }
+
+    @Test
+    void shouldBindMemfdToNodeZeroBeforeFirstTouch() {
+        long len = 10_240 * PAGE; // more than one move_pages batch
+        try (Fd fd = Posix.memfdCreate("numa-bind", 0)) {
+            Posix.ftruncate(fd, len);
+            try (Mapping m = Posix.mmap(len, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0)) {
+                NumaPolicy policy = NumaPolicy.bind(0).validate(topology);
+                assertEquals(NumaPolicy.none(), Numa.policyAt(m.address()), "a fresh memfd has no policy");
+                Numa.apply(m, policy);
+                PlacementReport untouched = Placement.verify(m, PAGE);
+                assertEquals(10_240, untouched.notPresent());
+                assertEquals("not present=10240 pages (100%)", untouched.toString());
+                touch(m.address(), len, PAGE);
+                PlacementReport touched = Placement.verify(m, PAGE);
+                assertTrue(touched.allOn(0), touched.toString());
+                assertEquals(1.0, touched.fractionOn(0));
+                assertEquals("node0=10240 pages (100%)", touched.toString());
+                assertEquals(policy, Numa.policyAt(m.address()));
+                try (Mapping again = Posix.mmap(len, Posix.PROT_READ, Posix.MAP_SHARED, fd, 0)) {
+                    assertEquals(policy, Numa.policyAt(again.address() + len - PAGE),
+                            "the policy of a shared memfd mapping is the file's");
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldApplyEveryModeToAnonymousMemory() {
+        long len = 64 * PAGE;
+        List<NumaPolicy> policies = List.of(NumaPolicy.preferred(0), NumaPolicy.interleave().validate(topology),
+                NumaPolicy.bind(0));
+        for (NumaPolicy policy : policies) {
+            try (Mapping m = Posix.mmapAnonymous(len, "numa-" + policy)) {
+                Numa.apply(m, policy);
+                assertEquals(policy, Numa.policyAt(m.address()));
+                touch(m.address(), len, PAGE);
+                PlacementReport r = Placement.verify(m, PAGE);
+                assertEquals(64, policy.nodes().stream().mapToLong(r::pagesOn).sum(), policy + ": " + r);
+                Numa.apply(m, NumaPolicy.none());
+                assertEquals(NumaPolicy.none(), Numa.policyAt(m.address()));
+            }
+        }
+    }
+
+    @Test
+    void shouldMoveTouchedPagesWhenAsked() {
+        long len = 32 * PAGE;
+        try (Mapping m = Posix.mmapAnonymous(len, "numa-move")) {
+            touch(m.address(), len, PAGE);
+            Numa.apply(m.address(), len, NumaPolicy.bind(0), Numa.MPOL_MF_MOVE | Numa.MPOL_MF_STRICT);
+            assertTrue(Placement.verify(m, PAGE).allOn(0));
+        }
+    }
+
+    @Test
+    void shouldCountPagesThatAreNotMapped() {
+        long hole;
+        try (Mapping probe = Posix.mmapAnonymous(16 * PAGE, "hole")) {
+            hole = probe.address();
+        }
+        try (Mapping m = Posix.mmapAt(hole, 8 * PAGE, Posix.PROT_READ | Posix.PROT_WRITE,
+                Posix.MAP_PRIVATE | Posix.MAP_ANONYMOUS | Posix.MAP_FIXED_NOREPLACE, null, 0)) {
+            touch(m.address(), 4 * PAGE, PAGE);
+            PlacementReport r = Placement.verify(hole, 16 * PAGE, PAGE);
+            assertEquals(4, r.pagesOn(0));
+            assertEquals(4, r.notPresent());
+            assertEquals(8, r.errors());
+            assertEquals("node0=4 pages (25%), not present=4 pages (25%), EFAULT=8 pages (50%)", r.toString());
+        }
+    }
+
+    @Test
+    void shouldBindHugetlbMemfd() {
+        long huge = 2L << 20;
+        HugePagePool pool = topology.node(0).orElseThrow().hugePages(huge).orElse(new HugePagePool(huge, 0, 0));
+        Assumptions.assumeTrue(pool.free() >= 2, () -> "needs 2 free 2 MiB huge pages on node 0, it has " + pool.free()
+                + " (vm.nr_hugepages=" + topology.nrHugepages() + ")");
+        try (Fd fd = Posix.memfdCreate("numa-huge", Posix.MFD_HUGETLB | Posix.MFD_HUGE_2MB)) {
+            Posix.ftruncate(fd, 2 * huge);
+            try (Mapping m = Posix.mmap(2 * huge, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0)) {
+                Numa.apply(m, NumaPolicy.bind(0));
+                touch(m.address(), 2 * huge, huge);
+                assertEquals("node0=2 pages (100%)", Placement.verify(m, huge).toString());
+            }
+        }
+    }
+
+    @Test
+    void shouldNameTheKernelsErrorForANodeThatIsNotOnline() {
+        try (Mapping m = Posix.mmapAnonymous(4 * PAGE, "offline")) {
+            NativeException e = assertThrows(NativeException.class, () -> Numa.apply(m, NumaPolicy.bind(1000)));
+            assertEquals(Errno.EINVAL, e.errno());
+            assertTrue(e.getMessage().endsWith(", len=16384, bind:1000) failed: EINVAL (Invalid argument); a node is"
+                    + " not online, or the range is not page-aligned (a whole number of huge pages for hugetlb)"),
+                    e.getMessage());
+        }
+    }
+
+    @Test
+    void shouldRefuseBadRangesBeforeCallingTheKernel() {
+        assertEquals("mbind: address 0x1001 is not page-aligned (4096)", assertThrows(IllegalArgumentException.class,
+                () -> Numa.apply(0x1001, PAGE, NumaPolicy.bind(0))).getMessage());
+        assertThrows(IllegalArgumentException.class, () -> Numa.apply(0x1000, 0, NumaPolicy.bind(0)));
+        assertEquals("mbind: policy interleave names no nodes; validate it against a Topology first",
+                assertThrows(IllegalArgumentException.class, () -> Numa.apply(0x1000, PAGE, NumaPolicy.interleave()))
+                        .getMessage());
+        assertThrows(IllegalArgumentException.class, () -> Placement.verify(0x1000, PAGE, 3000));
+        assertThrows(IllegalArgumentException.class, () -> Placement.verify(0x1000, PAGE, 2L << 20));
+    }
+
+    /** Writes one byte in every page: the first touch that allocates it. */
+    static void touch(long address, long length, long pageSize) {
+        for (long off = 0; off < length; off += pageSize) {
+            MEM.putByte(address + off, (byte) 1);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds, on this (GPU-less) machine, everything the GPU machine needs to run the gpu-tagged tests
+# and the attach benchmarks without Java, Maven or network there:
+#   jre.tar.gz      jlink runtime (java.base, jdk.unsupported, java.logging, java.management,
+#                   java.naming, java.xml for the XML reports), --compress=2
+#   lib/            the project's jars (native, numa, cudavmm-backend) and their runtime dependencies
+#   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
+#   test-classes/   native/ and cudavmm/ test classes (the gpu tests, ImportChild, AttachBench)
+#   attach_baseline the C baseline (native/c/attach_baseline.c), dlopens libcuda.so.1
+#   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
+#   jvm.options     the JVM flags of the parent pom (engram.jvm.flags)
+#   gpu-test.sh     what to run there
+# Usage: scripts/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB)
+# MVN_ONLINE=1 lets Maven fetch the console launcher once if ~/.m2 lacks it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEST=${1:-/work/main/.bundle}
+MVN=(mvn -B -q)
+[ "${MVN_ONLINE:-0}" = 1 ] || MVN+=(-o)
+MODULES="java.base,jdk.unsupported,java.logging,java.management,java.naming,java.xml"
+CONSOLE=org.junit.platform:junit-platform-console-standalone:1.14.1
+
+cd "$ROOT"
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+
+echo "== building jars and test classes"
+"${MVN[@]}" -pl cudavmm-backend -am -DskipTests package dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$STAGE/lib"
+"${MVN[@]}" dependency:copy -Dartifact="$CONSOLE" -DoutputDirectory="$STAGE/lib-test"
+
+echo "== jar files"
+for m in native numa cudavmm-backend; do
+    cp "$m"/target/engram-*-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
+done
+mkdir -p "$STAGE/test-classes"
+cp -r native/target/test-classes "$STAGE/test-classes/native"
+cp -r cudavmm-backend/target/test-classes "$STAGE/test-classes/cudavmm"
+cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
+
+echo "== C baseline and kernels"
+make -s -C native baseline
+cp native/build/attach_baseline "$STAGE/"
+cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
+mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
+
+echo "== jlink runtime"
+jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --strip-debug --output "$STAGE/jre"
+tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
+rm -rf "$STAGE/jre"
+
+cp scripts/gpu-test.sh "$STAGE/"
+git rev-parse HEAD > "$STAGE/COMMIT" 2>/dev/null || true
+
+rm -rf "$DEST"
+mkdir -p "$(dirname "$DEST")"
+cp -r "$STAGE" "$DEST"
+chmod -R a+rX "$DEST"
+SIZE=$(du -sm "$DEST" | cut -f1)
+echo "== bundle at $DEST: ${SIZE} MiB"
+if [ "$SIZE" -ge 64 ]; then
+    echo "bundle is ${SIZE} MiB: over the 64 MiB the device tool carries" >&2
+    exit 1
+fi

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the bundle that scripts/gpu-bundle.sh built: the gpu-tagged tests
+# (JUnit console launcher), the C attach baseline and the Java attach bench. Results go to $OUT:
+#   env.txt            date, kernel, driver, GPU
+#   junit-console.txt  the launcher's tree and summary (also the tests' stdout: timings, child logs)
+#   junit-jupiter.xml  the XML report
+#   baseline.jsonl     attach_baseline --gib $GIB
+#   java-bench.jsonl   AttachBench --gib $GIB --memfd-gib $GIB
+#   summary.txt        exit codes of each step
+# Usage: OUT=/some/dir GIB=16 bash gpu-test.sh
+set -uo pipefail
+
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+GIB=${GIB:-16}
+WORK=${WORK:-/tmp/engram-gpu}
+mkdir -p "$OUT" "$WORK/tmp"
+rm -rf "$WORK/reports"
+
+tar -C "$WORK" -xzf "$B/jre.tar.gz"
+JAVA="$WORK/jre/bin/java"
+read -r -a FLAGS < "$B/jvm.options"
+FLAGS+=("-Djava.io.tmpdir=$WORK/tmp")
+CP=$(ls "$B"/lib/*.jar | tr '\n' ':')"$B/test-classes/native:$B/test-classes/cudavmm"
+CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "uname -r: $(uname -r)"
+    echo "bundle commit: $(cat "$B/COMMIT" 2>/dev/null)"
+    nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv
+    nvidia-smi | grep -i "CUDA Version"
+    grep -E "MemTotal|MemAvailable" /proc/meminfo
+    echo "numa nodes: $(ls -d /sys/devices/system/node/node* 2>/dev/null | wc -l)"
+    nproc
+    "$JAVA" -version 2>&1
+} > "$OUT/env.txt" 2>&1
+
+echo "== gpu tests"
+timeout 300 "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
+    --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu \
+    --scan-classpath="$B/test-classes/native" --scan-classpath="$B/test-classes/cudavmm" \
+    --reports-dir="$WORK/reports" > "$OUT/junit-console.txt" 2>&1
+TESTS=$?
+cp "$WORK"/reports/TEST-junit-jupiter.xml "$OUT/junit-jupiter.xml" 2>/dev/null
+tail -25 "$OUT/junit-console.txt"
+
+echo "== C baseline, $GIB GiB"
+timeout 100 "$B/attach_baseline" --gib "$GIB" > "$OUT/baseline.jsonl" 2>&1
+BASELINE=$?
+cat "$OUT/baseline.jsonl"
+
+echo "== Java attach bench, $GIB GiB"
+timeout 150 "$JAVA" "${FLAGS[@]}" -cp "$CP" io.engramhost.vmm.AttachBench --gib "$GIB" --memfd-gib "$GIB" \
+    > "$OUT/java-bench.jsonl" 2>&1
+BENCH=$?
+cat "$OUT/java-bench.jsonl"
+
+printf 'tests=%s baseline=%s bench=%s\n' "$TESTS" "$BASELINE" "$BENCH" | tee "$OUT/summary.txt"
+[ "$TESTS" = 0 ] && [ "$BASELINE" = 0 ] && [ "$BENCH" = 0 ]
