@@ -1,8 +1,11 @@
 package io.engramhost.bench;
 
+import java.io.IOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.temporal.ChronoUnit;
@@ -38,6 +41,13 @@ public final class BenchMain {
         } catch (CommandLineOptionException | IllegalArgumentException e) {
             err.println("engram bench: " + e.getMessage());
             err.println(BenchOptions.USAGE);
+            return 2;
+        }
+        try {
+            // JMH takes its lock in java.io.tmpdir and fails obscurely when that is missing.
+            Files.createDirectories(Path.of(System.getProperty("java.io.tmpdir")));
+        } catch (IOException e) {
+            err.println("engram bench: cannot create java.io.tmpdir: " + e.getMessage());
             return 2;
         }
         Map<String, Object> meta = RunMetadata.collect(p.suite(), p.args(), p.resultFile());

@@ -54,7 +54,9 @@ public final class Comparisons {
             new Comparison(HandshakeBench.class, "clientConnectClose", "socketpairFds", Target.none()),
             new Comparison(GatherBench.class, "tableViewReadRows", "unsafeCopy", Target.ratioAtLeast(0.9)),
             new Comparison(GatherBench.class, "tableViewCopy", "unsafeCopy", Target.ratioAtLeast(0.9)),
-            new Comparison(GatherBench.class, "chronicleRead", "unsafeCopy", Target.ratioAtLeast(0.9)));
+            new Comparison(GatherBench.class, "chronicleRead", "unsafeCopy", Target.ratioAtLeast(0.9)),
+            new Comparison(ColdLoadBench.class, "loaderIntoMemfd", "preadIntoAnonymous", Target.ratioAtLeast(0.9)),
+            new Comparison(ColdLoadBench.class, "preadIntoMemfd", "preadIntoAnonymous", Target.none()));
 
     private Comparisons() {
     }

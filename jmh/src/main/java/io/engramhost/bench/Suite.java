@@ -18,7 +18,8 @@ public enum Suite {
 
     /** The benchmark classes, by kind of machine they need. */
     static final class Benchmarks {
-        static final List<Class<?>> CPU = List.of(HandshakeBench.class, HandshakePartsBench.class, GatherBench.class);
+        static final List<Class<?>> CPU = List.of(HandshakeBench.class, HandshakePartsBench.class, GatherBench.class,
+                ColdLoadBench.class);
         static final List<Class<?>> GPU = List.of();
 
         private Benchmarks() {
@@ -26,7 +27,8 @@ public enum Suite {
     }
 
     /** Smoke parameters: the smallest of each, applied where the user set none. */
-    static final Map<String, String> SMOKE_PARAMS = Map.of("tables", "16", "rowBytes", "264", "tableMiB", "32");
+    static final Map<String, String> SMOKE_PARAMS = Map.of("tables", "16", "rowBytes", "264", "tableMiB", "32",
+            "threads", "1", "checkpointMiB", "32");
     static final int SMOKE_ITERATION_MILLIS = 300;
 
     private final List<Class<?>> included;
