@@ -14,7 +14,10 @@ import io.engramhost.protocol.Expectation;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -37,7 +40,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
-@Warmup(iterations = 3, time = 1)
+@Warmup(iterations = 6, time = 1)
 @Measurement(iterations = 5, time = 1)
 @Fork(2)
 public class HandshakeBench {
@@ -86,16 +89,46 @@ public class HandshakeBench {
         daemon.close();
     }
 
-    /** The tables one {@link #clientConnect} imported, closed after each call outside the timing. */
+    /**
+     * The tables one {@link #clientConnect} imported, handed after each call (outside the timing) to a
+     * pool that closes them: a close waits for the client's daemon-watch thread (up to its 200 ms poll),
+     * and closing inline would leave so few connects per second that the JIT never warms up.
+     */
     @State(Scope.Thread)
     public static class Lease {
+        private final ExecutorService closer = Executors.newFixedThreadPool(64, r -> {
+            Thread t = new Thread(r, "bench-closer");
+            t.setDaemon(true);
+            return t;
+        });
+        private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
         ImportedTables imported;
 
         @TearDown(Level.Invocation)
         public void close() {
-            if (imported != null) {
-                imported.close();
-                imported = null;
+            ImportedTables t = imported;
+            imported = null;
+            if (t != null) {
+                closer.execute(() -> {
+                    try {
+                        t.close();
+                    } catch (RuntimeException e) {
+                        failure.compareAndSet(null, e);
+                    }
+                });
+            }
+        }
+
+        /** Waits until every import is closed (before the daemon stops), and reports a failed close. */
+        @TearDown(Level.Trial)
+        public void drain() throws InterruptedException {
+            close();
+            closer.shutdown();
+            if (!closer.awaitTermination(60, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("imports still closing after 60 s");
+            }
+            if (failure.get() != null) {
+                throw new IllegalStateException("closing an import failed: " + failure.get(), failure.get());
             }
         }
     }

@@ -27,7 +27,7 @@ class BenchmarksWorkTest {
         assertEquals(fdsBefore, Posix.countOpenFds(), "open fds: " + after);
     }
 
-    private static void handshakeOnce() {
+    private static void handshakeOnce() throws InterruptedException {
         HandshakeBench b = new HandshakeBench();
         b.tables = 300; // more than one sendmsg's worth of fds
         b.rows = 16;
@@ -35,6 +35,7 @@ class BenchmarksWorkTest {
         HandshakeBench.Lease lease = new HandshakeBench.Lease();
         assertEquals(300, b.clientConnect(lease));
         lease.close();
+        lease.drain();
         assertEquals(300, b.clientConnectClose());
         assertEquals(300, b.socketpairFds());
         assertEquals(300, b.socketpairFdsMap());
