@@ -106,6 +106,24 @@ public class ColdLoadBench {
         return result.bytes();
     }
 
+    /**
+     * Diagnostic: as {@link #loaderIntoMemfd}, with every page of the memfds allocated up front
+     * (MADV_POPULATE_WRITE) so the reads take no page faults: does prefaulting pay for itself?
+     */
+    @Benchmark
+    public long loaderIntoPopulatedMemfd() {
+        Map<TensorInfo, MemfdRegion> regions = new IdentityHashMap<>();
+        for (TensorInfo t : tensors) {
+            MemfdRegion r = newRegion(t);
+            Posix.madvise(r.writable(), 0, r.size(), Posix.MADV_POPULATE_WRITE);
+            regions.put(t, r);
+        }
+        CheckpointLoader.Result result = new CheckpointLoader(threads)
+                .load(tensors, t -> regions.get(t).writable().address());
+        regions.values().forEach(MemfdRegion::seal);
+        return result.bytes();
+    }
+
     /** Diagnostic: the baseline's reader into the same sealed memfds (separates memfd pages and sealing from the loader). */
     @Benchmark
     public long preadIntoMemfd() {
@@ -123,6 +141,31 @@ public class ColdLoadBench {
                 PageKind.SMALL, null);
         loaded.add(r);
         return r;
+    }
+
+    /**
+     * Diagnostic, single-threaded (the threads parameter does not apply): only the page allocation of
+     * the memfd destination, every page allocated (MADV_POPULATE_WRITE) then sealed, no reading.
+     */
+    @Benchmark
+    public long memfdAllocateSeal() {
+        long bytes = 0;
+        for (TensorInfo t : tensors) {
+            MemfdRegion r = newRegion(t);
+            Posix.madvise(r.writable(), 0, r.size(), Posix.MADV_POPULATE_WRITE);
+            r.seal();
+            bytes += r.size();
+        }
+        return bytes;
+    }
+
+    /** Diagnostic, single-threaded: the same page allocation for the anonymous destination. */
+    @Benchmark
+    public long anonymousAllocate() {
+        Mapping m = Posix.mmapAnonymous(totalBytes, "cold-load baseline");
+        loaded.add(m);
+        Posix.madvise(m, 0, totalBytes, Posix.MADV_POPULATE_WRITE);
+        return totalBytes;
     }
 
     /** Baseline: pread of the same bytes into one anonymous mapping. */

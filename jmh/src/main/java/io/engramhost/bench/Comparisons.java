@@ -56,7 +56,13 @@ public final class Comparisons {
             new Comparison(GatherBench.class, "tableViewCopy", "unsafeCopy", Target.ratioAtLeast(0.9)),
             new Comparison(GatherBench.class, "chronicleRead", "unsafeCopy", Target.ratioAtLeast(0.9)),
             new Comparison(ColdLoadBench.class, "loaderIntoMemfd", "preadIntoAnonymous", Target.ratioAtLeast(0.9)),
-            new Comparison(ColdLoadBench.class, "preadIntoMemfd", "preadIntoAnonymous", Target.none()));
+            new Comparison(ColdLoadBench.class, "preadIntoMemfd", "preadIntoAnonymous", Target.none()),
+            new Comparison(ColdLoadBench.class, "loaderIntoPopulatedMemfd", "preadIntoAnonymous", Target.none()),
+            new Comparison(ColdLoadBench.class, "memfdAllocateSeal", "anonymousAllocate", Target.none()),
+            new Comparison(AttachBench.class, "vmmGpu", "memfdRegister", Target.none()),
+            new Comparison(AttachBench.class, "vmmGpuCpu", "memfdRegister", Target.none()),
+            new Comparison(AttachBench.class, "memfdHugetlbRegister", "memfdRegister", Target.none()),
+            new Comparison(AttachBench.class, "vmmGpuCpu", "memfdCpuViewPopulated", Target.none()));
 
     private Comparisons() {
     }

@@ -33,9 +33,9 @@ import org.openjdk.jmh.annotations.Warmup;
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(2)
+@Warmup(iterations = 2, time = 1)
+@Measurement(iterations = 4, time = 1)
+@Fork(3)
 public class GatherBench {
     static final int BATCHES = 256;
 

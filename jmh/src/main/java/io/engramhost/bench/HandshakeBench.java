@@ -14,10 +14,11 @@ import io.engramhost.protocol.Expectation;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -36,14 +37,18 @@ import org.openjdk.jmh.annotations.Warmup;
  * A client's import of {@code tables} tables from an in-process daemon over its Unix socket: connect,
  * HELLO/WELCOME, IMPORT with a SHA-256 expectation (checked by the daemon), MANIFEST with one memfd fd per
  * table, read-only mmap of each. Baseline: the same fds sent over a socketpair with no protocol.
+ * Each shot is a batch of {@link #BATCH} calls (time per call reported); imports are closed between shots.
  */
 @State(Scope.Benchmark)
-@BenchmarkMode(Mode.AverageTime)
+@BenchmarkMode(Mode.SingleShotTime)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
-@Warmup(iterations = 6, time = 1)
-@Measurement(iterations = 5, time = 1)
+@Warmup(iterations = 20, batchSize = HandshakeBench.BATCH)
+@Measurement(iterations = 10, batchSize = HandshakeBench.BATCH)
 @Fork(2)
 public class HandshakeBench {
+    /** Calls timed together as one shot; JMH reports the time per call. */
+    static final int BATCH = 50;
+
     /** Tables served, one memfd each. */
     @Param({"1", "16", "64", "256"})
     public int tables;
@@ -90,58 +95,50 @@ public class HandshakeBench {
     }
 
     /**
-     * The tables one {@link #clientConnect} imported, handed after each call (outside the timing) to a
-     * pool that closes them: a close waits for the client's daemon-watch thread (up to its 200 ms poll),
-     * and closing inline would leave so few connects per second that the JIT never warms up.
+     * The imports of one iteration (a batch of {@link #BATCH} connects), closed together after it, in
+     * parallel and outside the timing: a close waits for the client's daemon-watch thread (up to its
+     * 200 ms poll), and closing during the batch would compete with the connects being timed.
      */
     @State(Scope.Thread)
     public static class Lease {
-        private final ExecutorService closer = Executors.newFixedThreadPool(64, r -> {
+        private final ExecutorService closer = Executors.newFixedThreadPool(BATCH, r -> {
             Thread t = new Thread(r, "bench-closer");
             t.setDaemon(true);
             return t;
         });
-        private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
-        ImportedTables imported;
+        final List<ImportedTables> imported = new ArrayList<>();
 
-        @TearDown(Level.Invocation)
-        public void close() {
-            ImportedTables t = imported;
-            imported = null;
-            if (t != null) {
-                closer.execute(() -> {
-                    try {
-                        t.close();
-                    } catch (RuntimeException e) {
-                        failure.compareAndSet(null, e);
-                    }
-                });
+        @TearDown(Level.Iteration)
+        public void closeAll() throws InterruptedException, ExecutionException {
+            List<Future<?>> closing = new ArrayList<>();
+            for (ImportedTables t : imported) {
+                closing.add(closer.submit(t::close));
+            }
+            imported.clear();
+            for (Future<?> f : closing) {
+                f.get();
             }
         }
 
-        /** Waits until every import is closed (before the daemon stops), and reports a failed close. */
         @TearDown(Level.Trial)
-        public void drain() throws InterruptedException {
-            close();
-            closer.shutdown();
-            if (!closer.awaitTermination(60, TimeUnit.SECONDS)) {
-                throw new IllegalStateException("imports still closing after 60 s");
-            }
-            if (failure.get() != null) {
-                throw new IllegalStateException("closing an import failed: " + failure.get(), failure.get());
-            }
+        public void stop() throws InterruptedException, ExecutionException {
+            closeAll();
+            closer.shutdownNow();
         }
     }
 
     /** Ours, without the close (measured on its own below): what a restarting engine waits for. */
     @Benchmark
     public int clientConnect(Lease lease) {
-        lease.imported = EngramClient.connect(daemon.socket(), expectation, options);
-        return lease.imported.tables().size();
+        ImportedTables t = EngramClient.connect(daemon.socket(), expectation, options);
+        lease.imported.add(t);
+        return t.tables().size();
     }
 
-    /** Ours, connect then close (BYE, unmap, lease end). */
+    /** Ours, connect then close (BYE, unmap, lease end): one per shot, as a close takes up to 200 ms. */
     @Benchmark
+    @Warmup(iterations = 3, batchSize = 1)
+    @Measurement(iterations = 10, batchSize = 1)
     public int clientConnectClose() {
         try (ImportedTables t = EngramClient.connect(daemon.socket(), expectation, options)) {
             return t.tables().size();

@@ -35,6 +35,8 @@ import org.openjdk.jmh.annotations.Warmup;
 public class HandshakePartsBench {
     private InProcessDaemon daemon;
     private UnixConnection[] pair;
+    private UnixConnection[] echoPair;
+    private Thread echo;
     private ClientOptions options;
 
     @Setup(Level.Trial)
@@ -42,13 +44,32 @@ public class HandshakePartsBench {
         QuietDaemonLog.install();
         daemon = InProcessDaemon.start(() -> MemfdTables.build(1, 16, 264, PageKind.SMALL));
         pair = UnixConnection.pair("bench");
+        echoPair = UnixConnection.pair("echo");
+        echo = new Thread(this::echoLoop, "bench-echo");
+        echo.setDaemon(true);
+        echo.start();
         options = ClientOptions.defaults().withName("engram-bench");
     }
 
+    /** Sends every message straight back, until the other end closes. */
+    private void echoLoop() {
+        try {
+            while (true) {
+                FdMessages.Received r = echoPair[1].receive(64, 0, -1);
+                echoPair[1].send(r.payload(), List.of());
+            }
+        } catch (RuntimeException e) {
+            // the benchmark closed its end: done
+        }
+    }
+
     @TearDown(Level.Trial)
-    public void tearDown() {
+    public void tearDown() throws InterruptedException {
         pair[0].close();
         pair[1].close();
+        echoPair[0].close();
+        echo.join(5000);
+        echoPair[1].close();
         daemon.close();
     }
 
@@ -72,6 +93,13 @@ public class HandshakePartsBench {
         pair[0].send(ByteBuffer.allocate(8), List.of());
         FdMessages.Received r = pair[1].receive(8, 0, 10_000);
         return r.payload().remaining();
+    }
+
+    /** One 8-byte message to a thread blocked in receive and back: the floor of any request/answer. */
+    @Benchmark
+    public int roundTripToThread() {
+        echoPair[0].send(ByteBuffer.allocate(8), List.of());
+        return echoPair[0].receive(8, 0, 10_000).payload().remaining();
     }
 
     /** Starting and joining a thread: the client starts one (its daemon watch) per import. */

@@ -3,6 +3,7 @@ package io.engramhost.bench;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
 import org.junit.jupiter.api.Test;
@@ -27,15 +28,16 @@ class BenchmarksWorkTest {
         assertEquals(fdsBefore, Posix.countOpenFds(), "open fds: " + after);
     }
 
-    private static void handshakeOnce() throws InterruptedException {
+    private static void handshakeOnce() throws Exception {
         HandshakeBench b = new HandshakeBench();
         b.tables = 300; // more than one sendmsg's worth of fds
         b.rows = 16;
         b.setUp();
         HandshakeBench.Lease lease = new HandshakeBench.Lease();
         assertEquals(300, b.clientConnect(lease));
-        lease.close();
-        lease.drain();
+        assertEquals(300, b.clientConnect(lease));
+        lease.closeAll();
+        lease.stop();
         assertEquals(300, b.clientConnectClose());
         assertEquals(300, b.socketpairFds());
         assertEquals(300, b.socketpairFdsMap());
@@ -84,9 +86,16 @@ class BenchmarksWorkTest {
         b.freeLoaded();
         long memfd = b.preadIntoMemfd();
         b.freeLoaded();
-        long anonymous = b.preadIntoAnonymous();
+        assertEquals(ours, b.loaderIntoPopulatedMemfd());
         b.freeLoaded();
         long rows = (3L << 20) / 264;
+        assertEquals(PageKind.SMALL.roundUp(rows * 256) + PageKind.SMALL.roundUp(rows * 8), b.memfdAllocateSeal(),
+                "weight and scale, each in whole pages");
+        b.freeLoaded();
+        assertEquals(ours, b.anonymousAllocate());
+        b.freeLoaded();
+        long anonymous = b.preadIntoAnonymous();
+        b.freeLoaded();
         assertEquals(rows * 264, ours);
         assertEquals(ours, memfd);
         assertEquals(ours, anonymous);
