@@ -82,7 +82,7 @@ class Measurement:
         if "checkpointMiB" in p:
             return f"{int(p['checkpointMiB']) / 1024 / s:.2f} GiB/s"
         if "tableMiB" in p and self.mode == "ss":
-            return f"{s * 1e3 / (int(p['tableMiB']) / 1024):.1f} ms/GiB"
+            return f"{fmt(s * 1e3 / (int(p['tableMiB']) / 1024))} ms/GiB"
         return ""
 
     def cell(self):

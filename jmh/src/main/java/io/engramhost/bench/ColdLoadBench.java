@@ -144,6 +144,22 @@ public class ColdLoadBench {
     }
 
     /**
+     * Diagnostic: the memfds filled with pwrite (pread into a per-thread bounce buffer first) instead of
+     * through their mapping: the kernel allocates the pages as it writes, with no page faults and no page
+     * table to tear down when sealing.
+     */
+    @Benchmark
+    public long pwriteIntoMemfd() {
+        long done = 0;
+        for (TensorInfo t : tensors) {
+            MemfdRegion r = newRegion(t);
+            done += pread.copyThroughBounce(List.of(t), r.fd());
+            r.seal();
+        }
+        return done;
+    }
+
+    /**
      * Diagnostic, single-threaded (the threads parameter does not apply): only the page allocation of
      * the memfd destination, every page allocated (MADV_POPULATE_WRITE) then sealed, no reading.
      */

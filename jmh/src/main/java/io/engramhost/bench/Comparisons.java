@@ -58,6 +58,7 @@ public final class Comparisons {
             new Comparison(ColdLoadBench.class, "loaderIntoMemfd", "preadIntoAnonymous", Target.ratioAtLeast(0.9)),
             new Comparison(ColdLoadBench.class, "preadIntoMemfd", "preadIntoAnonymous", Target.none()),
             new Comparison(ColdLoadBench.class, "loaderIntoPopulatedMemfd", "preadIntoAnonymous", Target.none()),
+            new Comparison(ColdLoadBench.class, "pwriteIntoMemfd", "preadIntoAnonymous", Target.none()),
             new Comparison(ColdLoadBench.class, "memfdAllocateSeal", "anonymousAllocate", Target.none()),
             new Comparison(AttachBench.class, "vmmGpu", "memfdRegister", Target.none()),
             new Comparison(AttachBench.class, "vmmGpuCpu", "memfdRegister", Target.none()),

@@ -88,6 +88,8 @@ class BenchmarksWorkTest {
         b.freeLoaded();
         assertEquals(ours, b.loaderIntoPopulatedMemfd());
         b.freeLoaded();
+        assertEquals(ours, b.pwriteIntoMemfd());
+        b.freeLoaded();
         long rows = (3L << 20) / 264;
         assertEquals(PageKind.SMALL.roundUp(rows * 256) + PageKind.SMALL.roundUp(rows * 8), b.memfdAllocateSeal(),
                 "weight and scale, each in whole pages");
