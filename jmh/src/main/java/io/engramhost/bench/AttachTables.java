@@ -1,0 +1,146 @@
+package io.engramhost.bench;
+
+import io.engramhost.cuda.Cuda;
+import io.engramhost.memfd.MemfdRegion;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Posix;
+import io.engramhost.vmm.HostNumaAllocation;
+import java.util.ArrayList;
+import java.util.List;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+
+/** The tables {@link AttachBench} attaches, each created once per trial, and what one attach holds. */
+public final class AttachTables {
+    private AttachTables() {
+    }
+
+    /** Throws, naming the cause, where CUDA cannot be used: the GPU benchmarks skip themselves so. */
+    static void requireCuda() {
+        if (!Cuda.available()) {
+            throw new IllegalStateException("AttachBench needs a CUDA GPU: " + Cuda.unavailabilityCause()
+                    + ". Run it on a GPU machine (--suite gpu); the cpu and smoke suites leave it out.");
+        }
+        Cuda.useDevice(0);
+    }
+
+    /** A sealed memfd of {@code mib} MiB, every page allocated, as the daemon serves it. */
+    static MemfdRegion sealedMemfd(long mib, PageKind pages) {
+        requireCuda();
+        MemfdRegion region = MemfdRegion.create("engram.bench.attach", pages.roundUp(mib << 20), pages, null);
+        try {
+            Posix.madvise(region.writable(), 0, region.size(), Posix.MADV_POPULATE_WRITE);
+            region.seal();
+            return region;
+        } catch (RuntimeException e) {
+            region.close();
+            throw e;
+        }
+    }
+
+    @State(Scope.Benchmark)
+    public static class Memfd4k {
+        @Param({"256"})
+        public long tableMiB;
+
+        MemfdRegion region;
+
+        @Setup(Level.Trial)
+        public void create() {
+            region = sealedMemfd(tableMiB, PageKind.SMALL);
+        }
+
+        @TearDown(Level.Trial)
+        public void free() {
+            region.close();
+        }
+    }
+
+    @State(Scope.Benchmark)
+    public static class MemfdHuge {
+        @Param({"256"})
+        public long tableMiB;
+
+        MemfdRegion region;
+
+        @Setup(Level.Trial)
+        public void create() {
+            region = sealedMemfd(tableMiB, PageKind.HUGE_2M);
+        }
+
+        @TearDown(Level.Trial)
+        public void free() {
+            region.close();
+        }
+    }
+
+    /** A HOST_NUMA allocation on GPU 0's node; a fresh fd is exported before each shot, as the daemon sends one. */
+    @State(Scope.Benchmark)
+    public static class HostNuma {
+        @Param({"256"})
+        public long tableMiB;
+
+        private HostNumaAllocation allocation;
+        private Fd fd;
+
+        @Setup(Level.Trial)
+        public void create() {
+            requireCuda();
+            int node = Math.max(0, Cuda.device(0).hostNumaId());
+            allocation = HostNumaAllocation.create(tableMiB << 20, node, "engram.bench.attach");
+        }
+
+        @Setup(Level.Invocation)
+        public void export() {
+            fd = allocation.exportFd();
+        }
+
+        /** The client closes its fd once attached: not timed. */
+        @TearDown(Level.Invocation)
+        public void closeFd() {
+            fd.close();
+        }
+
+        @TearDown(Level.Trial)
+        public void free() {
+            allocation.close();
+        }
+
+        Fd fd() {
+            return fd;
+        }
+
+        long size() {
+            return allocation.size();
+        }
+    }
+
+    /** What one shot attached; released in reverse order after the shot. */
+    @State(Scope.Thread)
+    public static class Attached {
+        private final List<AutoCloseable> held = new ArrayList<>();
+
+        @Setup(Level.Trial)
+        public void check() {
+            requireCuda();
+        }
+
+        <T extends AutoCloseable> T keep(T resource) {
+            held.add(resource);
+            return resource;
+        }
+
+        @TearDown(Level.Invocation)
+        public void release() throws Exception {
+            for (int i = held.size() - 1; i >= 0; i--) {
+                held.get(i).close();
+            }
+            held.clear();
+        }
+    }
+}

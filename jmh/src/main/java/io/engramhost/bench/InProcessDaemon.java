@@ -1,0 +1,68 @@
+package io.engramhost.bench;
+
+import io.engramhost.daemon.Catalog;
+import io.engramhost.daemon.Daemon;
+import io.engramhost.daemon.DaemonContext;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Supplier;
+import java.util.stream.Stream;
+
+/** A ready daemon in this JVM on a socket in a fresh temporary directory; close stops it and removes the directory. */
+final class InProcessDaemon implements AutoCloseable {
+    private final Path dir;
+    private final Daemon daemon;
+
+    private InProcessDaemon(Path dir, Daemon daemon) {
+        this.dir = dir;
+        this.daemon = daemon;
+    }
+
+    static InProcessDaemon start(Supplier<Catalog> catalog) {
+        Path dir;
+        try {
+            dir = Files.createTempDirectory("engram-bench-");
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot create a directory for the benchmark daemon's socket", e);
+        }
+        DaemonContext context = new DaemonContext(List.of(dir.resolve("unused")), List.of(), "memfd", "none", null,
+                null, null, Set.of(), 1, 10_000, List.of(), null).conclude();
+        Daemon daemon = null;
+        try {
+            daemon = Daemon.start(context, dir.resolve("run/engram.sock"));
+            daemon.load(p -> catalog.get());
+            return new InProcessDaemon(dir, daemon);
+        } catch (Exception e) {
+            if (daemon != null) {
+                daemon.close();
+            }
+            deleteTree(dir);
+            throw new IllegalStateException("cannot start the benchmark daemon in " + dir + ": " + e.getMessage(), e);
+        }
+    }
+
+    Path socket() {
+        return daemon.socket();
+    }
+
+    @Override
+    public void close() {
+        daemon.close();
+        deleteTree(dir);
+    }
+
+    private static void deleteTree(Path dir) {
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot remove " + dir, e);
+        }
+    }
+}

@@ -1,0 +1,43 @@
+package io.engramhost.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.json.JsonReader;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** One real JMH run (one forked JVM, one short iteration) through BenchMain. */
+@Timeout(120)
+class BenchMainTest {
+    @Test
+    void shouldWriteJsonResultsAndMetadataFromAForkedRun(@TempDir Path dir) throws Exception {
+        int rc = BenchMain.run(List.of("--suite", "smoke", "--out", dir.toString(), "--name", "one",
+                "HandshakePartsBench.pidfdOpenClose", "-wi", "0", "-i", "1", "-r", "200ms"), System.out, System.err);
+        assertEquals(0, rc);
+        List<?> results = (List<?>) JsonReader.parse(Files.readString(dir.resolve("one.json")));
+        assertEquals(1, results.size());
+        Map<?, ?> r = (Map<?, ?>) results.get(0);
+        assertEquals("io.engramhost.bench.HandshakePartsBench.pidfdOpenClose", r.get("benchmark"));
+        assertTrue(String.valueOf(r.get("jvmArgs")).contains("-Djnr.ffi.x86asm.enabled=false"), "fork got the flags");
+        Map<?, ?> meta = (Map<?, ?>) JsonReader.parse(Files.readString(dir.resolve("one.meta.json")));
+        assertEquals("ok", meta.get("status"));
+        assertEquals(1L, ((Number) meta.get("benchmarks_run")).longValue());
+    }
+
+    @Test
+    void shouldExitWithUsageOnBadArguments() {
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int rc = BenchMain.run(List.of("--suite", "nope"), System.out, new PrintStream(err, true));
+        assertEquals(2, rc);
+        assertTrue(err.toString().contains("--suite: 'nope' is not one of"));
+        assertTrue(err.toString().contains("usage: BenchMain"));
+    }
+}

@@ -1,0 +1,107 @@
+package io.engramhost.bench;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import io.engramhost.memfd.PageKind;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Posix;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Each benchmark's setup, measured methods and teardown called directly (no JMH): they do the work they
+ * claim, agree with their baselines, and leave no fd behind.
+ */
+@Timeout(60)
+class BenchmarksWorkTest {
+    @Test
+    void shouldImportTheTablesTheBaselineSendsAsFds() throws Exception {
+        handshakeOnce(); // first use opens what the JVM keeps: /dev/urandom for SHA-256, jars
+        int fdsBefore = Posix.countOpenFds();
+        int ownedBefore = Fd.openCount();
+        java.util.Set<String> before = fdTargets();
+        handshakeOnce();
+        java.util.Set<String> after = fdTargets();
+        after.removeAll(before);
+        assertEquals(ownedBefore, Fd.openCount(), "owned fds");
+        assertEquals(fdsBefore, Posix.countOpenFds(), "open fds: " + after);
+    }
+
+    private static void handshakeOnce() throws Exception {
+        HandshakeBench b = new HandshakeBench();
+        b.tables = 300; // more than one sendmsg's worth of fds
+        b.rows = 16;
+        b.setUp();
+        HandshakeBench.Lease lease = new HandshakeBench.Lease();
+        assertEquals(300, b.clientConnect(lease));
+        assertEquals(300, b.clientConnect(lease));
+        lease.closeAll();
+        lease.stop();
+        assertEquals(300, b.clientConnectClose());
+        assertEquals(300, b.socketpairFds());
+        assertEquals(300, b.socketpairFdsMap());
+        b.tearDown();
+    }
+
+    static java.util.Set<String> fdTargets() throws Exception {
+        java.util.Set<String> s = new java.util.TreeSet<>();
+        try (var l = java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
+            for (var p : l.toList()) {
+                try {
+                    s.add(p.getFileName() + "->" + java.nio.file.Files.readSymbolicLink(p));
+                } catch (Exception e) {
+                    // gone
+                }
+            }
+        }
+        return s;
+    }
+
+    @Test
+    void shouldGatherTheSameBytesOnEveryPath() {
+        int fdsBefore = Posix.countOpenFds();
+        GatherBench b = new GatherBench();
+        b.rowBytes = 264;
+        b.tableMiB = 2;
+        b.batch = 64;
+        b.setUp(); // checks all paths against the baseline itself
+        byte[] base = b.unsafeCopy().clone();
+        for (int i = 1; i < GatherBench.BATCHES; i++) {
+            b.unsafeCopy();
+        }
+        assertArrayEquals(base, b.tableViewReadRows(), "the batches cycle, so the first comes round again");
+        b.tearDown();
+        assertEquals(fdsBefore, Posix.countOpenFds());
+    }
+
+    @Test
+    void shouldLoadTheWholeCheckpointOnEveryPath() throws Exception {
+        int fdsBefore = Posix.countOpenFds();
+        ColdLoadBench b = new ColdLoadBench();
+        b.threads = 2;
+        b.checkpointMiB = 3;
+        b.setUp();
+        long ours = b.loaderIntoMemfd();
+        b.freeLoaded();
+        long memfd = b.preadIntoMemfd();
+        b.freeLoaded();
+        assertEquals(ours, b.loaderIntoPopulatedMemfd());
+        b.freeLoaded();
+        assertEquals(ours, b.pwriteIntoMemfd());
+        b.freeLoaded();
+        long rows = (3L << 20) / 264;
+        assertEquals(PageKind.SMALL.roundUp(rows * 256) + PageKind.SMALL.roundUp(rows * 8), b.memfdAllocateSeal(),
+                "weight and scale, each in whole pages");
+        b.freeLoaded();
+        assertEquals(ours, b.anonymousAllocate());
+        b.freeLoaded();
+        long anonymous = b.preadIntoAnonymous();
+        b.freeLoaded();
+        assertEquals(rows * 264, ours);
+        assertEquals(ours, memfd);
+        assertEquals(ours, anonymous);
+        b.tearDown();
+        assertEquals(fdsBefore, Posix.countOpenFds());
+    }
+}

@@ -1,0 +1,57 @@
+package io.engramhost.bench;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.Test;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.runner.BenchmarkList;
+import org.openjdk.jmh.runner.BenchmarkListEntry;
+
+class ComparisonsTest {
+    private static Set<String> benchmarkMethods(Class<?> c) {
+        return Arrays.stream(c.getMethods()).filter(m -> m.isAnnotationPresent(Benchmark.class))
+                .map(m -> m.getName()).collect(Collectors.toSet());
+    }
+
+    @Test
+    void shouldNameExistingBenchmarkMethodsOfOneClass() {
+        for (Comparisons.Comparison c : Comparisons.ALL) {
+            Set<String> methods = benchmarkMethods(c.benchmark());
+            assertTrue(methods.contains(c.ours()), c.benchmark().getSimpleName() + " has no @Benchmark " + c.ours());
+            assertTrue(methods.contains(c.baseline()), c.benchmark().getSimpleName() + " has no @Benchmark " + c.baseline());
+            assertFalse(c.ours().equals(c.baseline()));
+            assertNotNull(c.target().text());
+        }
+    }
+
+    @Test
+    void shouldPutEveryGeneratedBenchmarkInExactlyOneMachineKind() {
+        List<BenchmarkListEntry> all = List.copyOf(BenchmarkList.defaultList().getAll(null, List.of()));
+        assertFalse(all.isEmpty(), "META-INF/BenchmarkList was generated");
+        for (BenchmarkListEntry e : all) {
+            long cpu = Suite.CPU.includes().stream().filter(r -> Pattern.compile(r).matcher(e.getUsername()).find()).count();
+            long gpu = Suite.GPU.includes().stream().filter(r -> Pattern.compile(r).matcher(e.getUsername()).find()).count();
+            assertEquals(1, cpu + gpu, e.getUsername() + " belongs to exactly one of the cpu and gpu suites");
+        }
+    }
+
+    @Test
+    void shouldWriteTargetsForTheReport() {
+        List<java.util.Map<String, Object>> json = Comparisons.toJson();
+        assertEquals(Comparisons.ALL.size(), json.size());
+        java.util.Map<String, Object> handshake = json.get(0);
+        assertEquals("io.engramhost.bench.HandshakeBench.clientConnect", handshake.get("ours"));
+        @SuppressWarnings("unchecked")
+        java.util.Map<String, Object> target = (java.util.Map<String, Object>) handshake.get("target");
+        assertEquals(2000.0, target.get("max_score"));
+        assertEquals(java.util.Map.of("tables", "64"), target.get("at_params"));
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds what a GPU machine without Java needs to run the GPU benchmarks (AttachBench):
+#   benchmarks.jar   jmh/target/benchmarks.jar (every benchmark, BenchMain as main class)
+#   jre.tar.gz       a jlink runtime with the modules the jar uses (jdeps), --compress=2
+#   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
+#   bench-gpu.sh     what to run there
+# Usage: scripts/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEST=${1:-$ROOT/bench/tmp/gpu-bundle}
+cd "$ROOT"
+mvn -B -o -q -pl jmh -am package -DskipTests
+STAGE=$(mktemp -d)
+trap 'rm -rf "$STAGE"' EXIT
+cp jmh/target/benchmarks.jar scripts/bench-gpu.sh "$STAGE/"
+MODULES=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 jmh/target/benchmarks.jar)
+# Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too).
+MODULES="$MODULES,java.naming,jdk.unsupported,java.management"
+jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --strip-debug --output "$STAGE/jre"
+tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
+rm -rf "$STAGE/jre"
+COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || COMMIT="$COMMIT-dirty"
+echo "$COMMIT" > "$STAGE/COMMIT"
+rm -rf "$DEST"
+mkdir -p "$(dirname "$DEST")"
+cp -r "$STAGE" "$DEST"
+SIZE=$(du -sm "$DEST" | cut -f1)
+echo "bundle at $DEST: ${SIZE} MiB, modules $MODULES, commit $COMMIT"
+if [ "$SIZE" -ge 64 ]; then
+    echo "bundle is ${SIZE} MiB: over the 64 MiB the device tool carries" >&2
+    exit 1
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the GPU suite (AttachBench)
+# with the bundled runtime. Results: $OUT/gpu.json and $OUT/gpu.meta.json (copy them to
+# bench/results/<date>-<host>/ and run scripts/bench-report.py). Extra arguments go to BenchMain/JMH,
+# e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first reserves N 2 MiB pages (root only) for the
+# hugetlb path; without them that benchmark fails naming the sysctl.
+# Usage: OUT=/some/dir [HUGEPAGES=N] bash bench-gpu.sh [options...]
+set -euo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+WORK=${WORK:-/tmp/engram-bench}
+mkdir -p "$OUT" "$WORK/tmp"
+tar -C "$WORK" -xzf "$B/jre.tar.gz"
+if [ -n "${HUGEPAGES:-}" ]; then
+    echo "$HUGEPAGES" > /proc/sys/vm/nr_hugepages
+    echo "nr_hugepages: $(cat /proc/sys/vm/nr_hugepages) (asked $HUGEPAGES)"
+fi
+export ENGRAM_GIT_COMMIT=${ENGRAM_GIT_COMMIT:-$(cat "$B/COMMIT" 2>/dev/null || echo unknown)}
+cd "$WORK"
+exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" -jar "$B/benchmarks.jar" --suite gpu --out "$OUT" "$@"
