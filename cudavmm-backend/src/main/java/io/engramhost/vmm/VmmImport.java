@@ -43,20 +43,24 @@ public final class VmmImport implements AutoCloseable {
 
     /**
      * Readies this process for {@link #attach} on {@code device} without touching any table: retains
-     * the GPU's primary context, asks the granularity once and loads the classes the attach path uses.
-     * A restarting client runs it in the background while it talks to the daemon, so that the attach
-     * itself is only the driver's import, map and access calls.
+     * the GPU's primary context, then runs the whole attach path once on a small allocation of its own
+     * in GPU memory (create, export, import, reserve, map, set access, release), so that every class
+     * and code path is loaded. A restarting client runs it in the background while it talks to the
+     * daemon; the attach of the real tables is then left with the driver's calls. A GPU that cannot
+     * do this only skips the rehearsal: the real attach reports what is missing.
      */
     public static void prepare(int device) {
         Cuda.useDevice(device);
-        MemHandle.granularity(Location.device(device), true, device, false);
-        for (Class<?> c : new Class<?>[] {MemHandle.class, VaRange.class, VaMapping.class, AttachTimings.class,
-                Access.class, Closing.class, io.engramhost.cuda.HostRegistration.class}) {
-            try {
-                Class.forName(c.getName(), true, c.getClassLoader());
-            } catch (ClassNotFoundException e) {
-                throw new IllegalStateException("cannot load " + c.getName(), e);
+        try {
+            MemHandle.granularity(Location.hostNuma(0), true, device, false);
+            long g = MemHandle.granularity(Location.device(device), true, device, false);
+            try (DeviceAllocation rehearsal = DeviceAllocation.create(g, device, "attach rehearsal");
+                    Fd fd = rehearsal.exportFd();
+                    VmmImport imported = attach(List.of(fd), List.of(rehearsal.size()), device, Access.READ_ONLY)) {
+                imported.timings(0);
             }
+        } catch (RuntimeException unsupported) {
+            // no rehearsal on this GPU; attach() will say why if the tables need what is missing
         }
     }
 
