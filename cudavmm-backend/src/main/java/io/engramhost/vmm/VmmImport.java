@@ -43,9 +43,9 @@ public final class VmmImport implements AutoCloseable {
 
     /**
      * Readies this process for {@link #attach} on {@code device} without touching any table: retains
-     * the GPU's primary context, then runs the whole attach path once on a small allocation of its own
-     * in GPU memory (create, export, import, reserve, map, set access, release), so that every class
-     * and code path is loaded. A restarting client runs it in the background while it talks to the
+     * the GPU's primary context, then runs the whole attach path once on one granule of GPU memory of
+     * its own (create, export, import, reserve, map, set access, release: no copy, no host memory), so
+     * that every class and code path is loaded. A restarting client runs it in the background while it talks to the
      * daemon; the attach of the real tables is then left with the driver's calls. A GPU that cannot
      * do this only skips the rehearsal: the real attach reports what is missing.
      */
@@ -54,9 +54,9 @@ public final class VmmImport implements AutoCloseable {
         try {
             MemHandle.granularity(Location.hostNuma(0), true, device, false);
             long g = MemHandle.granularity(Location.device(device), true, device, false);
-            try (DeviceAllocation rehearsal = DeviceAllocation.create(g, device, "attach rehearsal");
+            try (MemHandle rehearsal = MemHandle.create(g, Location.device(device), true, device, "attach rehearsal");
                     Fd fd = rehearsal.exportFd();
-                    VmmImport imported = attach(List.of(fd), List.of(rehearsal.size()), device, Access.READ_ONLY)) {
+                    VmmImport imported = attach(List.of(fd), List.of(g), device, Access.READ_ONLY)) {
                 imported.timings(0);
             }
         } catch (RuntimeException unsupported) {
