@@ -3,9 +3,11 @@
 # and the attach benchmarks without Java, Maven or network there:
 #   jre.tar.gz      jlink runtime (java.base, jdk.unsupported, java.logging, java.management,
 #                   java.naming, java.xml for the XML reports), --compress=2
-#   lib/            the project's jars (native, numa, cudavmm-backend) and their runtime dependencies
+#   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
-#   test-classes/   native/ and cudavmm/ test classes (the gpu tests, ImportChild, AttachBench)
+#   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild, AttachBench)
+#   engram-attach   the C client of the wire protocol (native/c/engram_attach.c), the attach baseline
+#   gpu-attach-compare.sh  the cross-process attach comparison (C client against the Java client)
 #   attach_baseline the C baseline (native/c/attach_baseline.c), dlopens libcuda.so.1
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
 #   jvm.options     the JVM flags of the parent pom (engram.jvm.flags)
@@ -26,22 +28,26 @@ STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 
 echo "== building jars and test classes"
-"${MVN[@]}" -pl cudavmm-backend -am -DskipTests package dependency:copy-dependencies \
+"${MVN[@]}" -pl engram-host -am -DskipTests package dependency:copy-dependencies \
     -DincludeScope=runtime -DoutputDirectory="$STAGE/lib"
 "${MVN[@]}" dependency:copy -Dartifact="$CONSOLE" -DoutputDirectory="$STAGE/lib-test"
 
 echo "== jar files"
-for m in native numa cudavmm-backend; do
+for m in native numa memfd-backend cudavmm-backend; do
     cp "$m"/target/engram-*-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
 done
+cp engram-host/target/app/lib/engram-host-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
 mkdir -p "$STAGE/test-classes"
 cp -r native/target/test-classes "$STAGE/test-classes/native"
 cp -r cudavmm-backend/target/test-classes "$STAGE/test-classes/cudavmm"
+cp -r engram-host/target/test-classes "$STAGE/test-classes/engram-host"
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 
 echo "== C baseline and kernels"
 make -s -C native baseline
 cp native/build/attach_baseline "$STAGE/"
+make -s -C native engram-attach
+cp native/build/engram-attach "$STAGE/"
 cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
 mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
 
@@ -50,7 +56,7 @@ jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --s
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
 
-cp scripts/gpu-test.sh "$STAGE/"
+cp scripts/gpu-test.sh scripts/gpu-attach-compare.sh "$STAGE/"
 git rev-parse HEAD > "$STAGE/COMMIT" 2>/dev/null || true
 
 rm -rf "$DEST"

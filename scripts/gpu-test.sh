@@ -21,7 +21,7 @@ tar -C "$WORK" -xzf "$B/jre.tar.gz"
 JAVA="$WORK/jre/bin/java"
 read -r -a FLAGS < "$B/jvm.options"
 FLAGS+=("-Djava.io.tmpdir=$WORK/tmp")
-CP=$(ls "$B"/lib/*.jar | tr '\n' ':')"$B/test-classes/native:$B/test-classes/cudavmm"
+CP=$(ls "$B"/lib/*.jar | tr '\n' ':')"$B/test-classes/native:$B/test-classes/cudavmm:$B/test-classes/engram-host"
 CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
 
 {
@@ -37,9 +37,10 @@ CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
 } > "$OUT/env.txt" 2>&1
 
 echo "== gpu tests"
-timeout 300 "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
+timeout ${TEST_TIMEOUT:-300} "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
     --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu \
     --scan-classpath="$B/test-classes/native" --scan-classpath="$B/test-classes/cudavmm" \
+    --scan-classpath="$B/test-classes/engram-host" \
     --reports-dir="$WORK/reports" > "$OUT/junit-console.txt" 2>&1
 TESTS=$?
 cp "$WORK"/reports/TEST-junit-jupiter.xml "$OUT/junit-jupiter.xml" 2>/dev/null

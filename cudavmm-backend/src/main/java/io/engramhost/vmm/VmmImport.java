@@ -28,14 +28,36 @@ public final class VmmImport implements AutoCloseable {
     private final AttachTimings timings;
     private final AtomicBoolean closed = new AtomicBoolean();
 
+    private final List<AttachTimings> perHandle;
+
     private VmmImport(List<MemHandle> handles, VaRange range, List<VaMapping> mappings, int device, Access access,
-            AttachTimings timings) {
+            AttachTimings timings, List<AttachTimings> perHandle) {
+        this.perHandle = perHandle;
         this.handles = handles;
         this.range = range;
         this.mappings = mappings;
         this.device = device;
         this.access = access;
         this.timings = timings;
+    }
+
+    /**
+     * Readies this process for {@link #attach} on {@code device} without touching any table: retains
+     * the GPU's primary context, asks the granularity once and loads the classes the attach path uses.
+     * A restarting client runs it in the background while it talks to the daemon, so that the attach
+     * itself is only the driver's import, map and access calls.
+     */
+    public static void prepare(int device) {
+        Cuda.useDevice(device);
+        MemHandle.granularity(Location.device(device), true, device, false);
+        for (Class<?> c : new Class<?>[] {MemHandle.class, VaRange.class, VaMapping.class, AttachTimings.class,
+                Access.class, Closing.class, io.engramhost.cuda.HostRegistration.class}) {
+            try {
+                Class.forName(c.getName(), true, c.getClassLoader());
+            } catch (ClassNotFoundException e) {
+                throw new IllegalStateException("cannot load " + c.getName(), e);
+            }
+        }
     }
 
     /**
@@ -52,9 +74,12 @@ public final class VmmImport implements AutoCloseable {
         List<VaMapping> mappings = new ArrayList<>();
         VaRange range = null;
         try {
+            long[][] each = new long[fds.size()][4];
             long t0 = System.nanoTime();
             for (int i = 0; i < fds.size(); i++) {
+                long s0 = System.nanoTime();
                 handles.add(MemHandle.importFd(fds.get(i), sizes.get(i), device, "table part " + i));
+                each[i][0] = System.nanoTime() - s0;
             }
             long t1 = System.nanoTime();
             long[] offsets = new long[handles.size()];
@@ -74,23 +99,34 @@ public final class VmmImport implements AutoCloseable {
             }
             range = VaRange.reserve(end, alignment, device, "tables of " + handles.size() + " fds");
             for (int i = 0; i < handles.size(); i++) {
+                long s0 = System.nanoTime();
                 mappings.add(VaMapping.map(range, offsets[i], handles.get(i)));
+                each[i][1] = System.nanoTime() - s0;
             }
             long t2 = System.nanoTime();
-            for (VaMapping m : mappings) {
-                m.setAccess(Location.device(device), access.gpuWrite());
+            for (int i = 0; i < mappings.size(); i++) {
+                long s0 = System.nanoTime();
+                mappings.get(i).setAccess(Location.device(device), access.gpuWrite());
+                each[i][2] = System.nanoTime() - s0;
             }
             long t3 = System.nanoTime();
             if (access.cpuView()) {
                 for (int i = 0; i < mappings.size(); i++) {
+                    long s0 = System.nanoTime();
                     mappings.get(i).setAccess(handles.get(i).location(), access.gpuWrite());
+                    each[i][3] = System.nanoTime() - s0;
                 }
             }
             long t4 = System.nanoTime();
             long bytes = handles.stream().mapToLong(MemHandle::size).sum();
             AttachTimings timings = new AttachTimings(t1 - t0, t2 - t1, t3 - t2, access.cpuView() ? t4 - t3 : 0,
                     bytes, handles.size());
-            return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings);
+            List<AttachTimings> perHandle = new ArrayList<>();
+            for (int i = 0; i < handles.size(); i++) {
+                perHandle.add(new AttachTimings(each[i][0], each[i][1], each[i][2], each[i][3], handles.get(i).size(), 1));
+            }
+            return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings,
+                    List.copyOf(perHandle));
         } catch (RuntimeException e) {
             List<AutoCloseable> undo = new ArrayList<>(mappings);
             Collections.reverse(undo);
@@ -165,6 +201,11 @@ public final class VmmImport implements AutoCloseable {
 
     public AttachTimings timings() {
         return timings;
+    }
+
+    /** The steps of fd {@code i} alone: its import, map and access calls (reserve counted in the total only). */
+    public AttachTimings timings(int i) {
+        return perHandle.get(i);
     }
 
     public boolean isOpen() {

@@ -1,5 +1,6 @@
 package io.engramhost.checkpoint;
 
+import io.engramhost.os.RawMemory;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -31,13 +32,13 @@ public final class ContentDigest {
 
     /** engram digest v1 of native memory, on the calling thread. */
     public static long digest(long address, long length) {
-        UnsafeMemory.checkRange(address, length);
+        RawMemory.checkRange(address, length);
         return digest(null, address, length, CHUNK);
     }
 
     /** engram digest v1 of a byte array. */
     public static long digest(byte[] data) {
-        return digest(data, UnsafeMemory.BYTE_ARRAY_BASE, data.length, CHUNK);
+        return digest(data, RawMemory.BYTE_ARRAY_BASE, data.length, CHUNK);
     }
 
     static long digest(Object base, long offset, long length, long chunk) {
@@ -73,7 +74,7 @@ public final class ContentDigest {
 
     /** engram digest v1 of native memory, one task per chunk on {@code pool}. */
     public static long digestParallel(long address, long length, ExecutorService pool) {
-        UnsafeMemory.checkRange(address, length);
+        RawMemory.checkRange(address, length);
         return digestParallel(address, length, CHUNK, pool);
     }
 
@@ -128,7 +129,7 @@ public final class ContentDigest {
 
     /** SHA-256 of native memory, copied through a reused 1 MiB array. */
     public static byte[] sha256(long address, long length) {
-        UnsafeMemory.checkRange(address, length);
+        RawMemory.checkRange(address, length);
         MessageDigest md;
         try {
             md = MessageDigest.getInstance("SHA-256");
@@ -138,7 +139,7 @@ public final class ContentDigest {
         byte[] buf = new byte[(int) Math.min(COPY, Math.max(length, 1))];
         for (long p = 0; p < length; p += buf.length) {
             int n = (int) Math.min(buf.length, length - p);
-            UnsafeMemory.UNSAFE.copyMemory(null, address + p, buf, UnsafeMemory.BYTE_ARRAY_BASE, n);
+            RawMemory.copy(address + p, buf, 0, n);
             md.update(buf, 0, n);
         }
         return md.digest();

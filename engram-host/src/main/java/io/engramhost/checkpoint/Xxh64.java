@@ -1,9 +1,10 @@
 package io.engramhost.checkpoint;
 
-import static io.engramhost.checkpoint.UnsafeMemory.BYTE_ARRAY_BASE;
-import static io.engramhost.checkpoint.UnsafeMemory.getLongLE;
-import static io.engramhost.checkpoint.UnsafeMemory.getUnsignedByte;
-import static io.engramhost.checkpoint.UnsafeMemory.getUnsignedIntLE;
+import io.engramhost.os.RawMemory;
+import static io.engramhost.os.RawMemory.BYTE_ARRAY_BASE;
+import static io.engramhost.os.RawMemory.getLongLE;
+import static io.engramhost.os.RawMemory.getUnsignedByte;
+import static io.engramhost.os.RawMemory.getUnsignedIntLE;
 
 import java.util.Objects;
 
@@ -47,7 +48,7 @@ public final class Xxh64 {
 
     /** XXH64 of {@code length} bytes of native memory at {@code address}, which must be readable. */
     public static long hashMemory(long address, long length, long seed) {
-        UnsafeMemory.checkRange(address, length);
+        RawMemory.checkRange(address, length);
         return hash(null, address, length, seed);
     }
 
@@ -84,7 +85,7 @@ public final class Xxh64 {
 
     /** Adds {@code length} bytes of native memory at {@code address}. */
     public Xxh64 updateMemory(long address, long length) {
-        UnsafeMemory.checkRange(address, length);
+        RawMemory.checkRange(address, length);
         update(null, address, length);
         return this;
     }
@@ -93,13 +94,13 @@ public final class Xxh64 {
         total += length;
         long end = p + length;
         if (memSize + length < 32) {
-            UnsafeMemory.UNSAFE.copyMemory(base, p, mem, BYTE_ARRAY_BASE + memSize, length);
+            RawMemory.copy(base, p, mem, BYTE_ARRAY_BASE + memSize, length);
             memSize += (int) length;
             return;
         }
         if (memSize > 0) {
             int fill = 32 - memSize;
-            UnsafeMemory.UNSAFE.copyMemory(base, p, mem, BYTE_ARRAY_BASE + memSize, fill);
+            RawMemory.copy(base, p, mem, BYTE_ARRAY_BASE + memSize, fill);
             stripe(mem, BYTE_ARRAY_BASE);
             p += fill;
             memSize = 0;
@@ -109,7 +110,7 @@ public final class Xxh64 {
             p += 32;
         }
         if (p < end) {
-            UnsafeMemory.UNSAFE.copyMemory(base, p, mem, BYTE_ARRAY_BASE, end - p);
+            RawMemory.copy(base, p, mem, BYTE_ARRAY_BASE, end - p);
             memSize = (int) (end - p);
         }
     }

@@ -92,9 +92,9 @@ final class DemoCommand implements Callable<Integer> {
             System.out.printf("   %-28s %10s%n", "daemon: ready after", seconds(s.get("ready_s")));
             for (int i = 0; i < imports.size(); i++) {
                 Map<?, ?> t = (Map<?, ?>) imports.get(i).get("timings");
-                System.out.printf("   %-28s %10s  (connect %.1f ms, handshake %.1f ms, map %.1f ms)%n",
-                        "client " + (i + 1) + ": import", String.format("%.1f ms", num(t.get("total_ms"))),
-                        num(t.get("connect_ms")), num(t.get("handshake_ms")), num(t.get("map_ms")));
+                System.out.printf("   %-28s %10s  (native bindings %.1f ms, connect %.1f ms, manifest and fds %.1f ms,"
+                        + " map %.2f ms)%n", "client " + (i + 1) + ": import", String.format("%.1f ms", num(t.get("total_ms"))),
+                        num(t.get("native_init_ms")), num(t.get("handshake_ms")), num(t.get("manifest_ms")), num(t.get("map_ms")));
             }
 
             System.out.println("6. stopping the daemon");
@@ -123,7 +123,7 @@ final class DemoCommand implements Callable<Integer> {
     private static void awaitReady(Process daemon, Path socket, Path log) throws Exception {
         Path ready = SocketPaths.readyFile(socket);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (!Files.exists(ready)) {
+        while (!String.valueOf(daemon.pid()).equals(io.engramhost.daemon.ReadyFile.read(ready).get("pid"))) {
             if (!daemon.isAlive()) {
                 throw new IllegalStateException("the daemon exited with " + daemon.exitValue() + ": "
                         + Files.readString(log, StandardCharsets.UTF_8).strip());

@@ -5,7 +5,9 @@ import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
+import io.engramhost.client.GpuVerify;
 import io.engramhost.client.TableView;
+import io.engramhost.cuda.GpuKernels;
 import io.engramhost.json.JsonWriter;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.store.CatalogFactory;
@@ -65,6 +67,17 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             description = "When no daemon socket exists (only then), load this checkpoint in-process instead.")
     List<Path> fallback;
 
+    @Option(names = "--gpu", description = "Give every table a GPU view on --device (default 0): memfd tables are "
+            + "registered, cuda-vmm ones imported and mapped; device tensors of that GPU are included.")
+    boolean gpu;
+
+    @Option(names = "--cpu-view", description = "With --gpu: a CPU view of cuda-vmm tables too (costs about 3x).")
+    boolean cpuView;
+
+    @Option(names = "--verify", description = "With --gpu: a GPU kernel reads every table through its view; its "
+            + "checksum must equal the CPU's and the bytes the daemon's digest.")
+    boolean verify;
+
     @Option(names = "--populate", description = "Prefault the mappings (MAP_POPULATE).")
     boolean populate;
 
@@ -75,8 +88,15 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
                     "--digest: '" + digest + "' is not one of sha256, engram");
         }
         Expectation expectation = expectation();
+        if ((cpuView || verify) && !gpu) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--cpu-view and --verify need --gpu");
+        }
         ClientOptions options = ClientOptions.defaults().withName("engram-host import").withNotReadyWait(waitMillis)
                 .withPopulate(populate);
+        if (gpu) {
+            options = options.withGpu(socket.device == null ? 0 : socket.device, cpuView);
+        }
         long t0 = System.nanoTime();
         try (ImportedTables imported = fallback == null ? EngramClient.connect(socket.resolve(), expectation, options)
                 : EngramClient.connectOrLoad(socket.resolve(), expectation, options, fallback, tables,
@@ -89,6 +109,13 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
                 gone.countDown();
             });
             List<Map<String, Object>> rows = describe(imported);
+            if (verify) {
+                try (GpuKernels kernels = GpuKernels.load(options.device())) {
+                    for (Map<String, Object> row : rows) {
+                        row.put("gpu_verify", GpuVerify.verify(imported.table((String) row.get("name")), kernels));
+                    }
+                }
+            }
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("source", imported.source().name().toLowerCase(java.util.Locale.ROOT));
             out.put("fingerprint", imported.fingerprintSha256());
@@ -128,8 +155,20 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             m.put("bytes", t.bytes());
             m.put("backend", t.entry().kind().backend());
             m.put("numa_node", t.entry().numaNode());
+            if (t.entry().device() >= 0) {
+                m.put("device", t.entry().device());
+            }
+            if (t.devicePointer() != 0) {
+                m.put("gpu_address", String.format("0x%x", t.devicePointer()));
+            }
+            m.put("region", t.entry().region());
+            if (t.entry().region() >= 0) {
+                m.put("attach", imported.regionTimings(t.entry().region()));
+            }
             m.put("digest", String.format("%016x", t.digest()));
-            if ("sha256".equals(digest)) {
+            if (!t.hasCpuView()) {
+                m.put("cpu_view", false);
+            } else if ("sha256".equals(digest)) {
                 m.put("sha256", HexFormat.of().formatHex(t.sha256()));
             } else if ("engram".equals(digest)) {
                 long again = t.computeDigest(Runtime.getRuntime().availableProcessors());
@@ -152,8 +191,9 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         for (Map<String, Object> r : rows) {
             System.out.printf("%-48s %-8s %-18s %14s B  %s numa=%s  %s%n", r.get("name"), r.get("dtype"), r.get("shape"),
                     r.get("bytes"), r.get("backend"), r.get("numa_node"),
-                    r.containsKey("sha256") ? "sha256 " + r.get("sha256") : "digest " + r.get("digest")
-                            + (r.containsKey("digest_verified") ? " (verified)" : ""));
+                    (r.containsKey("sha256") ? "sha256 " + r.get("sha256") : "digest " + r.get("digest")
+                            + (r.containsKey("digest_verified") ? " (verified)" : ""))
+                            + (r.containsKey("gpu_verify") ? " gpu-verified" : ""));
         }
         System.out.printf("imported %d tables from %s (fingerprint %s); timings %s%n", rows.size(), out.get("source"),
                 out.get("fingerprint"), out.get("timings"));

@@ -64,7 +64,7 @@ final class ServeCommand implements Callable<Integer> {
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx);
         DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
                 + Units.bytes(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
-                + prepared.fingerprint().sha256Hex() + ", numa " + prepared.policy() + "; memory: " + prepared.budget());
+                + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
         Path path = socket.resolve();
         Daemon daemon = Daemon.start(ctx, path);
         Thread hook = new Thread(() -> {

@@ -51,7 +51,13 @@ final class StatusCommand implements Callable<Integer> {
             }
         }
         if (s.containsKey("load")) {
-            System.out.printf("load       %s%n", s.get("load"));
+            Map<?, ?> l = (Map<?, ?>) s.get("load");
+            System.out.printf("load       create %.3f s, read %.3f s (%.2f GiB/s), digest %.3f s, verify+seal %.3f s;"
+                    + " ready after %.3f s%n", num(l.get("create_s")), num(l.get("read_s")), num(l.get("read_gib_s")),
+                    num(l.get("digest_s")), num(l.get("verify_seal_s")), num(s.get("ready_s")));
+        }
+        if (s.containsKey("device_tensors")) {
+            System.out.printf("gpu        %s%n", s.get("device_tensors"));
         }
         if (s.containsKey("placement")) {
             System.out.printf("placement  %s%n", s.get("placement"));
@@ -63,5 +69,9 @@ final class StatusCommand implements Callable<Integer> {
             System.out.printf("  #%s pid %s uid %s since %s%n", l.get("id"), l.get("pid"), l.get("uid"), l.get("since"));
         }
         return 0;
+    }
+
+    private static double num(Object o) {
+        return o instanceof Number n ? n.doubleValue() : Double.NaN;
     }
 }

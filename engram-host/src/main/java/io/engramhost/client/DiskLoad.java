@@ -55,8 +55,8 @@ final class DiskLoad {
             Map<String, Double> timings = new LinkedHashMap<>();
             timings.put("disk_load_ms", (System.nanoTime() - t0) / 1e6);
             timings.put("total_ms", (System.nanoTime() - t0) / 1e6);
-            return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, guard), timings,
-                    fp.sha256Hex(), null, null, guard, -1);
+            return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard), timings,
+                    List.of(), fp.sha256Hex(), null, null, guard, -1);
         } catch (RuntimeException e) {
             for (int i = resources.size() - 1; i >= 0; i--) {
                 try {

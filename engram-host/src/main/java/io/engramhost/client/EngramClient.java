@@ -1,9 +1,8 @@
 package io.engramhost.client;
 
-import io.engramhost.memfd.ReadOnlyMapping;
+import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
-import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.os.Posix;
@@ -41,8 +40,19 @@ public final class EngramClient {
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
         long t0 = System.nanoTime();
-        Posix.raiseNoFileLimit();
-        Connected c = handshake(socket, options);
+        Warmup.start();
+        GpuPreparation gpu = options.gpuView() ? GpuPreparation.start(options.device()) : null;
+        Posix.raiseNoFileLimit(); // the first native call of a process also loads the bindings
+        long tInit = System.nanoTime();
+        Connected c;
+        try {
+            c = handshake(socket, options);
+        } catch (RuntimeException e) {
+            if (gpu != null) {
+                gpu.awaitQuietly();
+            }
+            throw e;
+        }
         long t1 = System.nanoTime();
         List<AutoCloseable> resources = new ArrayList<>();
         try {
@@ -57,18 +67,27 @@ public final class EngramClient {
                 fds = in.takeFds();
             }
             long t2 = System.nanoTime();
-            long[] hostAddresses = mapRegions(manifest, fds, options, resources);
+            Map<String, Double> gpuTimings = gpu == null ? Map.of() : gpu.await();
+            long t2b = System.nanoTime();
+            RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
             long t3 = System.nanoTime();
             Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             Map<String, Double> timings = new LinkedHashMap<>();
-            timings.put("connect_ms", (t1 - t0) / 1e6);
-            timings.put("handshake_ms", (t2 - t1) / 1e6);
-            timings.put("map_ms", (t3 - t2) / 1e6);
+            timings.put("native_init_ms", (tInit - t0) / 1e6);
+            timings.put("handshake_ms", (t1 - tInit) / 1e6);
+            timings.put("manifest_ms", (t2 - t1) / 1e6);
+            timings.putAll(gpuTimings);
+            if (gpu != null) {
+                timings.put("gpu_prepare_wait_ms", (t2b - t2) / 1e6);
+            }
+            timings.putAll(attached.timings);
+            timings.put("attach_ms", (t3 - t2b) / 1e6);
             timings.put("total_ms", (t3 - t0) / 1e6);
             int daemonPid = c.channel.connection().peerCredentials().pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
-            return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, hostAddresses, guard),
-                    timings, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch, guard, daemonPid);
+            return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
+                    timings, attached.perRegion, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
+                    guard, daemonPid);
         } catch (RuntimeException e) {
             closeAll(resources, e);
             c.channel.close();
@@ -100,27 +119,6 @@ public final class EngramClient {
         }
     }
 
-    /** Maps each memfd region read-only; the fds are closed once mapped (the mappings keep the memory). */
-    private static long[] mapRegions(Manifest manifest, List<Fd> fds, ClientOptions options,
-            List<AutoCloseable> resources) {
-        long[] addresses = new long[fds.size()];
-        try {
-            for (int i = 0; i < fds.size(); i++) {
-                Manifest.Region r = manifest.regions().get(i);
-                if (!r.kind().memfd()) {
-                    throw new EngramClientException(ErrorCode.BAD_REQUEST, "region " + i + " is " + r.kind().backend()
-                            + " memory: importing it needs the GPU client (CudaImport)", List.of());
-                }
-                Mapping m = ReadOnlyMapping.map(fds.get(i), r.size(), options.populate());
-                resources.add(m);
-                addresses[i] = m.address();
-            }
-        } finally {
-            fds.forEach(Fd::close);
-        }
-        return addresses;
-    }
-
     /** The daemon's STATUS document (JSON). */
     public static String status(Path socket, ClientOptions options) {
         Connected c = handshake(socket, options);
@@ -148,6 +146,7 @@ public final class EngramClient {
     }
 
     static Connected handshake(Path socket, ClientOptions options) {
+        Warmup.start();
         UnixConnection conn;
         try {
             conn = UnixConnection.connect(socket);
@@ -180,7 +179,7 @@ public final class EngramClient {
     private static ProtocolChannel.Incoming requestImport(Connected c, Expectation expectation, ClientOptions options) {
         long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         while (true) {
-            c.channel.send(new ImportRequest(0, expectation).encode(c.version));
+            c.channel.send(new ImportRequest(0, options.device(), expectation).encode(c.version));
             ProtocolChannel.Incoming in = receive(c, options, null);
             if (in.type() == MessageType.ERROR) {
                 ErrorReply e = ErrorReply.decode(in.reader());
@@ -221,7 +220,28 @@ public final class EngramClient {
     }
 
     private static EngramClientException refusal(ErrorReply e) {
-        return new EngramClientException(e.code(), e.code() + ": " + e.describe(), e.details());
+        List<String> details = new ArrayList<>(e.details());
+        boolean shortForm = e.details().size() == 1 && e.details().get(0).startsWith("expected fingerprint ");
+        if (e.code() == ErrorCode.FINGERPRINT_MISMATCH && shortForm && e.daemonFingerprint().length > 0) {
+            details.addAll(daemonRecord(e.daemonFingerprint()));
+        }
+        ErrorReply withRecord = new ErrorReply(e.code(), e.message(), details, e.daemonFingerprint());
+        return new EngramClientException(e.code(), e.code() + ": " + withRecord.describe(), details);
+    }
+
+    /** The daemon's fingerprint, one line per file and table, for a mismatch report. */
+    private static List<String> daemonRecord(byte[] canonical) {
+        List<String> out = new ArrayList<>();
+        try {
+            Fingerprint fp = Fingerprint.decode(canonical);
+            out.add("the daemon's record: layout " + fp.layoutVersion() + ", backend " + fp.backend());
+            fp.files().forEach(f -> out.add("  file " + f.name() + " (" + f.size() + " bytes, header sha256 "
+                    + f.headerSha256() + ")"));
+            fp.tables().forEach(t -> out.add("  table " + t));
+        } catch (RuntimeException malformed) {
+            out.add("the daemon's record could not be decoded: " + malformed.getMessage());
+        }
+        return out;
     }
 
     private static void sleep(long ms) {

@@ -29,9 +29,12 @@ public final class ImportedTables implements AutoCloseable {
     private final DaemonWatch watch;
     private final Guard guard;
     private final int daemonPid;
+    private final List<Map<String, Double>> regionTimings;
 
-    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, String fingerprintSha256,
-            ProtocolChannel lease, DaemonWatch watch, Guard guard, int daemonPid) {
+    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, List<Map<String, Double>>
+            regionTimings, String fingerprintSha256, ProtocolChannel lease, DaemonWatch watch, Guard guard,
+            int daemonPid) {
+        this.regionTimings = regionTimings;
         this.source = source;
         Map<String, TableView> m = new LinkedHashMap<>();
         views.forEach(v -> m.put(v.name(), v));
@@ -86,6 +89,14 @@ public final class ImportedTables implements AutoCloseable {
         return timings;
     }
 
+    /**
+     * The ms each attach step took for region (fd) {@code region} of the manifest: mmap and register for
+     * memfd, import, map, gpu_access (and cpu_access) for cuda-vmm. Tables packed in one region share it.
+     */
+    public Map<String, Double> regionTimings(int region) {
+        return region < 0 || region >= regionTimings.size() ? Map.of() : regionTimings.get(region);
+    }
+
     public String fingerprintSha256() {
         return fingerprintSha256;
     }
@@ -133,11 +144,14 @@ public final class ImportedTables implements AutoCloseable {
         guard.close();
     }
 
-    static List<TableView> views(Manifest manifest, long[] regionHostAddresses, Guard guard) {
+    static List<TableView> views(Manifest manifest, long[] regionHost, long[] regionGpu, Guard guard) {
         List<TableView> out = new ArrayList<>();
         for (Manifest.Table t : manifest.tables()) {
-            long base = t.region() < 0 ? 0 : regionHostAddresses[t.region()];
-            out.add(new TableView(t, base == 0 ? 0 : base + t.offset(), guard));
+            long host = t.region() < 0 ? 0 : regionHost[t.region()];
+            long gpu = t.region() < 0 || regionGpu == null ? 0 : regionGpu[t.region()];
+            TableView v = new TableView(t, host == 0 ? 0 : host + t.offset(), guard);
+            v.devicePointer(gpu == 0 ? 0 : gpu + t.offset());
+            out.add(v);
         }
         return out;
     }

@@ -1,5 +1,6 @@
 package io.engramhost.client;
 
+import io.engramhost.os.RawMemory;
 import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.protocol.Manifest;
 import java.util.Arrays;
@@ -93,7 +94,7 @@ public final class TableView {
         check(offset, 1);
         guard.enter();
         try {
-            return UnsafeMemory.UNSAFE.getByte(hostAddress + offset);
+            return RawMemory.getByte(hostAddress + offset);
         } finally {
             guard.exit();
         }
@@ -103,7 +104,7 @@ public final class TableView {
         check(offset, 8);
         guard.enter();
         try {
-            return UnsafeMemory.UNSAFE.getLong(hostAddress + offset);
+            return RawMemory.getLong(hostAddress + offset);
         } finally {
             guard.exit();
         }
@@ -118,7 +119,7 @@ public final class TableView {
         }
         guard.enter();
         try {
-            UnsafeMemory.copy(hostAddress + offset, dst, dstOffset, length);
+            RawMemory.copy(hostAddress + offset, dst, dstOffset, length);
         } finally {
             guard.exit();
         }
@@ -150,7 +151,7 @@ public final class TableView {
         guard.enter();
         try {
             for (int i = 0; i < rowIds.length; i++) {
-                UnsafeMemory.copy(hostAddress + rowIds[i] * rowBytes, dst, i * rb, rb);
+                RawMemory.copy(hostAddress + rowIds[i] * rowBytes, dst, i * rb, rb);
             }
         } finally {
             guard.exit();
@@ -191,6 +192,10 @@ public final class TableView {
 
     long hostAddress() {
         return hostAddress;
+    }
+
+    Guard guard() {
+        return guard;
     }
 
     @Override

@@ -27,6 +27,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class Daemon implements AutoCloseable {
     public static final String VERSION = "0.1.0";
+    /** How often a running load logs its progress. */
+    static final long PROGRESS_LOG_MILLIS = 5000;
 
     private final DaemonContext context;
     private final Path socket;
@@ -102,6 +104,17 @@ public final class Daemon implements AutoCloseable {
     /** Loads the catalog; on success the daemon is ready and the ready file is written. */
     public void load(CatalogBuilder builder) throws Exception {
         long t0 = System.nanoTime();
+        Thread ticker = daemonThread(() -> {
+            try {
+                while (true) {
+                    Thread.sleep(PROGRESS_LOG_MILLIS);
+                    DaemonLog.info(progress.text());
+                }
+            } catch (InterruptedException done) {
+                // the load is over
+            }
+        }, "engram-progress");
+        ticker.start();
         try {
             Catalog c = builder.build(progress);
             if (closed.get()) {
@@ -113,13 +126,16 @@ public final class Daemon implements AutoCloseable {
             failure = String.valueOf(e.getMessage());
             state = DaemonState.FAILED;
             throw e;
+        } finally {
+            ticker.interrupt();
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
+        progress.finish(catalog.totalBytes());
         progress.put("ready_s", seconds);
         state = DaemonState.READY;
         ReadyFile.write(SocketPaths.readyFile(socket), pid, catalog.fingerprintSha256(), catalog.backend(), socket);
-        DaemonLog.info("ready: " + catalog.manifest().tables().size() + " tables, " + Units.bytes(catalog.totalBytes())
-                + " in " + catalog.fds().size() + " regions, after " + String.format("%.2f s", seconds)
+        DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
+                + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after " + String.format("%.2f s", seconds)
                 + "; fingerprint " + catalog.fingerprintSha256());
     }
 
@@ -268,9 +284,9 @@ public final class Daemon implements AutoCloseable {
         if (c != null) {
             s.put("fingerprint", c.fingerprintSha256());
             s.put("bytes", c.totalBytes());
-            s.put("regions", c.fds().size());
+            s.put("regions", c.regionCount());
             List<Object> tables = new ArrayList<>();
-            for (Manifest.Table t : c.manifest().tables()) {
+            for (Manifest.Table t : c.allTables()) {
                 Map<String, Object> m = new LinkedHashMap<>();
                 m.put("name", t.name());
                 m.put("dtype", t.dtype());

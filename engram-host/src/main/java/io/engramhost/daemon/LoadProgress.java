@@ -9,21 +9,31 @@ public final class LoadProgress {
     private volatile String phase = "starting";
     private final AtomicLong done = new AtomicLong();
     private volatile long total;
+    private volatile long phaseStart = System.nanoTime();
     private final Map<String, Object> facts = new LinkedHashMap<>();
 
     public void phase(String phase, long totalBytes) {
         this.phase = phase;
         this.total = totalBytes;
+        this.phaseStart = System.nanoTime();
         done.set(0);
         DaemonLog.info(phase + (totalBytes > 0 ? " (" + Units.bytes(totalBytes) + ")" : ""));
+    }
+
+    /** The load is over: {@code bytes} were loaded. Not logged (the daemon logs "ready"). */
+    public void finish(long bytes) {
+        this.phase = "loaded";
+        this.total = bytes;
+        done.set(bytes);
     }
 
     public void advance(long bytes) {
         done.addAndGet(bytes);
     }
 
+    /** Sets the bytes done; reports may arrive out of order from several threads, so it only grows. */
     public void done(long bytes) {
-        done.set(bytes);
+        done.accumulateAndGet(bytes, Math::max);
     }
 
     /** Records a fact for status: a timing, the placement, the GPU tensors... */
@@ -49,7 +59,8 @@ public final class LoadProgress {
 
     public String text() {
         long t = total;
-        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s)", 100.0 * done.get() / t, Units.bytes(done.get()),
-                Units.bytes(t)) : "");
+        double seconds = (System.nanoTime() - phaseStart) / 1e9;
+        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s, %s)", 100.0 * done.get() / t, Units.bytes(done.get()),
+                Units.bytes(t), Units.gibPerSecond(done.get(), seconds)) : "");
     }
 }

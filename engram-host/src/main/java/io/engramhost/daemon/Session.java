@@ -127,7 +127,8 @@ final class Session implements Runnable {
                     + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()).encode(version));
             return false;
         }
-        channel.send(catalog.manifest().encode(version), catalog.fds());
+        Catalog.Served served = catalog.servedTo(request.device());
+        channel.send(served.manifest().encode(version), served.fds());
         return true;
     }
 

@@ -7,7 +7,7 @@ import java.util.List;
 final class Regions<T extends AutoCloseable> implements AutoCloseable {
     private final List<T> items = new ArrayList<>();
 
-    T add(T item) {
+    <U extends T> U add(U item) {
         items.add(item);
         return item;
     }

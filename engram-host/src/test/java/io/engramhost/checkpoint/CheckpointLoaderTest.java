@@ -1,5 +1,6 @@
 package io.engramhost.checkpoint;
 
+import io.engramhost.os.RawMemory;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -69,7 +70,7 @@ class CheckpointLoaderTest {
         Map<String, Long> at = layout(tensors);
         long size = at.get("");
         try (Mapping m = Posix.mmapAnonymous(size, "loader test")) {
-            UnsafeMemory.UNSAFE.setMemory(m.address(), size, GUARD);
+            RawMemory.fill(m.address(), size, GUARD);
             CountDownLatch twoReaders = new CountDownLatch(2);
             Set<String> threads = ConcurrentHashMap.newKeySet();
             AtomicLong last = new AtomicLong();
@@ -103,7 +104,7 @@ class CheckpointLoaderTest {
                 assertArrayEquals(sha256(fileBytes(t)), ContentDigest.sha256(address, t.length()), t.name());
                 assertEquals(ContentDigest.digest(t.file(), t.offset(), t.length()), ContentDigest.digest(address, t.length()));
                 for (long g = 0; g < GAP; g++) {
-                    if (UnsafeMemory.UNSAFE.getByte(address + t.length() + g) != GUARD) {
+                    if (RawMemory.getByte(address + t.length() + g) != GUARD) {
                         throw new AssertionError(t.name() + ": byte " + g + " past the end was overwritten");
                     }
                 }
@@ -127,7 +128,7 @@ class CheckpointLoaderTest {
             assertEquals(8, r.bytes());
             assertEquals(1, r.threads(), "one chunk needs one thread");
             byte[] got = new byte[8];
-            UnsafeMemory.UNSAFE.copyMemory(null, m.address(), got, UnsafeMemory.BYTE_ARRAY_BASE, 8);
+            RawMemory.copy(m.address(), got, 0, 8);
             assertArrayEquals(SafetensorsWriterTest.pattern(8, 1), got);
         }
         CheckpointLoader.Result none = new CheckpointLoader(2).load(List.of(st.tensor("empty")), t -> 0);

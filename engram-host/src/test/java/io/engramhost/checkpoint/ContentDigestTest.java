@@ -1,5 +1,6 @@
 package io.engramhost.checkpoint;
 
+import io.engramhost.os.RawMemory;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -34,10 +35,10 @@ class ContentDigestTest {
             x ^= x << 13;
             x ^= x >>> 7;
             x ^= x << 17;
-            UnsafeMemory.UNSAFE.putLong(address + p, x);
+            RawMemory.putLong(address + p, x);
         }
         for (; p < length; p++) {
-            UnsafeMemory.UNSAFE.putByte(address + p, (byte) p);
+            RawMemory.putByte(address + p, (byte) p);
         }
     }
 
@@ -50,7 +51,7 @@ class ContentDigestTest {
         hashes.putLong(Xxh64.hash(data, 0, 1000, 0)).putLong(Xxh64.hash(data, 1000, 1000, 0))
                 .putLong(Xxh64.hash(data, 2000, 500, 0));
         assertEquals(Xxh64.hash(hashes.array()),
-                ContentDigest.digest(data, UnsafeMemory.BYTE_ARRAY_BASE, data.length, chunk));
+                ContentDigest.digest(data, RawMemory.BYTE_ARRAY_BASE, data.length, chunk));
         ByteBuffer one = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(Xxh64.hash(data));
         assertEquals(Xxh64.hash(one.array()), ContentDigest.digest(data), "under 64 MiB: one chunk");
         assertEquals(0xEF46DB3751D8E999L, ContentDigest.digest(new byte[0]), "empty: XXH64 of nothing");
@@ -75,7 +76,7 @@ class ContentDigestTest {
                 pool.shutdown();
                 pool.awaitTermination(10, TimeUnit.SECONDS);
             }
-            UnsafeMemory.UNSAFE.putByte(m.address() + length - 1, (byte) 0x5a);
+            RawMemory.putByte(m.address() + length - 1, (byte) 0x5a);
             assertNotEquals(sequential, ContentDigest.digestParallel(m.address(), length, 2), "the last byte counts");
         }
     }
@@ -96,7 +97,7 @@ class ContentDigestTest {
         try (Mapping m = Posix.mmapAnonymous(length, "sha test")) {
             fill(m.address(), length, 3);
             byte[] copy = new byte[(int) length];
-            UnsafeMemory.UNSAFE.copyMemory(null, m.address(), copy, UnsafeMemory.BYTE_ARRAY_BASE, length);
+            RawMemory.copy(null, m.address(), copy, RawMemory.BYTE_ARRAY_BASE, length);
             assertArrayEquals(MessageDigest.getInstance("SHA-256").digest(copy), ContentDigest.sha256(m.address(), length));
         }
         assertArrayEquals(MessageDigest.getInstance("SHA-256").digest(new byte[0]), ContentDigest.sha256(0, 0));

@@ -136,7 +136,34 @@ class CliIntegrationTest {
             CliRun sha = CliRun.of("import", "--socket", socket.toString(), "--expect", "0".repeat(64));
             assertEquals(1, sha.exit());
             assertTrue(sha.err().contains("expected fingerprint " + "0".repeat(64)), sha.err());
+            assertTrue(sha.err().contains("the daemon's record") && sha.err().contains("engram.layers.1.embedding.scale"),
+                    "a short expectation is shown the daemon's record: " + sha.err());
         }
+    }
+
+    @Test
+    void shouldRemoveSocketAndReadyFileOnSigterm(@TempDir Path dir) throws Exception {
+        Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 1000, 64, 3));
+        Path socket = dir.resolve("run/t.sock");
+        DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", index.toString()).awaitReady();
+        d.process.destroy(); // SIGTERM
+        assertTrue(d.process.waitFor(20, java.util.concurrent.TimeUnit.SECONDS));
+        assertFalse(Files.exists(socket), "socket removed: " + d.log());
+        assertFalse(Files.exists(SocketPaths.readyFile(socket)), "ready file removed");
+        assertTrue(d.log().contains("stopped (signal)"), d.log());
+    }
+
+    @Test
+    void shouldRefuseHugetlbAtOnceWhenNoHugePagesAreReserved(@TempDir Path dir) throws Exception {
+        long reserved = Long.parseLong(Files.readString(Path.of("/proc/sys/vm/nr_hugepages")).trim());
+        org.junit.jupiter.api.Assumptions.assumeTrue(reserved == 0, "vm.nr_hugepages=" + reserved + " here");
+        Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 20000, 256, 3));
+        Path socket = dir.resolve("run/h.sock");
+        CliRun r = CliRun.of("serve", "--checkpoint", index.toString(), "--backend", "memfd-hugetlb", "--numa", "none",
+                "--socket", socket.toString());
+        assertEquals(1, r.exit(), r.err());
+        assertTrue(r.err().contains("huge pages") && r.err().contains("vm.nr_hugepages"), r.err());
+        assertFalse(Files.exists(socket), "refused before the socket was taken");
     }
 
     @Test

@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.daemon.ReadyFile;
 import io.engramhost.daemon.SocketPaths;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -31,7 +32,8 @@ final class DaemonProcess implements AutoCloseable {
 
     DaemonProcess awaitReady() throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (!Files.exists(SocketPaths.readyFile(socket))) {
+        // The ready file must name this process: one left by a dead daemon does not count.
+        while (!String.valueOf(pid()).equals(ReadyFile.read(SocketPaths.readyFile(socket)).get("pid"))) {
             if (!process.isAlive()) {
                 throw new AssertionError("daemon exited with " + process.exitValue() + ": " + log());
             }

@@ -88,7 +88,7 @@ class RobustnessTest {
                 .awaitReady(); ProtocolChannel ch = new ProtocolChannel(UnixConnection.connect(socket))) {
             ch.send(new Hello(1, 1, Posix.getpid(), "writer").encode());
             ch.receive(0, 10_000).close();
-            ch.send(new ImportRequest(0, Expectation.any()).encode(1));
+            ch.send(new ImportRequest(0, -1, Expectation.any()).encode(1));
             try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_FDS, 10_000)) {
                 assertEquals(MessageType.MANIFEST, in.type());
                 Manifest m = Manifest.decode(in.reader());

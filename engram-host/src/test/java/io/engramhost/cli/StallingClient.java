@@ -31,7 +31,7 @@ public final class StallingClient {
             b.flip().limit(18);
             jnr.unixsocket.UnixSocketChannel.fromFD(c.rawFd()).write(b);
         } else {
-            ch.send(new ImportRequest(0, Expectation.any()).encode(1));
+            ch.send(new ImportRequest(0, -1, Expectation.any()).encode(1));
         }
         System.out.println("stalled");
         System.out.flush();

@@ -31,6 +31,14 @@ public final class RegionPlan {
      * @param pages          the page kind; region sizes are rounded up to whole pages
      */
     public static RegionPlan plan(List<Long> lengths, long ownRegionAbove, long packLimit, long alignment, PageKind pages) {
+        return plan(lengths, ownRegionAbove, packLimit, alignment, pages.pageSize());
+    }
+
+    /** As above, with region sizes rounded up to a multiple of {@code granule} (e.g. CUDA's 2 MiB). */
+    public static RegionPlan plan(List<Long> lengths, long ownRegionAbove, long packLimit, long alignment, long granule) {
+        if (granule <= 0) {
+            throw new IllegalArgumentException("granule must be positive, was " + granule);
+        }
         if (Long.bitCount(alignment) != 1) {
             throw new IllegalArgumentException("alignment must be a power of two, was " + alignment);
         }
@@ -45,7 +53,7 @@ public final class RegionPlan {
             if (length == 0) {
                 slots.add(new Slot(-1, 0, 0));
             } else if (length >= ownRegionAbove) {
-                sizes.add(pages.roundUp(length));
+                sizes.add(roundUp(length, granule));
                 slots.add(new Slot(sizes.size() - 1, 0, length));
             } else {
                 long offset = (packed + alignment - 1) & -alignment;
@@ -56,10 +64,14 @@ public final class RegionPlan {
                 }
                 slots.add(new Slot(packing, offset, length));
                 packed = offset + length;
-                sizes.set(packing, pages.roundUp(packed));
+                sizes.set(packing, roundUp(packed, granule));
             }
         }
         return new RegionPlan(sizes, slots);
+    }
+
+    private static long roundUp(long bytes, long granule) {
+        return (Math.max(bytes, 1) + granule - 1) / granule * granule;
     }
 
     public List<Long> regionSizes() {

@@ -4,25 +4,19 @@ import io.engramhost.cuda.internal.CuStructs;
 import java.lang.ref.Reference;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.Pointer;
 
 /**
  * Owns one loaded module (cuModuleLoadData of PTX text or a fatbin) and launches its kernels on the
  * default stream. {@link #close()} unloads it once.
  */
-public final class CudaModule implements AutoCloseable {
+public final class CudaModule extends CudaOwner {
     private final long module;
-    private final int device;
-    private final String name;
     private final Map<String, Long> functions = new ConcurrentHashMap<>();
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private CudaModule(long module, int device, String name) {
+        super(device, name);
         this.module = module;
-        this.device = device;
-        this.name = name;
-        CudaResources.opened();
     }
 
     /** Loads {@code image} (PTX text, NUL added here, or a cubin/fatbin) into {@code device}'s context. */
@@ -37,9 +31,7 @@ public final class CudaModule implements AutoCloseable {
 
     /** The CUfunction of kernel {@code kernel} (looked up once). */
     public long function(String kernel) {
-        if (closed.get()) {
-            throw new IllegalStateException("module " + name + " is closed");
-        }
+        checkOpen("module");
         return functions.computeIfAbsent(kernel, k -> {
             Cuda.useDevice(device);
             Pointer out = CuStructs.zeroed(8);
@@ -63,11 +55,7 @@ public final class CudaModule implements AutoCloseable {
     }
 
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            Cuda.check(Cuda.lib().cuModuleUnload(module), "cuModuleUnload(" + name + ")");
-        }
+    protected void release() {
+        Cuda.check(Cuda.lib().cuModuleUnload(module), "cuModuleUnload(" + name + ")");
     }
 }

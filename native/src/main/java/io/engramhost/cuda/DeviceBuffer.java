@@ -1,23 +1,17 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
-import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.Pointer;
 
 /** Owns one cuMemAlloc'd device buffer; close frees it once. Copies are synchronous. */
-public final class DeviceBuffer implements AutoCloseable {
+public final class DeviceBuffer extends CudaOwner {
     private final long pointer;
     private final long size;
-    private final int device;
-    private final String name;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private DeviceBuffer(long pointer, long size, int device, String name) {
+        super(device, name);
         this.pointer = pointer;
         this.size = size;
-        this.device = device;
-        this.name = name;
-        CudaResources.opened();
     }
 
     public static DeviceBuffer allocate(long bytes, int device, String name) {
@@ -32,9 +26,7 @@ public final class DeviceBuffer implements AutoCloseable {
 
     /** The device address. Throws once closed. */
     public long pointer() {
-        if (closed.get()) {
-            throw new IllegalStateException("device buffer " + name + " is closed");
-        }
+        checkOpen("device buffer");
         return pointer;
     }
 
@@ -71,11 +63,7 @@ public final class DeviceBuffer implements AutoCloseable {
     }
 
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            Cuda.check(Cuda.lib().cuMemFree_v2(pointer), "cuMemFree(" + name + ")");
-        }
+    protected void release() {
+        Cuda.check(Cuda.lib().cuMemFree_v2(pointer), "cuMemFree(" + name + ")");
     }
 }

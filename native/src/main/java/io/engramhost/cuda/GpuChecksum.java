@@ -1,9 +1,8 @@
 package io.engramhost.cuda;
 
-import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.os.RawMemory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import jnr.ffi.Pointer;
 
 /**
  * The checksum that the {@code engram_checksum} kernel computes, on the CPU: {@code length} plus
@@ -13,7 +12,6 @@ import jnr.ffi.Pointer;
  */
 public final class GpuChecksum {
     static final long GOLDEN = 0x9E3779B97F4A7C15L;
-    private static final Pointer MEMORY = Pointer.wrap(LibCHolder.RUNTIME, 0L);
 
     private GpuChecksum() {
     }
@@ -32,13 +30,13 @@ public final class GpuChecksum {
         long words = length >>> 3;
         long acc = 0;
         for (long i = 0; i < words; i++) {
-            acc += mix(MEMORY.getLong(address + 8 * i), i);
+            acc += mix(RawMemory.getLong(address + 8 * i), i);
         }
         int tail = (int) (length & 7);
         if (tail != 0) {
             long w = 0;
             for (int k = 0; k < tail; k++) {
-                w |= (MEMORY.getByte(address + 8 * words + k) & 0xffL) << (8 * k);
+                w |= (RawMemory.getByte(address + 8 * words + k) & 0xffL) << (8 * k);
             }
             acc += mix(w, words);
         }
@@ -68,7 +66,7 @@ public final class GpuChecksum {
     public static long xorWords(long address, long length) {
         long acc = 0;
         for (long off = 0; off < length; off += 8) {
-            acc ^= MEMORY.getLong(address + off);
+            acc ^= RawMemory.getLong(address + off);
         }
         return acc;
     }

@@ -3,7 +3,6 @@ package io.engramhost.cuda;
 import io.engramhost.cuda.internal.CuStructs;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.Pointer;
 
 /**
@@ -12,7 +11,7 @@ import jnr.ffi.Pointer;
  * pointer for the whole range. A PROT_READ mapping (a sealed memfd) must be registered read-only.
  * {@link #close()} unregisters every chunk once.
  */
-public final class HostRegistration implements AutoCloseable {
+public final class HostRegistration extends CudaOwner {
     public static final long MAX_CHUNK = 64L << 30;
     /** CU_MEMHOSTREGISTER_PORTABLE, DEVICEMAP, READ_ONLY. */
     public static final int FLAG_PORTABLE = 0x1;
@@ -24,16 +23,13 @@ public final class HostRegistration implements AutoCloseable {
     private final long length;
     private final long devicePointer;
     private final List<Long> chunks;
-    private final int device;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private HostRegistration(long address, long length, long devicePointer, List<Long> chunks, int device) {
+        super(device, "0x" + Long.toHexString(address));
         this.address = address;
         this.length = length;
         this.devicePointer = devicePointer;
         this.chunks = chunks;
-        this.device = device;
-        CudaResources.opened();
     }
 
     /** Registers {@code [address, address+length)} for {@code device}, in chunks of {@link #MAX_CHUNK}. */
@@ -92,9 +88,7 @@ public final class HostRegistration implements AutoCloseable {
 
     /** The GPU's address of the first byte. Throws once closed. */
     public long devicePointer() {
-        if (closed.get()) {
-            throw new IllegalStateException("host registration at 0x" + Long.toHexString(address) + " is closed");
-        }
+        checkOpen("host registration at");
         return devicePointer;
     }
 
@@ -110,18 +104,10 @@ public final class HostRegistration implements AutoCloseable {
         return chunks.size();
     }
 
-    public boolean isOpen() {
-        return !closed.get();
-    }
-
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            for (long chunk : chunks) {
-                Cuda.check(Cuda.lib().cuMemHostUnregister(chunk), "cuMemHostUnregister(0x" + Long.toHexString(chunk) + ")");
-            }
+    protected void release() {
+        for (long chunk : chunks) {
+            Cuda.check(Cuda.lib().cuMemHostUnregister(chunk), "cuMemHostUnregister(0x" + Long.toHexString(chunk) + ")");
         }
     }
 }

@@ -2,7 +2,6 @@ package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
 import io.engramhost.os.Fd;
-import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.Pointer;
 
 /**
@@ -10,7 +9,7 @@ import jnr.ffi.Pointer;
  * {@link #close()} releases it once; the memory itself lives on while another handle or a
  * mapping of it exists, in this process or another.
  */
-public final class MemHandle implements AutoCloseable {
+public final class MemHandle extends CudaOwner {
     /** CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR. */
     public static final int HANDLE_TYPE_POSIX_FD = 1;
     private static final int GRANULARITY_MINIMUM = 0;
@@ -19,17 +18,12 @@ public final class MemHandle implements AutoCloseable {
     private final long handle;
     private final long size;
     private final Location location;
-    private final int device;
-    private final String name;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private MemHandle(long handle, long size, Location location, int device, String name) {
+        super(device, name);
         this.handle = handle;
         this.size = size;
         this.location = location;
-        this.device = device;
-        this.name = name;
-        CudaResources.opened();
     }
 
     /**
@@ -96,9 +90,7 @@ public final class MemHandle implements AutoCloseable {
 
     /** The raw CUmemGenericAllocationHandle. Throws once closed. */
     public long raw() {
-        if (closed.get()) {
-            throw new IllegalStateException("allocation handle of " + name + " is closed");
-        }
+        checkOpen("allocation handle of");
         return handle;
     }
 
@@ -119,21 +111,13 @@ public final class MemHandle implements AutoCloseable {
         return name;
     }
 
-    public boolean isOpen() {
-        return !closed.get();
-    }
-
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            Cuda.check(Cuda.lib().cuMemRelease(handle), "cuMemRelease(" + name + ")");
-        }
+    protected void release() {
+        Cuda.check(Cuda.lib().cuMemRelease(handle), "cuMemRelease(" + name + ")");
     }
 
     @Override
     public String toString() {
-        return "MemHandle[" + name + ", " + Sizes.format(size) + " at " + location + (closed.get() ? ", closed" : "") + "]";
+        return "MemHandle[" + name + ", " + Sizes.format(size) + " at " + location + (isOpen() ? "" : ", closed") + "]";
     }
 }

@@ -1,29 +1,23 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Owns one cuMemMap of a whole allocation handle at an address inside a {@link VaRange}; close
  * unmaps it once. Access is granted per location with {@link #setAccess(Location, boolean)}.
  */
-public final class VaMapping implements AutoCloseable {
+public final class VaMapping extends CudaOwner {
     /** CU_MEM_ACCESS_FLAGS_PROT_READ and PROT_READWRITE. */
     public static final int PROT_READ = 1;
     public static final int PROT_READWRITE = 3;
 
     private final long address;
     private final long size;
-    private final int device;
-    private final String name;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private VaMapping(long address, long size, int device, String name) {
+        super(device, name);
         this.address = address;
         this.size = size;
-        this.device = device;
-        this.name = name;
-        CudaResources.opened();
     }
 
     /** Maps all of {@code handle} at {@code range.base() + offset}. */
@@ -53,9 +47,7 @@ public final class VaMapping implements AutoCloseable {
 
     /** The mapped address (valid where access was set). Throws once closed. */
     public long address() {
-        if (closed.get()) {
-            throw new IllegalStateException("mapping of " + name + " is closed");
-        }
+        checkOpen("mapping of");
         return address;
     }
 
@@ -63,16 +55,8 @@ public final class VaMapping implements AutoCloseable {
         return size;
     }
 
-    public boolean isOpen() {
-        return !closed.get();
-    }
-
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            Cuda.check(Cuda.lib().cuMemUnmap(address, size), "cuMemUnmap(" + name + ", " + Sizes.format(size) + ")");
-        }
+    protected void release() {
+        Cuda.check(Cuda.lib().cuMemUnmap(address, size), "cuMemUnmap(" + name + ", " + Sizes.format(size) + ")");
     }
 }

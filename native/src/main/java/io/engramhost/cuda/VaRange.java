@@ -1,23 +1,17 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
-import java.util.concurrent.atomic.AtomicBoolean;
 import jnr.ffi.Pointer;
 
 /** Owns one reserved virtual address range (cuMemAddressReserve); close frees it once. */
-public final class VaRange implements AutoCloseable {
+public final class VaRange extends CudaOwner {
     private final long base;
     private final long size;
-    private final int device;
-    private final String name;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
     private VaRange(long base, long size, int device, String name) {
+        super(device, name);
         this.base = base;
         this.size = size;
-        this.device = device;
-        this.name = name;
-        CudaResources.opened();
     }
 
     /** Reserves {@code size} bytes aligned to {@code alignment} (0: the driver's default). */
@@ -34,9 +28,7 @@ public final class VaRange implements AutoCloseable {
 
     /** The first address. Throws once closed. */
     public long base() {
-        if (closed.get()) {
-            throw new IllegalStateException("VA range of " + name + " is closed");
-        }
+        checkOpen("VA range of");
         return base;
     }
 
@@ -44,16 +36,8 @@ public final class VaRange implements AutoCloseable {
         return size;
     }
 
-    public boolean isOpen() {
-        return !closed.get();
-    }
-
     @Override
-    public void close() {
-        if (closed.compareAndSet(false, true)) {
-            CudaResources.closed();
-            Cuda.useDevice(device);
-            Cuda.check(Cuda.lib().cuMemAddressFree(base, size), "cuMemAddressFree(" + name + ")");
-        }
+    protected void release() {
+        Cuda.check(Cuda.lib().cuMemAddressFree(base, size), "cuMemAddressFree(" + name + ")");
     }
 }

@@ -1,0 +1,51 @@
+package io.engramhost.client;
+
+import io.engramhost.vmm.VmmImport;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+
+/**
+ * Creates the GPU's context and readies the attach path in a background thread while the client
+ * connects and receives the manifest, so a restart pays the context (about 150 ms) in parallel with
+ * the handshake instead of after it.
+ */
+final class GpuPreparation {
+    private final CompletableFuture<Double> done;
+
+    private GpuPreparation(CompletableFuture<Double> done) {
+        this.done = done;
+    }
+
+    static GpuPreparation start(int device) {
+        return new GpuPreparation(CompletableFuture.supplyAsync(() -> {
+            long t0 = System.nanoTime();
+            VmmImport.prepare(device);
+            return (System.nanoTime() - t0) / 1e6;
+        }, r -> {
+            Thread t = new Thread(r, "engram-gpu-prepare");
+            t.setDaemon(true);
+            t.start();
+        }));
+    }
+
+    /** Waits for the preparation; its failure (no driver, no such GPU) is rethrown as it happened. */
+    Map<String, Double> await() {
+        try {
+            return Map.of("gpu_prepare_ms", done.join());
+        } catch (CompletionException e) {
+            if (e.getCause() instanceof RuntimeException r) {
+                throw r;
+            }
+            throw e;
+        }
+    }
+
+    void awaitQuietly() {
+        try {
+            done.join();
+        } catch (RuntimeException ignored) {
+            // the caller is failing already
+        }
+    }
+}

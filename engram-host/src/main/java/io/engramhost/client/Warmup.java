@@ -1,0 +1,36 @@
+package io.engramhost.client;
+
+import io.engramhost.protocol.FrameReader;
+import io.engramhost.protocol.Hello;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A fresh JVM spends about a quarter of a second initialising Chronicle Bytes (the codec) and
+ * longer loading the native bindings. A restarting client starts the codec's initialisation in a
+ * background thread first thing, so the two overlap instead of adding up. (Warming jnr-unixsocket in
+ * a third thread was measured slower: the bindings contend.) Idempotent; costs nothing once warm.
+ */
+final class Warmup {
+    private static final AtomicBoolean STARTED = new AtomicBoolean();
+
+    private Warmup() {
+    }
+
+    static void start() {
+        if (STARTED.compareAndSet(false, true)) {
+            spawn("engram-warmup-codec", () -> FrameReader.of(new Hello(1, 1, 0, "warm-up").encode()));
+        }
+    }
+
+    private static void spawn(String name, Runnable r) {
+        Thread t = new Thread(() -> {
+            try {
+                r.run();
+            } catch (RuntimeException | LinkageError ignored) {
+                // a warm-up only saves time: the real call reports any failure
+            }
+        }, name);
+        t.setDaemon(true);
+        t.start();
+    }
+}

@@ -1,0 +1,968 @@
+// engram-attach: a C client of engram-host's wire protocol (docs/protocol.md, version 1), written from
+// that document alone, and the raw-driver baseline of the attach path: connect, HELLO/WELCOME, IMPORT,
+// receive the MANIFEST and its fds from the daemon process, attach every region, release, BYE.
+//
+//   cuda-vmm regions (kind 2 host, 3 device): cuMemImportFromShareableHandle, one cuMemAddressReserve
+//     for all of them, cuMemMap each at its offset, cuMemSetAccess(GPU, read) and, with --cpu-view,
+//     cuMemSetAccess(HOST_NUMA, read) for host regions.
+//   memfd regions (kind 0, 1): mmap PROT_READ MAP_SHARED; with --register cuMemHostRegister_v2
+//     (READ_ONLY|DEVICEMAP|PORTABLE, chunks of at most 64 GiB) and cuMemHostGetDevicePointer_v2.
+//
+// libcuda.so.1 is dlopen'd only when a step needs it (CUDA types below follow CUDA 13's cuda.h; no
+// cuda.h needed), so memfd attaches build and run on machines without CUDA. One JSON line or a few
+// human lines per repetition. Every error prints "engram-attach: ..." and exits 1.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define MAX_PAYLOAD (64u << 20)          // payload_length limit
+#define MAX_FDS 65536u                   // fd_count limit
+#define FDS_PER_SENDMSG 253u             // the kernel's SCM_MAX_FD: one batch
+#define FILLER 0xFD
+#define MAGIC 0x4D524745u                // "EGRM"
+#define VERSION 1
+#define MAX_STR16 4096u
+#define MAX_TABLES 1048576u
+#define MAX_RANK 16u
+#define REPLY_TIMEOUT_S 10
+#define REGISTER_CHUNK (64ull << 30)     // r580 drivers refuse one register call of >= 512 GiB
+#define DIGEST_CHUNK (64ull << 20)       // engram digest v1 chunk size
+
+enum { T_HELLO = 1, T_WELCOME, T_IMPORT, T_MANIFEST, T_STATUS, T_STATUS_REPLY, T_STOP, T_STOP_ACK, T_ERROR, T_BYE };
+enum { K_MEMFD = 0, K_MEMFD_HUGETLB = 1, K_VMM_HOST = 2, K_VMM_DEVICE = 3 };
+static const char *const TYPE_NAMES[] = {"?", "HELLO", "WELCOME", "IMPORT", "MANIFEST", "STATUS", "STATUS_REPLY",
+                                         "STOP", "STOP_ACK", "ERROR", "BYE"};
+static const char *const KIND_NAMES[] = {"memfd", "memfd-hugetlb", "cuda-vmm host", "cuda-vmm device"};
+static const char *const ERROR_NAMES[] = {"?", "BAD_REQUEST", "UNSUPPORTED_VERSION", "NOT_READY",
+                                          "FINGERPRINT_MISMATCH", "NOT_ALLOWED", "STOPPING", "INTERNAL", "LOAD_FAILED"};
+static const char *const STATE_NAMES[] = {"loading", "ready", "stopping", "failed"};
+
+// ---------------------------------------------------------------------------------------------- errors
+
+static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("engram-attach: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+// "call(context) failed: ENAME (description)", as the Java layer names native failures.
+static void fail_errno(const char *call, const char *context) __attribute__((noreturn));
+static void fail_errno(const char *call, const char *context) {
+    int e = errno;
+    const char *name = strerrorname_np(e);
+    fail("%s(%s) failed: %s (%s)", call, context, name ? name : "E?", strerror(e));
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static void *xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) fail("out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+// ---------------------------------------------------------------------------------------------- libcuda
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct { int type; int id; } CUmemLocation;
+typedef struct {
+    unsigned type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct { unsigned char compressionType, gpuDirectRDMACapable; unsigned short usage; unsigned char reserved[4]; } allocFlags;
+} CUmemAllocationProp;
+typedef struct { CUmemLocation location; unsigned flags; } CUmemAccessDesc;
+_Static_assert(sizeof(CUmemLocation) == 8, "CUmemLocation is 8 bytes");
+_Static_assert(sizeof(CUmemAllocationProp) == 32 && offsetof(CUmemAllocationProp, location) == 8 &&
+               offsetof(CUmemAllocationProp, allocFlags) == 24, "CUmemAllocationProp layout");
+_Static_assert(sizeof(CUmemAccessDesc) == 12 && offsetof(CUmemAccessDesc, flags) == 8, "CUmemAccessDesc layout");
+
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_LOCATION_TYPE_HOST_NUMA 3
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 1
+#define CU_MEM_ALLOC_GRANULARITY_MINIMUM 0
+#define CU_MEM_ACCESS_FLAGS_PROT_READ 1
+#define CU_MEMHOSTREGISTER_PORTABLE 0x1
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x2
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x8
+
+static struct {
+    CUresult (*Init)(unsigned);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*MemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+    CUresult (*MemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
+    CUresult (*MemRelease)(CUmemGenericAllocationHandle);
+    CUresult (*MemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+    CUresult (*MemAddressFree)(CUdeviceptr, size_t);
+    CUresult (*MemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+    CUresult (*MemUnmap)(CUdeviceptr, size_t);
+    CUresult (*MemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+    CUresult (*MemHostRegister)(void *, size_t, unsigned);
+    CUresult (*MemHostGetDevicePointer)(CUdeviceptr *, void *, unsigned);
+    CUresult (*MemHostUnregister)(void *);
+} cu;
+static int cuda_ready;          // context retained and current
+static size_t vmm_granularity;  // of a POSIX-fd allocation on the device
+
+static void cu_check(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cu_check(CUresult r, const char *call, const char *fmt, ...) {
+    if (r == 0) return;
+    const char *name = NULL;
+    if (cu.GetErrorName) cu.GetErrorName(r, &name);
+    char context[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    fail("%s(%s) failed: %s (%d)", call, context, name ? name : "CUDA_ERROR_?", r);
+}
+
+static void cuda_bind(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) fail("libcuda.so.1 not found: no NVIDIA driver on this machine (%s); memfd regions without --register need none", dlerror());
+    struct { void **slot; const char *name; } syms[] = {
+        {(void **)&cu.Init, "cuInit"},
+        {(void **)&cu.GetErrorName, "cuGetErrorName"},
+        {(void **)&cu.DeviceGet, "cuDeviceGet"},
+        {(void **)&cu.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+        {(void **)&cu.CtxSetCurrent, "cuCtxSetCurrent"},
+        {(void **)&cu.MemGetAllocationGranularity, "cuMemGetAllocationGranularity"},
+        {(void **)&cu.MemImportFromShareableHandle, "cuMemImportFromShareableHandle"},
+        {(void **)&cu.MemRelease, "cuMemRelease"},
+        {(void **)&cu.MemAddressReserve, "cuMemAddressReserve"},
+        {(void **)&cu.MemAddressFree, "cuMemAddressFree"},
+        {(void **)&cu.MemMap, "cuMemMap"},
+        {(void **)&cu.MemUnmap, "cuMemUnmap"},
+        {(void **)&cu.MemSetAccess, "cuMemSetAccess"},
+        {(void **)&cu.MemHostRegister, "cuMemHostRegister_v2"},
+        {(void **)&cu.MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"},
+        {(void **)&cu.MemHostUnregister, "cuMemHostUnregister"},
+    };
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        *syms[i].slot = dlsym(lib, syms[i].name);
+        if (!*syms[i].slot) fail("libcuda.so.1 lacks %s: driver too old?", syms[i].name);
+    }
+}
+
+// dlopen, cuInit, the device's primary context made current, the VMM granularity: once per process.
+// Returns the milliseconds it took.
+static double cuda_context(int device) {
+    if (cuda_ready) return 0;
+    double t0 = now_ms();
+    cuda_bind();
+    cu_check(cu.Init(0), "cuInit", "0");
+    CUdevice dev;
+    cu_check(cu.DeviceGet(&dev, device), "cuDeviceGet", "%d", device);
+    CUcontext ctx;
+    cu_check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "GPU %d", device);
+    cu_check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent", "GPU %d", device);
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    cu_check(cu.MemGetAllocationGranularity(&vmm_granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+             "cuMemGetAllocationGranularity", "GPU %d, POSIX fd, minimum", device);
+    if (vmm_granularity == 0) fail("cuMemGetAllocationGranularity(GPU %d) gave 0", device);
+    cuda_ready = 1;
+    return now_ms() - t0;
+}
+
+// ---------------------------------------------------------------------------------------------- XXH64, engram digest v1
+
+#define P1 11400714785074694791ull
+#define P2 14029467366897019727ull
+#define P3 1609587929392839161ull
+#define P4 9650029242287828579ull
+#define P5 2870177450012600261ull
+static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }  // x86-64: little-endian
+static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t xround(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
+static uint64_t xmerge(uint64_t acc, uint64_t v) { return (acc ^ xround(0, v)) * P1 + P4; }
+
+static uint64_t xxh64(const uint8_t *p, size_t len) {
+    const uint8_t *end = p + len;
+    uint64_t h;
+    if (len >= 32) {
+        uint64_t v1 = P1 + P2, v2 = P2, v3 = 0, v4 = -P1;
+        for (; p + 32 <= end; p += 32) {
+            v1 = xround(v1, rd64(p)), v2 = xround(v2, rd64(p + 8));
+            v3 = xround(v3, rd64(p + 16)), v4 = xround(v4, rd64(p + 24));
+        }
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+        h = xmerge(xmerge(xmerge(xmerge(h, v1), v2), v3), v4);
+    } else {
+        h = P5;
+    }
+    h += len;
+    for (; p + 8 <= end; p += 8) h = rotl(h ^ xround(0, rd64(p)), 27) * P1 + P4;
+    if (p + 4 <= end) h = rotl(h ^ (uint64_t)rd32(p) * P1, 23) * P2 + P3, p += 4;
+    for (; p < end; p++) h = rotl(h ^ *p * P5, 11) * P1;
+    h ^= h >> 33, h *= P2, h ^= h >> 29, h *= P3, h ^= h >> 32;
+    return h;
+}
+
+// XXH64 over the little-endian XXH64 of each 64 MiB chunk (docs/checkpoints.md).
+static uint64_t engram_digest(const uint8_t *p, uint64_t len) {
+    uint64_t chunks = (len + DIGEST_CHUNK - 1) / DIGEST_CHUNK;
+    uint8_t *hashes = xcalloc(chunks, 8);
+    for (uint64_t i = 0; i < chunks; i++) {
+        uint64_t n = len - i * DIGEST_CHUNK < DIGEST_CHUNK ? len - i * DIGEST_CHUNK : DIGEST_CHUNK;
+        uint64_t h = xxh64(p + i * DIGEST_CHUNK, n);
+        for (int b = 0; b < 8; b++) hashes[i * 8 + b] = (uint8_t)(h >> (8 * b));
+    }
+    uint64_t d = xxh64(hashes, chunks * 8);
+    free(hashes);
+    return d;
+}
+
+// ---------------------------------------------------------------------------------------------- messages
+
+struct fds { int *v; size_t n, cap; };
+
+static void fds_push(struct fds *f, int fd) {
+    if (f->n == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 256;
+        f->v = realloc(f->v, f->cap * sizeof(int));
+        if (!f->v) fail("out of memory for %zu fds", f->cap);
+    }
+    f->v[f->n++] = fd;
+}
+
+static void fds_close(struct fds *f) {
+    for (size_t i = 0; i < f->n; i++) close(f->v[i]);
+    f->n = 0;
+}
+
+struct message { uint8_t *payload; uint32_t length; struct fds fds; };
+
+// Fails after closing every fd received so far (the protocol's rule for a bad message).
+static void fail_msg(struct message *m, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void fail_msg(struct message *m, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fds_close(&m->fds);
+    fail("%s", text);
+}
+
+// Reads exactly len bytes, collecting the fds of every recvmsg into m->fds.
+static void recv_exact(int s, uint8_t *buf, size_t len, struct message *m, const char *what) {
+    size_t got = 0;
+    while (got < len) {
+        union { struct cmsghdr align; char buf[CMSG_SPACE(FDS_PER_SENDMSG * sizeof(int))]; } control;
+        struct iovec iov = {buf + got, len - got};
+        struct msghdr h;
+        memset(&h, 0, sizeof h);
+        h.msg_iov = &iov;
+        h.msg_iovlen = 1;
+        h.msg_control = control.buf;
+        h.msg_controllen = sizeof control.buf;
+        ssize_t r = recvmsg(s, &h, MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            fail_msg(m, "no answer from the daemon within %d s while reading %s", REPLY_TIMEOUT_S, what);
+        if (r < 0) {
+            int e = errno;
+            fds_close(&m->fds);
+            errno = e;
+            fail_errno("recvmsg", what);
+        }
+        int foreign = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < n; i++) {
+                    int fd;
+                    memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+                    fds_push(&m->fds, fd);
+                }
+            } else {
+                foreign = 1;
+            }
+        }
+        if (h.msg_flags & MSG_CTRUNC)
+            fail_msg(m, "%s: ancillary data truncated (MSG_CTRUNC): file descriptors were lost", what);
+        if (foreign) fail_msg(m, "%s: unexpected ancillary data (not SCM_RIGHTS)", what);
+        if (m->fds.n > MAX_FDS) fail_msg(m, "%s: more than %u fds arrived", what, MAX_FDS);
+        if (r == 0) fail_msg(m, "the daemon closed the connection while sending %s (%zu of %zu bytes read)", what, got, len);
+        got += (size_t)r;
+    }
+}
+
+// One message: header, payload, then 0xFD fillers until fd_count fds have arrived (at most
+// ceil((fd_count - 253) / 253) fillers, each bringing at least one fd).
+static void recv_message(int s, struct message *m, const char *what) {
+    memset(m, 0, sizeof *m);
+    uint8_t header[8];
+    recv_exact(s, header, 8, m, what);
+    uint32_t length = rd32(header), count = rd32(header + 4);
+    if (length > MAX_PAYLOAD) fail_msg(m, "%s: payload_length %u exceeds the limit of %u", what, length, MAX_PAYLOAD);
+    if (count > MAX_FDS) fail_msg(m, "%s: fd_count %u exceeds the limit of %u", what, count, MAX_FDS);
+    if (length < 8) fail_msg(m, "%s: payload_length %u is shorter than a frame header (8 bytes)", what, length);
+    m->payload = xcalloc(length, 1);
+    m->length = length;
+    recv_exact(s, m->payload, length, m, what);
+    uint32_t fillers = count > FDS_PER_SENDMSG ? (count - FDS_PER_SENDMSG + FDS_PER_SENDMSG - 1) / FDS_PER_SENDMSG : 0;
+    for (uint32_t i = 0; m->fds.n < count; i++) {
+        if (i == fillers)
+            fail_msg(m, "%s: fd_count is %u but only %zu fds arrived with the header and %u fillers", what, count,
+                     m->fds.n, fillers);
+        uint8_t filler;
+        size_t before = m->fds.n;
+        recv_exact(s, &filler, 1, m, what);
+        if (filler != FILLER) fail_msg(m, "%s: filler %u is 0x%02X, not 0xFD", what, i + 1, filler);
+        if (m->fds.n == before) fail_msg(m, "%s: filler %u carried no fds (%zu of %u so far)", what, i + 1, m->fds.n, count);
+    }
+    if (m->fds.n != count) fail_msg(m, "%s: fd_count is %u but %zu fds arrived", what, count, m->fds.n);
+}
+
+static void message_free(struct message *m) {
+    fds_close(&m->fds);
+    free(m->fds.v);
+    free(m->payload);
+    memset(m, 0, sizeof *m);
+}
+
+// Returns 0, or -1 when the daemon had already closed the connection and closed_ok is set.
+static int send_all(int s, const uint8_t *p, size_t len, const char *what, int closed_ok) {
+    while (len > 0) {
+        ssize_t r = send(s, p, len, MSG_NOSIGNAL);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && closed_ok && (errno == EPIPE || errno == ECONNRESET)) return -1;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            fail("sending %s: the daemon read nothing for %d s", what, REPLY_TIMEOUT_S);
+        if (r < 0) fail_errno("send", what);
+        p += r, len -= (size_t)r;
+    }
+    return 0;
+}
+
+// A message with no fds: 8-byte message header, 8-byte frame header, body.
+static int send_frame(int s, int type, const uint8_t *body, size_t body_len, int closed_ok) {
+    uint8_t buf[64];
+    uint32_t payload = (uint32_t)(8 + body_len), magic = MAGIC, zero = 0;
+    uint16_t version = VERSION, t = (uint16_t)type;
+    if (16 + body_len > sizeof buf) fail("internal: frame too large");
+    memcpy(buf, &payload, 4), memcpy(buf + 4, &zero, 4);       // x86-64 stores little-endian
+    memcpy(buf + 8, &magic, 4), memcpy(buf + 12, &version, 2), memcpy(buf + 14, &t, 2);
+    if (body_len) memcpy(buf + 16, body, body_len);
+    return send_all(s, buf, 16 + body_len, TYPE_NAMES[type], closed_ok);
+}
+
+// ---------------------------------------------------------------------------------------------- frame reading
+
+struct reader { const uint8_t *p; size_t len, pos; const char *frame; };
+
+static void rfail(const struct reader *r, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void rfail(const struct reader *r, const char *fmt, ...) {
+    char text[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fail("%s at byte %zu: %s", r->frame, r->pos, text);
+}
+
+static const uint8_t *take(struct reader *r, size_t n, const char *field) {
+    if (r->len - r->pos < n) rfail(r, "truncated: %s needs %zu bytes, %zu left", field, n, r->len - r->pos);
+    const uint8_t *p = r->p + r->pos;
+    r->pos += n;
+    return p;
+}
+static uint8_t u8(struct reader *r, const char *f) { return *take(r, 1, f); }
+static uint16_t u16(struct reader *r, const char *f) { const uint8_t *p = take(r, 2, f); return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t u32(struct reader *r, const char *f) { return rd32(take(r, 4, f)); }
+static int32_t i32(struct reader *r, const char *f) { return (int32_t)u32(r, f); }
+static uint64_t u64(struct reader *r, const char *f) { return rd64(take(r, 8, f)); }
+
+static int utf8_valid(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t k = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 9;
+        if (k == 9 || n - i - 1 < k) return 0;
+        uint32_t cp = k == 0 ? c : k == 1 ? c & 0x1F : k == 2 ? c & 0x0F : c & 0x07;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + j] & 0x3F);
+        }
+        static const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+struct str { const char *p; uint32_t n; };
+
+static struct str str_n(struct reader *r, uint32_t n, const char *field) {
+    struct str s = {(const char *)take(r, n, field), n};
+    if (!utf8_valid((const uint8_t *)s.p, n)) rfail(r, "%s is not valid UTF-8", field);
+    return s;
+}
+static struct str str16(struct reader *r, const char *field) {
+    uint16_t n = u16(r, field);
+    if (n > MAX_STR16) rfail(r, "%s is %u bytes long, more than %u", field, n, MAX_STR16);
+    return str_n(r, n, field);
+}
+static struct str str32(struct reader *r, const char *field) { return str_n(r, u32(r, field), field); }
+
+static void end_frame(const struct reader *r) {
+    if (r->pos != r->len) rfail(r, "%zu trailing bytes after the frame", r->len - r->pos);
+}
+
+static void print_sanitized(FILE *out, struct str s) {
+    for (uint32_t i = 0; i < s.n; i++) fputc((unsigned char)s.p[i] < 0x20 ? '?' : s.p[i], out);
+}
+
+// Fails with the daemon's ERROR; returns 1 only for NOT_READY when the caller may retry.
+static int error_frame(struct reader *r, int retry_allowed) {
+    uint16_t code = u16(r, "code");
+    uint8_t retryable = u8(r, "retryable");
+    struct str message = str32(r, "message");
+    uint32_t details = u32(r, "detail_count");
+    if (details > (r->len - r->pos) / 4) rfail(r, "%u details cannot fit in the %zu bytes left", details, r->len - r->pos);
+    size_t details_at = r->pos;
+    for (uint32_t i = 0; i < details; i++) str32(r, "detail");
+    uint32_t fp = u32(r, "daemon_fingerprint length");
+    take(r, fp, "daemon_fingerprint");
+    end_frame(r);
+    if (retryable > 1) rfail(r, "retryable is %u, not 0 or 1", retryable);
+    if (code == 3 && retry_allowed) return 1;
+    fprintf(stderr, "engram-attach: the daemon answered ERROR %s (%u%s): ", code < 9 ? ERROR_NAMES[code] : "unknown",
+            code, retryable ? ", retryable" : "");
+    print_sanitized(stderr, message);
+    fputc('\n', stderr);
+    r->pos = details_at;
+    for (uint32_t i = 0; i < details; i++) {
+        fputs("  ", stderr);
+        print_sanitized(stderr, str32(r, "detail"));
+        fputc('\n', stderr);
+    }
+    exit(1);
+}
+
+// Checks the frame header; an ERROR frame fails (or returns 0 for a retryable NOT_READY).
+static int open_frame(struct message *m, struct reader *r, int expected, int retry_allowed) {
+    r->p = m->payload, r->len = m->length, r->pos = 0, r->frame = TYPE_NAMES[expected];
+    uint32_t magic = u32(r, "magic");
+    if (magic != MAGIC) rfail(r, "bad magic 0x%08X (expected 0x%08X, \"EGRM\")", magic, MAGIC);
+    uint16_t version = u16(r, "version"), type = u16(r, "type");
+    if (version != VERSION) rfail(r, "frame version %u, but version %u was agreed", version, VERSION);
+    if (type != T_MANIFEST && m->fds.n > 0) fail_msg(m, "a frame of type %u carried %zu fds; only MANIFEST may", type, m->fds.n);
+    if (type == T_ERROR) {
+        r->frame = "ERROR";
+        return !error_frame(r, retry_allowed);
+    }
+    if (type != expected)
+        fail_msg(m, "expected %s (%d), got %s (%u)", TYPE_NAMES[expected], expected, type <= T_BYE ? TYPE_NAMES[type] : "an unknown type", type);
+    return 1;
+}
+
+// ---------------------------------------------------------------------------------------------- the manifest
+
+struct region {
+    uint8_t kind;
+    uint64_t size;
+    int32_t numa, device;
+    int fd;
+    const uint8_t *host;               // CPU-readable view (mmap, or the CUDA VA with a CPU view), else NULL
+    CUmemGenericAllocationHandle handle;
+    int imported, mapped;
+    uint64_t va_offset;
+    size_t chunks;                     // registered chunks
+};
+
+struct table {
+    struct str name, dtype;
+    uint64_t bytes, offset, digest;
+    int32_t region;
+};
+
+struct manifest {
+    uint8_t sha256[32];
+    uint32_t regions_n, tables_n;
+    struct region *regions;
+    struct table *tables;
+    uint64_t region_bytes, table_bytes, vmm_bytes, memfd_bytes;
+    int vmm_regions;
+};
+
+static const struct { const char *name; unsigned bits; } DTYPES[] = {
+    {"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8},
+    {"F8_E8M0", 8}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32}, {"U32", 32}, {"F32", 32},
+    {"C64", 64}, {"F64", 64}, {"I64", 64}, {"U64", 64}};
+
+static unsigned dtype_bits(struct str d) {
+    for (size_t i = 0; i < sizeof DTYPES / sizeof DTYPES[0]; i++)
+        if (strlen(DTYPES[i].name) == d.n && !memcmp(DTYPES[i].name, d.p, d.n)) return DTYPES[i].bits;
+    return 0;
+}
+
+static void parse_manifest(struct message *m, struct reader *r, struct manifest *mf) {
+    memset(mf, 0, sizeof *mf);
+    memcpy(mf->sha256, take(r, 32, "fingerprint_sha256"), 32);
+    take(r, u32(r, "fingerprint length"), "fingerprint");
+    mf->regions_n = u32(r, "region_count");
+    if (mf->regions_n != m->fds.n)
+        fail_msg(m, "MANIFEST lists %u regions but the message carried %zu fds", mf->regions_n, m->fds.n);
+    mf->regions = xcalloc(mf->regions_n, sizeof *mf->regions);
+    long page = sysconf(_SC_PAGESIZE);
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        g->kind = u8(r, "region kind");
+        g->size = u64(r, "region size");
+        g->numa = i32(r, "region numa_node");
+        g->device = i32(r, "region device");
+        g->fd = m->fds.v[i];
+        if (g->kind > K_VMM_DEVICE) rfail(r, "region %u: kind %u is not 0..3", i, g->kind);
+        if (g->size == 0) rfail(r, "region %u: size is 0", i);
+        if (g->kind <= K_MEMFD_HUGETLB && g->size % (uint64_t)page)
+            rfail(r, "region %u: %s size %llu is not a whole number of %ld-byte pages", i, KIND_NAMES[g->kind],
+                  (unsigned long long)g->size, page);
+        if (g->numa < -1) rfail(r, "region %u: numa_node %d is below -1", i, g->numa);
+        if (g->kind == K_VMM_DEVICE ? g->device < 0 : g->device != -1)
+            rfail(r, "region %u: device %d for kind %u (%s): a GPU ordinal only for kind 3, else -1", i, g->device,
+                  g->kind, KIND_NAMES[g->kind]);
+        if (mf->region_bytes + g->size < mf->region_bytes) rfail(r, "region sizes overflow 64 bits");
+        mf->region_bytes += g->size;
+        if (g->kind >= K_VMM_HOST) mf->vmm_bytes += g->size, mf->vmm_regions++;
+        else mf->memfd_bytes += g->size;
+    }
+    mf->tables_n = u32(r, "table_count");
+    if (mf->tables_n > MAX_TABLES) rfail(r, "table_count %u exceeds the limit of %u", mf->tables_n, MAX_TABLES);
+    if (mf->tables_n > (r->len - r->pos) / 42)  // a table takes at least 42 bytes
+        rfail(r, "%u tables cannot fit in the %zu bytes left", mf->tables_n, r->len - r->pos);
+    mf->tables = xcalloc(mf->tables_n, sizeof *mf->tables);
+    for (uint32_t i = 0; i < mf->tables_n; i++) {
+        struct table *t = &mf->tables[i];
+        t->name = str16(r, "table name");
+        int nl = (int)t->name.n;
+        t->dtype = str16(r, "dtype");
+        unsigned bits = dtype_bits(t->dtype);
+        if (!bits) rfail(r, "table '%.*s': unknown dtype '%.*s'", nl, t->name.p, (int)t->dtype.n, t->dtype.p);
+        uint8_t rank = u8(r, "rank");
+        if (rank > MAX_RANK) rfail(r, "table '%.*s': rank %u exceeds %u", nl, t->name.p, rank, MAX_RANK);
+        unsigned __int128 numel = 1;
+        for (unsigned d = 0; d < rank; d++) {
+            int64_t dim = (int64_t)u64(r, "shape");
+            if (dim < 0) rfail(r, "table '%.*s': dimension %u is negative (%lld)", nl, t->name.p, d, (long long)dim);
+            numel *= (uint64_t)dim;
+            if (numel >> 63) rfail(r, "table '%.*s': the element count overflows 2^63", nl, t->name.p);
+        }
+        t->bytes = u64(r, "bytes");
+        t->region = i32(r, "region");
+        t->offset = u64(r, "offset");
+        t->digest = u64(r, "digest");
+        uint8_t kind = u8(r, "kind");
+        int32_t numa = i32(r, "numa_node"), device = i32(r, "device");
+        if ((numel * bits) % 8) rfail(r, "table '%.*s': %.*s with %llu elements is not a whole number of bytes", nl,
+                                      t->name.p, (int)t->dtype.n, t->dtype.p, (unsigned long long)numel);
+        if (numel * bits / 8 != t->bytes)
+            rfail(r, "table '%.*s': bytes is %llu but %.*s x shape needs %llu", nl, t->name.p,
+                  (unsigned long long)t->bytes, (int)t->dtype.n, t->dtype.p, (unsigned long long)(numel * bits / 8));
+        if (t->region == -1) {
+            if (t->bytes) rfail(r, "table '%.*s': region -1 but %llu bytes", nl, t->name.p, (unsigned long long)t->bytes);
+            continue;
+        }
+        if (t->region < 0 || (uint32_t)t->region >= mf->regions_n)
+            rfail(r, "table '%.*s': region %d is not -1 or 0..%u", nl, t->name.p, t->region, mf->regions_n - 1);
+        const struct region *g = &mf->regions[t->region];
+        if (t->offset > g->size || t->bytes > g->size - t->offset)
+            rfail(r, "table '%.*s': [%llu, %llu + %llu) is outside region %d of %llu bytes", nl, t->name.p,
+                  (unsigned long long)t->offset, (unsigned long long)t->offset, (unsigned long long)t->bytes, t->region,
+                  (unsigned long long)g->size);
+        if (kind != g->kind || numa != g->numa || device != g->device)
+            rfail(r, "table '%.*s': kind/numa_node/device %u/%d/%d differ from its region %d's %u/%d/%d", nl, t->name.p,
+                  kind, numa, device, t->region, g->kind, g->numa, g->device);
+        mf->table_bytes += t->bytes;
+    }
+    end_frame(r);
+    // A memfd's size is visible: it must match the manifest (the mapping would fault past its end).
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        struct stat st;
+        if (g->kind > K_MEMFD_HUGETLB) continue;
+        if (fstat(g->fd, &st) != 0) fail_errno("fstat", "region fd");
+        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != g->size)
+            fail_msg(m, "region %u: the manifest says a %s of %llu bytes but fd %d is %s of %lld bytes", i,
+                     KIND_NAMES[g->kind], (unsigned long long)g->size, g->fd, S_ISREG(st.st_mode) ? "a file" : "not a file",
+                     (long long)st.st_size);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------- one repetition
+
+struct options {
+    const char *socket;
+    int device, cpu_view, reg, repeat, json, verify, wait_ms;
+};
+
+struct timings {
+    double context, handshake, manifest, import, reserve_map, gpu_access, cpu_access, mmap, reg, release, verify;
+};
+
+struct daemon_info { char backend[64], version[64], instance[256]; int32_t pid; uint8_t state; };
+
+static void copy_str(char *dst, size_t cap, struct str s) {
+    size_t n = s.n < cap - 1 ? s.n : cap - 1;
+    memcpy(dst, s.p, n);
+    dst[n] = 0;
+}
+
+static int connect_and_hello(const struct options *o, struct daemon_info *info) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) fail_errno("socket", "AF_UNIX, SOCK_STREAM");
+    struct timeval tv = {REPLY_TIMEOUT_S, 0};
+    if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) || setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))
+        fail_errno("setsockopt", "SO_RCVTIMEO/SO_SNDTIMEO");
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, o->socket, strlen(o->socket));
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        int e = errno;
+        if (e == ENOENT || e == ECONNREFUSED)
+            fail("no daemon listens on %s: connect failed: %s (%s)", o->socket, strerrorname_np(e), strerror(e));
+        errno = e;
+        fail_errno("connect", o->socket);
+    }
+    static const char name[] = "engram-attach";
+    uint16_t min = 1, max = 1, n = sizeof name - 1;  // HELLO: min, max, pid, str16 client
+    int32_t pid = getpid();
+    uint8_t body[2 + 2 + 4 + 2 + sizeof name - 1];
+    memcpy(body, &min, 2), memcpy(body + 2, &max, 2), memcpy(body + 4, &pid, 4), memcpy(body + 8, &n, 2);
+    memcpy(body + 10, name, sizeof name - 1);
+    send_frame(s, T_HELLO, body, sizeof body, 0);
+    struct message m;
+    struct reader r;
+    recv_message(s, &m, "WELCOME");
+    open_frame(&m, &r, T_WELCOME, 0);
+    uint16_t version = u16(&r, "version");
+    info->pid = i32(&r, "pid");
+    copy_str(info->version, sizeof info->version, str16(&r, "daemon_version"));
+    copy_str(info->backend, sizeof info->backend, str16(&r, "backend"));
+    copy_str(info->instance, sizeof info->instance, str16(&r, "instance"));
+    info->state = u8(&r, "state");
+    end_frame(&r);
+    if (version != VERSION) rfail(&r, "the daemon chose version %u; this client speaks only %d", version, VERSION);
+    if (info->state > 3) rfail(&r, "state %u is not 0..3", info->state);
+    message_free(&m);
+    return s;
+}
+
+// IMPORT (expectation any) until a MANIFEST comes; NOT_READY is retried every 100 ms for --wait-ms.
+static void import_manifest(int s, const struct options *o, struct message *m, struct manifest *mf, double *ms) {
+    double deadline = now_ms() + o->wait_ms;
+    // flags 0, device (the client's GPU: its device tensors come too), expectation 0 (any)
+    uint8_t body[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t dev = (uint32_t)(int32_t)o->device;
+    for (int k = 0; k < 4; k++) body[4 + k] = (uint8_t)(dev >> (8 * k));
+    for (;;) {
+        double t0 = now_ms();
+        send_frame(s, T_IMPORT, body, sizeof body, 0);
+        struct reader r;
+        recv_message(s, m, "MANIFEST");
+        if (open_frame(m, &r, T_MANIFEST, now_ms() < deadline)) {
+            parse_manifest(m, &r, mf);
+            *ms = now_ms() - t0;
+            return;
+        }
+        message_free(m);
+        struct timespec pause = {0, 100 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static void attach_vmm(const struct options *o, struct manifest *mf, struct timings *t, CUdeviceptr *va) {
+    double t0 = now_ms();
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind < K_VMM_HOST) continue;
+        if (g->size % vmm_granularity)
+            fail("region %u: size %llu is not a multiple of the CUDA granularity %zu", i, (unsigned long long)g->size,
+                 vmm_granularity);
+        cu_check(cu.MemImportFromShareableHandle(&g->handle, (void *)(uintptr_t)g->fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+                 "cuMemImportFromShareableHandle", "region %u, fd %d", i, g->fd);
+        g->imported = 1;
+    }
+    double t1 = now_ms();
+    cu_check(cu.MemAddressReserve(va, mf->vmm_bytes, vmm_granularity, 0, 0), "cuMemAddressReserve", "%llu bytes",
+             (unsigned long long)mf->vmm_bytes);
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind < K_VMM_HOST) continue;
+        g->va_offset = offset;
+        cu_check(cu.MemMap(*va + offset, g->size, 0, g->handle, 0), "cuMemMap", "region %u, %llu bytes at +%llu", i,
+                 (unsigned long long)g->size, (unsigned long long)offset);
+        g->mapped = 1;
+        offset += g->size;
+    }
+    double t2 = now_ms();
+    CUmemAccessDesc gpu = {{CU_MEM_LOCATION_TYPE_DEVICE, o->device}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind < K_VMM_HOST) continue;
+        cu_check(cu.MemSetAccess(*va + g->va_offset, g->size, &gpu, 1), "cuMemSetAccess", "region %u, GPU %d, read", i,
+                 o->device);
+    }
+    double t3 = now_ms();
+    for (uint32_t i = 0; o->cpu_view && i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind != K_VMM_HOST) continue;
+        CUmemAccessDesc host = {{CU_MEM_LOCATION_TYPE_HOST_NUMA, g->numa < 0 ? 0 : g->numa}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+        cu_check(cu.MemSetAccess(*va + g->va_offset, g->size, &host, 1), "cuMemSetAccess", "region %u, HOST_NUMA %d, read",
+                 i, host.location.id);
+        g->host = (const uint8_t *)(uintptr_t)(*va + g->va_offset);
+    }
+    double t4 = now_ms();
+    t->import = t1 - t0, t->reserve_map = t2 - t1, t->gpu_access = t3 - t2, t->cpu_access = o->cpu_view ? t4 - t3 : 0;
+}
+
+static void attach_memfd(const struct options *o, struct manifest *mf, struct timings *t) {
+    double t0 = now_ms();
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind > K_MEMFD_HUGETLB) continue;
+        void *p = mmap(NULL, g->size, PROT_READ, MAP_SHARED, g->fd, 0);
+        if (p == MAP_FAILED) fail_errno("mmap", "PROT_READ, MAP_SHARED, a region fd");
+        g->host = p;
+    }
+    double t1 = now_ms();
+    for (uint32_t i = 0; o->reg && i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->kind > K_MEMFD_HUGETLB) continue;
+        CUdeviceptr first = 0;
+        for (uint64_t off = 0; off < g->size; off += REGISTER_CHUNK, g->chunks++) {
+            uint64_t n = g->size - off < REGISTER_CHUNK ? g->size - off : REGISTER_CHUNK;
+            void *p = (void *)(g->host + off);
+            cu_check(cu.MemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE),
+                     "cuMemHostRegister_v2", "region %u, %llu bytes at +%llu, READ_ONLY|DEVICEMAP|PORTABLE", i,
+                     (unsigned long long)n, (unsigned long long)off);
+            CUdeviceptr d;
+            cu_check(cu.MemHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer_v2", "region %u at +%llu", i,
+                     (unsigned long long)off);
+            if (off == 0) first = d;
+            else if (d != first + off)
+                fail("region %u: the device pointers of its registered chunks are not contiguous (+%llu maps to 0x%llx, "
+                     "expected 0x%llx)", i, (unsigned long long)off, d, first + off);
+        }
+    }
+    t->mmap = t1 - t0, t->reg = o->reg ? now_ms() - t1 : 0;
+}
+
+// Digests every table readable from the CPU and compares with the manifest; returns how many were checked.
+static uint32_t verify_tables(const struct manifest *mf) {
+    uint32_t checked = 0;
+    for (uint32_t i = 0; i < mf->tables_n; i++) {
+        const struct table *t = &mf->tables[i];
+        const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
+        if (!base) continue;
+        uint64_t d = engram_digest(base + (t->region < 0 ? 0 : t->offset), t->bytes);
+        if (d != t->digest)
+            fail("table '%.*s': the mapped bytes digest to %016llx but the manifest says %016llx", (int)t->name.n,
+                 t->name.p, (unsigned long long)d, (unsigned long long)t->digest);
+        checked++;
+    }
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        const struct region *g = &mf->regions[i];
+        if (g->kind > K_MEMFD_HUGETLB) continue;
+        int seals = fcntl(g->fd, F_GET_SEALS);
+        int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE;
+        if (seals < 0) fail_errno("fcntl", "F_GET_SEALS, a region fd");
+        if ((seals & want) != want) fail("region %u: seals 0x%x lack SHRINK|GROW|FUTURE_WRITE (0x%x)", i, seals, want);
+    }
+    return checked;
+}
+
+static void release(struct manifest *mf, CUdeviceptr va) {
+    for (uint32_t i = mf->regions_n; i-- > 0;) {
+        struct region *g = &mf->regions[i];
+        if (g->mapped) cu_check(cu.MemUnmap(va + g->va_offset, g->size), "cuMemUnmap", "region %u", i);
+    }
+    for (uint32_t i = mf->regions_n; i-- > 0;) {
+        struct region *g = &mf->regions[i];
+        if (g->imported) cu_check(cu.MemRelease(g->handle), "cuMemRelease", "region %u", i);
+    }
+    if (va) cu_check(cu.MemAddressFree(va, mf->vmm_bytes), "cuMemAddressFree", "%llu bytes", (unsigned long long)mf->vmm_bytes);
+    for (uint32_t i = mf->regions_n; i-- > 0;) {
+        struct region *g = &mf->regions[i];
+        for (size_t c = g->chunks; c-- > 0;)
+            cu_check(cu.MemHostUnregister((void *)(g->host + c * REGISTER_CHUNK)), "cuMemHostUnregister", "region %u", i);
+    }
+    for (uint32_t i = mf->regions_n; i-- > 0;) {
+        struct region *g = &mf->regions[i];
+        if (g->kind <= K_MEMFD_HUGETLB && g->host && munmap((void *)g->host, g->size) != 0) fail_errno("munmap", "a region");
+    }
+    free(mf->regions);
+    free(mf->tables);
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void report(const struct options *o, int rep, const struct daemon_info *d, const struct manifest *mf,
+                   const struct timings *t, int verified) {
+    double attach = t->import + t->reserve_map + t->gpu_access + t->cpu_access + t->mmap + t->reg;
+    double gib = mf->region_bytes / GIB;
+    char sha[65];
+    for (int i = 0; i < 32; i++) sprintf(sha + 2 * i, "%02x", mf->sha256[i]);
+    if (o->json) {
+        printf("{\"rep\":%d,\"backend\":", rep);
+        json_str(d->backend);
+        printf(",\"daemon_pid\":%d,\"daemon_state\":\"%s\",\"daemon_version\":", d->pid, STATE_NAMES[d->state]);
+        json_str(d->version);
+        printf(",\"fingerprint\":\"%s\",\"regions\":%u,\"vmm_regions\":%d,\"tables\":%u,\"bytes\":%llu,"
+               "\"table_bytes\":%llu,\"device\":%d,\"cpu_view\":%s,\"register\":%s,\"context_ms\":%.3f,"
+               "\"handshake_ms\":%.3f,\"manifest_ms\":%.3f,\"import_ms\":%.3f,\"reserve_map_ms\":%.3f,"
+               "\"gpu_access_ms\":%.3f,\"cpu_access_ms\":%.3f,\"mmap_ms\":%.3f,\"register_ms\":%.3f,"
+               "\"attach_ms\":%.3f,\"ms_per_gib\":%.3f,\"total_ms\":%.3f,\"release_ms\":%.3f",
+               sha, mf->regions_n, mf->vmm_regions, mf->tables_n, (unsigned long long)mf->region_bytes,
+               (unsigned long long)mf->table_bytes, o->device, o->cpu_view ? "true" : "false", o->reg ? "true" : "false",
+               t->context, t->handshake, t->manifest, t->import, t->reserve_map, t->gpu_access, t->cpu_access, t->mmap,
+               t->reg, attach, gib > 0 ? attach / gib : 0, t->handshake + t->manifest + attach, t->release);
+        if (o->verify) printf(",\"verified_tables\":%d,\"verify_ms\":%.3f", verified, t->verify);
+        printf("}\n");
+    } else {
+        printf("rep %d: %u tables, %llu bytes in %u regions (%.3f GiB, %d cuda-vmm) from %s daemon %s (pid %d, %s "
+               "at WELCOME), fingerprint %s\n",
+               rep, mf->tables_n, (unsigned long long)mf->table_bytes, mf->regions_n, gib, mf->vmm_regions, d->backend,
+               d->version, d->pid, STATE_NAMES[d->state], sha);
+        if (t->context > 0) printf("  context        %9.3f ms (dlopen, cuInit, primary context, granularity)\n", t->context);
+        printf("  handshake      %9.3f ms (connect, HELLO, WELCOME)\n", t->handshake);
+        printf("  manifest       %9.3f ms (IMPORT, MANIFEST and fds, validated)\n", t->manifest);
+        if (mf->vmm_regions)
+            printf("  import %.3f ms, reserve+map %.3f ms, GPU access %.3f ms, CPU access %.3f ms\n", t->import,
+                   t->reserve_map, t->gpu_access, t->cpu_access);
+        if (mf->regions_n > (uint32_t)mf->vmm_regions) printf("  mmap %.3f ms, register %.3f ms\n", t->mmap, t->reg);
+        printf("  attach         %9.3f ms (%.3f ms/GiB); release %.3f ms\n", attach, gib > 0 ? attach / gib : 0, t->release);
+        if (o->verify) printf("  verified       %d of %u table digests (%.3f ms)\n", verified, mf->tables_n, t->verify);
+    }
+    fflush(stdout);
+}
+
+static void run_once(const struct options *o, int rep) {
+    struct timings t;
+    memset(&t, 0, sizeof t);
+    struct daemon_info d;
+    double t0 = now_ms();
+    int s = connect_and_hello(o, &d);
+    t.handshake = now_ms() - t0;
+    struct message m;
+    struct manifest mf;
+    import_manifest(s, o, &m, &mf, &t.manifest);
+    if (mf.vmm_regions || (o->reg && mf.regions_n)) t.context = cuda_context(o->device);
+    CUdeviceptr va = 0;
+    if (mf.vmm_regions) attach_vmm(o, &mf, &t, &va);
+    if (mf.regions_n > (uint32_t)mf.vmm_regions) attach_memfd(o, &mf, &t);
+    int verified = 0;
+    if (o->verify) {
+        double v0 = now_ms();
+        verified = (int)verify_tables(&mf);
+        t.verify = now_ms() - v0;
+    }
+    double r0 = now_ms();
+    release(&mf, va);
+    message_free(&m);  // closes the fds
+    t.release = now_ms() - r0;
+    send_frame(s, T_BYE, NULL, 0, 1);  // a daemon that stopped meanwhile has ended the lease already
+    close(s);
+    report(o, rep, &d, &mf, &t, verified);
+}
+
+// ---------------------------------------------------------------------------------------------- main
+
+static const char USAGE[] =
+    "usage: engram-attach --socket PATH [--device N] [--cpu-view] [--register] [--repeat K] [--json]\n"
+    "                     [--verify] [--wait-ms MS]\n"
+    "  --socket PATH  the daemon's socket (a resolved path, not a template)\n"
+    "  --device N     GPU ordinal for the CUDA context and access (default 0)\n"
+    "  --cpu-view     also give the CPU read access to cuda-vmm host regions (HOST_NUMA)\n"
+    "  --register     cuMemHostRegister the memfd mappings (needs a GPU)\n"
+    "  --repeat K     connect, import, attach and release K times (default 1)\n"
+    "  --json         one JSON object per repetition\n"
+    "  --verify       digest every CPU-readable table through its mapping and compare with the manifest\n"
+    "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n";
+
+static long int_arg(int argc, char **argv, int *i, long min, long max) {
+    if (*i + 1 >= argc) fail("%s needs a value (see --help)", argv[*i]);
+    const char *v = argv[++*i];
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *v == 0 || *end || x < min || x > max)
+        fail("%s: '%s' is not an integer in %ld..%ld", argv[*i - 1], v, min, max);
+    return x;
+}
+
+int main(int argc, char **argv) {
+    struct options o = {NULL, 0, 0, 0, 1, 0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--socket")) {
+            if (i + 1 >= argc) fail("--socket needs a value (see --help)");
+            o.socket = argv[++i];
+        } else if (!strcmp(a, "--device")) o.device = (int)int_arg(argc, argv, &i, 0, 1 << 20);
+        else if (!strcmp(a, "--repeat")) o.repeat = (int)int_arg(argc, argv, &i, 1, 1000000);
+        else if (!strcmp(a, "--wait-ms")) o.wait_ms = (int)int_arg(argc, argv, &i, 0, 86400000);
+        else if (!strcmp(a, "--cpu-view")) o.cpu_view = 1;
+        else if (!strcmp(a, "--register")) o.reg = 1;
+        else if (!strcmp(a, "--json")) o.json = 1;
+        else if (!strcmp(a, "--verify")) o.verify = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        } else fail("unknown argument '%s' (see --help)", a);
+    }
+    if (!o.socket) fail("--socket PATH is required (see --help)");
+    if (strchr(o.socket, '{')) fail("--socket: '%s' is a template; pass the resolved path", o.socket);
+    if (strlen(o.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        fail("--socket: '%s' is %zu bytes long; a Unix socket path holds at most %zu", o.socket, strlen(o.socket),
+             sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+    for (int rep = 1; rep <= o.repeat; rep++) run_once(&o, rep);
+    return 0;
+}
