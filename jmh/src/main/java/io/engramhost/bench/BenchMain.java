@@ -58,9 +58,16 @@ public final class BenchMain {
         int rc;
         try {
             Collection<RunResult> results = new Runner(p.jmh()).run();
-            meta.put("status", "ok");
             meta.put("benchmarks_run", results.size());
-            rc = 0;
+            if (results.isEmpty()) {
+                meta.put("status", "failed");
+                meta.put("error", "no benchmark produced a result (see the errors above)");
+                err.println("engram bench: no benchmark produced a result");
+                rc = 1;
+            } else {
+                meta.put("status", "ok");
+                rc = 0;
+            }
         } catch (RunnerException | RuntimeException e) {
             meta.put("status", "failed");
             meta.put("error", String.valueOf(e.getMessage()));

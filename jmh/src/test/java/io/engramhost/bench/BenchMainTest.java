@@ -33,6 +33,16 @@ class BenchMainTest {
     }
 
     @Test
+    void shouldFailWhenNoBenchmarkProducesAResult(@TempDir Path dir) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.engramhost.cuda.Cuda.available(), "CUDA is available here");
+        int rc = BenchMain.run(List.of("--suite", "gpu", "--out", dir.toString(), "AttachBench.memfdCpuView$", "-wi", "0",
+                "-i", "1", "-p", "tableMiB=1"), System.out, System.err);
+        assertEquals(1, rc, "the GPU benchmark skipped itself, so nothing was measured");
+        Map<?, ?> meta = (Map<?, ?>) JsonReader.parse(Files.readString(dir.resolve("gpu.meta.json")));
+        assertEquals("failed", meta.get("status"));
+    }
+
+    @Test
     void shouldExitWithUsageOnBadArguments() {
         ByteArrayOutputStream err = new ByteArrayOutputStream();
         int rc = BenchMain.run(List.of("--suite", "nope"), System.out, new PrintStream(err, true));
