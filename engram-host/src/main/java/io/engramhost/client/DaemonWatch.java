@@ -18,6 +18,7 @@ final class DaemonWatch implements AutoCloseable {
     private final List<Consumer<String>> callbacks = new CopyOnWriteArrayList<>();
     private final AtomicBoolean fired = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
+    private final AtomicBoolean joined = new AtomicBoolean();
     private final Thread thread;
     private volatile String goneReason;
 
@@ -80,10 +81,16 @@ final class DaemonWatch implements AutoCloseable {
         }
     }
 
+    /** Tells the watcher to stop without firing; the caller then wakes its poll (shuts the lease down). */
+    void stopWatching() {
+        closed.set(true);
+    }
+
     /** Stops watching; joins the thread before the lease fd is closed by the caller. */
     @Override
     public void close() {
-        if (closed.compareAndSet(false, true)) {
+        if (!joined.getAndSet(true)) {
+            closed.set(true);
             try {
                 thread.join(2000);
             } catch (InterruptedException e) {

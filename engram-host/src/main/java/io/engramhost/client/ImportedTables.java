@@ -130,15 +130,21 @@ public final class ImportedTables implements AutoCloseable {
         if (guard.isClosed()) {
             return;
         }
-        if (watch != null) {
-            watch.close();
-        }
         if (lease != null) {
             try {
                 lease.send(Frames.empty(MessageType.BYE, 1));
             } catch (RuntimeException e) {
                 // the daemon may be gone: the lease ends with the connection either way
             }
+        }
+        if (watch != null) {
+            watch.stopWatching();
+            if (lease != null) {
+                lease.connection().shutdown(); // wakes the watcher's poll at once
+            }
+            watch.close();
+        }
+        if (lease != null) {
             lease.close();
         }
         guard.close();

@@ -99,6 +99,19 @@ public final class UnixConnection implements AutoCloseable {
         }
     }
 
+    /**
+     * Shuts both directions down without closing the fd: the peer sees EOF, and a thread polling this
+     * socket wakes at once (POLLHUP). Lets an owner stop its poller before it closes the fd.
+     */
+    public void shutdown() {
+        try {
+            channel.shutdownInput();
+        } catch (IOException e) {
+            // already shut down, or the peer is gone
+        }
+        shutdownOutput();
+    }
+
     /** Half-closes the writing side: the peer sees EOF. */
     public void shutdownOutput() {
         try {
