@@ -31,14 +31,14 @@ final class DaemonProcess implements AutoCloseable {
     }
 
     DaemonProcess awaitReady() throws Exception {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
         // The ready file must name this process: one left by a dead daemon does not count.
         while (!String.valueOf(pid()).equals(ReadyFile.read(SocketPaths.readyFile(socket)).get("pid"))) {
             if (!process.isAlive()) {
                 throw new AssertionError("daemon exited with " + process.exitValue() + ": " + log());
             }
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("daemon not ready within 60 s: " + log());
+                throw new AssertionError("daemon not ready within 120 s: " + log());
             }
             Thread.sleep(20);
         }
