@@ -19,6 +19,7 @@ final class DaemonWatch implements AutoCloseable {
     private final AtomicBoolean fired = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicBoolean joined = new AtomicBoolean();
+    private final AtomicBoolean started = new AtomicBoolean();
     private final Thread thread;
     private volatile String goneReason;
 
@@ -35,40 +36,55 @@ final class DaemonWatch implements AutoCloseable {
         this.pidfd = p;
         this.thread = new Thread(this::watch, "engram-daemon-watch");
         this.thread.setDaemon(true);
-        this.thread.start();
     }
 
-    void onGone(Consumer<String> callback) {
+    /**
+     * Registers a callback; the watching thread starts with the first one (an engine that never asks
+     * pays no thread). Called at once when the daemon is already gone.
+     */
+    synchronized void onGone(Consumer<String> callback) {
         callbacks.add(callback);
         String reason = goneReason;
         if (reason != null) {
             callback.accept(reason);
+        } else if (!closed.get() && started.compareAndSet(false, true)) {
+            thread.start();
         }
     }
 
+    /** Why the daemon is gone, or null; looks without waiting when no thread watches. */
     String goneReason() {
+        if (!started.get() && !closed.get() && goneReason == null) {
+            check(0);
+        }
         return goneReason;
     }
 
     private void watch() {
-        int[] fds = pidfd == null ? new int[] {leaseFd} : new int[] {leaseFd, pidfd.get()};
-        while (!closed.get()) {
-            short[] revents = Posix.pollAll(fds, Posix.POLLIN, 200);
-            if (closed.get()) {
-                return;
-            }
-            if (fds.length > 1 && revents[1] != 0) {
-                fire("the daemon process exited");
-                return;
-            }
-            if (revents[0] != 0) {
-                fire("the daemon closed the lease connection");
-                return;
-            }
+        while (!closed.get() && !check(200)) {
+            // poll again
         }
     }
 
-    private void fire(String reason) {
+    /** One poll of the lease (and pidfd); true once the daemon is known to be gone. */
+    private boolean check(int timeoutMillis) {
+        int[] fds = pidfd == null ? new int[] {leaseFd} : new int[] {leaseFd, pidfd.get()};
+        short[] revents = Posix.pollAll(fds, Posix.POLLIN, timeoutMillis);
+        if (closed.get()) {
+            return true;
+        }
+        if (fds.length > 1 && revents[1] != 0) {
+            fire("the daemon process exited");
+            return true;
+        }
+        if (revents[0] != 0) {
+            fire("the daemon closed the lease connection");
+            return true;
+        }
+        return false;
+    }
+
+    private synchronized void fire(String reason) {
         if (fired.compareAndSet(false, true)) {
             goneReason = reason;
             for (Consumer<String> c : callbacks) {
@@ -82,7 +98,7 @@ final class DaemonWatch implements AutoCloseable {
     }
 
     /** Tells the watcher to stop without firing; the caller then wakes its poll (shuts the lease down). */
-    void stopWatching() {
+    synchronized void stopWatching() {
         closed.set(true);
     }
 
@@ -90,9 +106,13 @@ final class DaemonWatch implements AutoCloseable {
     @Override
     public void close() {
         if (!joined.getAndSet(true)) {
-            closed.set(true);
+            synchronized (this) {
+                closed.set(true); // under the lock: onGone cannot start the thread after this
+            }
             try {
-                thread.join(2000);
+                if (started.get()) {
+                    thread.join(2000);
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }

@@ -103,6 +103,25 @@ class DaemonClientTest {
     }
 
     @Test
+    void shouldTellTheDaemonIsGoneWithoutACallbackThread(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("w.sock");
+        ImportedTables tables;
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            daemon.load(p -> catalog());
+            tables = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults());
+            assertEquals(null, tables.daemonGoneReason(), "the daemon is there");
+        }
+        try (tables) {
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            while (tables.daemonGoneReason() == null && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertEquals("the daemon closed the lease connection", tables.daemonGoneReason());
+            assertEquals(3L, tables.table("t.weight").getLong(8), "still readable");
+        }
+    }
+
+    @Test
     void shouldRefuseASecondDaemonNamingThePid(@TempDir Path dir) {
         Path socket = dir.resolve("d.sock");
         try (Daemon daemon = Daemon.start(context(), socket)) {
