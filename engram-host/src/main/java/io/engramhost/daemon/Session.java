@@ -45,7 +45,7 @@ final class Session implements Runnable {
                         + " the operator can add it with --allow-uid").encode(version));
                 return;
             }
-            try (ProtocolChannel.Incoming in = channel.receive(0, timeoutMillis)) {
+            try (ProtocolChannel.Incoming in = channel.receive(ProtocolDescriptor.MAX_REQUEST, 0, timeoutMillis)) {
                 if (in.type() != MessageType.HELLO) {
                     throw new IllegalArgumentException("expected HELLO, got " + in.type());
                 }
@@ -62,7 +62,7 @@ final class Session implements Runnable {
                         daemon.context().instanceName(), daemon.state()).encode());
             }
             while (true) {
-                try (ProtocolChannel.Incoming in = channel.receive(0, timeoutMillis)) {
+                try (ProtocolChannel.Incoming in = channel.receive(ProtocolDescriptor.MAX_REQUEST, 0, timeoutMillis)) {
                     switch (in.type()) {
                         case IMPORT -> {
                             if (serveImport(channel, ImportRequest.decode(in.reader()), version)) {

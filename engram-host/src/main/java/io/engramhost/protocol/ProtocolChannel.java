@@ -63,9 +63,14 @@ public final class ProtocolChannel implements AutoCloseable {
         }
     }
 
-    /** Receives one frame; fds with a frame that fails to decode are closed. */
+    /** Receives one frame of at most {@link ProtocolDescriptor#MAX_PAYLOAD} bytes. */
     public Incoming receive(int maxFds, int timeoutMillis) {
-        FdMessages.Received m = connection.receive(ProtocolDescriptor.MAX_PAYLOAD, maxFds, timeoutMillis);
+        return receive(ProtocolDescriptor.MAX_PAYLOAD, maxFds, timeoutMillis);
+    }
+
+    /** Receives one frame; fds with a frame that fails to decode are closed. */
+    public Incoming receive(int maxPayload, int maxFds, int timeoutMillis) {
+        FdMessages.Received m = connection.receive(maxPayload, maxFds, timeoutMillis);
         try {
             return new Incoming(FrameReader.of(m.payload()), m.fds());
         } catch (RuntimeException e) {

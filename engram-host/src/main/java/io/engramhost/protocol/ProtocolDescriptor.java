@@ -28,6 +28,8 @@ public final class ProtocolDescriptor {
     public static final int MAX_RANK = 16;
     public static final int MAX_SHORT_STRING = 4096;
     public static final int MAX_FINGERPRINT = 16 << 20;
+    /** Most payload bytes the daemon accepts in a client's frame: an IMPORT with the largest fingerprint. */
+    public static final int MAX_REQUEST = MAX_FINGERPRINT + (64 << 10);
 
     /** Timeout for each request frame a peer owes during the handshake. */
     public static final int DEFAULT_REQUEST_TIMEOUT_MILLIS = 10_000;
