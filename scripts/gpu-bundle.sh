@@ -35,6 +35,7 @@ echo "== building jars and test classes"
 echo "== jar files"
 for m in native numa memfd-backend cudavmm-backend; do
     cp "$m"/target/engram-*-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
+    rm -f "$STAGE"/lib/*-tests.jar   # test classes travel as test-classes/
 done
 cp engram-host/target/app/lib/engram-host-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
 mkdir -p "$STAGE/test-classes"

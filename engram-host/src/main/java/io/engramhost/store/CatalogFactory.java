@@ -97,11 +97,8 @@ public final class CatalogFactory {
             return Math.max(d.hostNumaId(), 0);
         }
         NumaPolicy p = spec.resolve(topology, List.of());
-        if (p instanceof NumaPolicy.Bind b) {
-            return b.node();
-        }
-        if (p instanceof NumaPolicy.Preferred pr) {
-            return pr.node();
+        if (p instanceof NumaPolicy.OneNode one) {
+            return one.node();
         }
         if (p == NumaPolicy.none()) {
             return 0;

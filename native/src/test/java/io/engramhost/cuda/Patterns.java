@@ -3,14 +3,14 @@ package io.engramhost.cuda;
 import io.engramhost.os.internal.LibCHolder;
 import jnr.ffi.Pointer;
 
-/** Fills native memory with reproducible pseudo-random bytes (xorshift64*), for checksum tests. */
-final class Patterns {
-    static final Pointer MEMORY = Pointer.wrap(LibCHolder.RUNTIME, 0L);
+/** Fills native memory with reproducible pseudo-random bytes (xorshift64*), for tests of this module and cudavmm-backend. */
+public final class Patterns {
+    public static final Pointer MEMORY = Pointer.wrap(LibCHolder.RUNTIME, 0L);
 
     private Patterns() {
     }
 
-    static void fill(long address, long length, long seed) {
+    public static void fill(long address, long length, long seed) {
         long x = seed | 1;
         long off = 0;
         for (; off + 8 <= length; off += 8) {

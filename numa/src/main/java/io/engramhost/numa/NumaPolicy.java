@@ -78,8 +78,24 @@ public sealed interface NumaPolicy {
         }
     }
 
+    /** A policy naming one node: bind or preferred. */
+    sealed interface OneNode extends NumaPolicy permits Bind, Preferred {
+        int node();
+
+        @Override
+        default List<Integer> nodes() {
+            return List.of(node());
+        }
+
+        @Override
+        default NumaPolicy validate(Topology topology) {
+            topology.memoryNode(node());
+            return this;
+        }
+    }
+
     /** MPOL_BIND to one node. */
-    record Bind(int node) implements NumaPolicy {
+    record Bind(int node) implements OneNode {
         public Bind {
             checkId(node);
         }
@@ -90,24 +106,13 @@ public sealed interface NumaPolicy {
         }
 
         @Override
-        public List<Integer> nodes() {
-            return List.of(node);
-        }
-
-        @Override
-        public NumaPolicy validate(Topology topology) {
-            topology.memoryNode(node);
-            return this;
-        }
-
-        @Override
         public String toString() {
             return "bind:" + node;
         }
     }
 
     /** MPOL_PREFERRED for one node. */
-    record Preferred(int node) implements NumaPolicy {
+    record Preferred(int node) implements OneNode {
         public Preferred {
             checkId(node);
         }
@@ -115,17 +120,6 @@ public sealed interface NumaPolicy {
         @Override
         public int mode() {
             return MPOL_PREFERRED;
-        }
-
-        @Override
-        public List<Integer> nodes() {
-            return List.of(node);
-        }
-
-        @Override
-        public NumaPolicy validate(Topology topology) {
-            topology.memoryNode(node);
-            return this;
         }
 
         @Override
