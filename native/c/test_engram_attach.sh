@@ -2,7 +2,7 @@
 # Checks engram-attach (native/c/engram_attach.c) against the real daemon, no GPU needed:
 #   1. builds it (make -C native engram-attach) and, unless --no-package, the daemon (mvn -B -o -DskipTests package);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
-#   3. runs `engram-attach --json --verify --repeat 2` and checks: exit 0, one line per repetition,
+#   3. runs `engram-attach --json --verify --repeat 2` (and once with --ready-line) and checks: exit 0, one line per repetition,
 #      bytes = the sizes of the daemon's memfds (read from /proc/<pid>/fd), regions = their number,
 #      tables and table_bytes = the checkpoint's (engram-host inspect), fingerprint = the ready file's,
 #      every table's digest verified through the mapping, and the daemon saw a BYE for each lease;
@@ -52,6 +52,9 @@ done
 out="$("$attach" --socket "$sock" --json --verify --repeat 2)" || fail "engram-attach exited $? (stdout: $out)"
 echo "$out"
 [ "$(wc -l <<<"$out")" = 2 ] || fail "expected 2 JSON lines (--repeat 2), got: $out"
+ready="$("$attach" --socket "$sock" --json --ready-line)" || fail "engram-attach --ready-line exited $?"
+[ "$(head -1 <<<"$ready")" = "attached 1" ] && grep -q '^{"rep":1,' <<<"$(sed -n 2p <<<"$ready")" \
+    || fail "--ready-line: expected 'attached 1' and then the JSON line, got: $ready"
 
 # Ground truth from outside the protocol: the daemon's memfds, the checkpoint, the ready file.
 memfd_bytes=0 memfds=0
