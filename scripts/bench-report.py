@@ -77,6 +77,12 @@ class Measurement:
         if not s:
             return ""
         p = self.params
+        if "gatherRows" in p and "rowBytes" in p:
+            rows, nbytes = int(p["gatherRows"]), int(p["gatherRows"]) * int(p["rowBytes"])
+            rate = f"{nbytes / s / 1e9:.1f} GB/s"
+            return rate + (f", {rows / s / 1e6:.1f} M rows/s" if "gather" in method(self.benchmark) else "")
+        if "RestartBench" in self.benchmark:
+            return ""
         if "batch" in p:
             return f"{int(p['batch']) / s / 1e6:.1f} M rows/s"
         if "checkpointMiB" in p:
@@ -143,6 +149,12 @@ def judge(c, ours, base):
         raise ValueError(f"{ours.benchmark} ({ours.unit}) and {base.benchmark} ({base.unit}) differ in unit")
     ratio = base.median / ours.median if ours.time_based() else ours.median / base.median
     t = c["target"]
+    within = t.get("at_params_in", {})
+    if any(ours.params.get(k) not in v for k, v in within.items()):
+        return ratio, "-", None
+    if "min_ratio" in t and "max_ratio" in t:
+        return (ratio, f"{t['min_ratio']:.3f}-{t['max_ratio']:.3f} of baseline",
+                t["min_ratio"] <= ratio <= t["max_ratio"])
     if "min_ratio" in t:
         return ratio, f">= {t['min_ratio']:.2f} of baseline", ratio >= t["min_ratio"]
     if "max_score" in t:

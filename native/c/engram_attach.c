@@ -918,6 +918,117 @@ static void run_once(const struct options *o, int rep) {
     report(o, rep, &d, &mf, &t, verified);
 }
 
+// ---------------------------------------------------------------------------------------------- bench peer
+
+// --bench-peer PATH: the C baseline of the JMH AttachBench (jmh/.../CPeer.java), run in the same JMH run.
+// Connects to the benchmark's Unix socket at PATH and serves requests there, one at a time, until the
+// benchmark closes the connection (then exits 0). Each request is one message of this file's framing
+// (u32 payload_length, u32 fd_count, payload, fds by SCM_RIGHTS) with a 24-byte payload:
+//   u32 op, u32 kind (0 memfd, 1 memfd-hugetlb, 2 cuda-vmm host), u32 flags (1 CPU view, 2 register),
+//   i32 numa node of a cuda-vmm region, u64 size in bytes
+// ops: 1 CONTEXT (libcuda, cuInit, primary context; no fd), 2 ATTACH (one fd: the region, attached exactly
+// as a protocol import attaches it: the same functions), 3 RELEASE (the last ATTACH's region, and its fd
+// closed), 4 PING (nothing: the request/answer cost that every timed ATTACH includes). Each request is
+// answered by one message without fds whose payload is a JSON object with the request's own timings.
+enum { P_CONTEXT = 1, P_ATTACH, P_RELEASE, P_PING };
+#define PEER_REQUEST_BYTES 24
+
+static void peer_reply(int s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void peer_reply(int s, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof text) fail("internal: bench peer reply too long");
+    uint8_t header[8];
+    uint32_t len = (uint32_t)n, zero = 0;
+    memcpy(header, &len, 4), memcpy(header + 4, &zero, 4);
+    send_all(s, header, 8, "bench peer reply", 0);
+    send_all(s, (const uint8_t *)text, (size_t)n, "bench peer reply", 0);
+}
+
+static int bench_peer(const char *path, int device) {
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) fail_errno("socket", "AF_UNIX, SOCK_STREAM");
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, path, strlen(path));
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) fail_errno("connect", path);
+    struct message held;       // the ATTACH request whose fd is attached, until RELEASE
+    struct manifest mf;
+    CUdeviceptr va = 0;
+    int attached = 0;
+    memset(&held, 0, sizeof held);
+    for (;;) {
+        uint8_t probe;
+        ssize_t k;
+        do k = recv(s, &probe, 1, MSG_PEEK); while (k < 0 && errno == EINTR);
+        if (k == 0) break;  // the benchmark is done
+        if (k < 0) fail_errno("recv", "bench peer request");
+        struct message m;
+        recv_message(s, &m, "bench peer request");
+        if (m.length != PEER_REQUEST_BYTES) fail_msg(&m, "bench peer request of %u bytes; expected %d", m.length, PEER_REQUEST_BYTES);
+        uint32_t op = rd32(m.payload), kind = rd32(m.payload + 4), flags = rd32(m.payload + 8);
+        int32_t node = (int32_t)rd32(m.payload + 12);
+        uint64_t size = rd64(m.payload + 16);
+        size_t want_fds = op == P_ATTACH ? 1 : 0;
+        if (m.fds.n != want_fds) fail_msg(&m, "bench peer op %u came with %zu fds; expected %zu", op, m.fds.n, want_fds);
+        double t0 = now_ms();
+        if (op == P_CONTEXT) {
+            double ms = cuda_context(device);
+            message_free(&m);
+            peer_reply(s, "{\"op\":\"context\",\"context_ms\":%.3f}", ms);
+        } else if (op == P_PING) {
+            message_free(&m);
+            peer_reply(s, "{\"op\":\"ping\"}");
+        } else if (op == P_ATTACH) {
+            if (attached) fail_msg(&m, "bench peer: ATTACH while a region is still attached (RELEASE first)");
+            if (kind > K_VMM_HOST || size == 0 || (flags & ~3u))
+                fail_msg(&m, "bench peer: ATTACH of kind %u, flags 0x%x, %llu bytes is not one this peer serves", kind,
+                         flags, (unsigned long long)size);
+            struct options o = {path, device, (int)(flags & 1), (int)((flags >> 1) & 1), 1, 0, 0, 0, 0};
+            if (kind == K_VMM_HOST || o.reg) cuda_context(device);
+            memset(&mf, 0, sizeof mf);
+            mf.regions_n = 1;
+            mf.regions = xcalloc(1, sizeof *mf.regions);
+            mf.regions[0].kind = (uint8_t)kind, mf.regions[0].size = size, mf.regions[0].numa = node;
+            mf.regions[0].device = -1, mf.regions[0].fd = m.fds.v[0];
+            mf.region_bytes = size;
+            if (kind == K_VMM_HOST) mf.vmm_regions = 1, mf.vmm_bytes = size;
+            else mf.memfd_bytes = size;
+            struct timings t;
+            memset(&t, 0, sizeof t);
+            t0 = now_ms();
+            if (kind == K_VMM_HOST) attach_vmm(&o, &mf, &t, &va);
+            else attach_memfd(&o, &mf, &t);
+            double total = now_ms() - t0;
+            held = m;
+            attached = 1;
+            peer_reply(s, "{\"op\":\"attach\",\"attach_ms\":%.3f,\"import_ms\":%.3f,\"reserve_map_ms\":%.3f,"
+                          "\"gpu_access_ms\":%.3f,\"cpu_access_ms\":%.3f,\"mmap_ms\":%.3f,\"register_ms\":%.3f}",
+                       total, t.import, t.reserve_map, t.gpu_access, t.cpu_access, t.mmap, t.reg);
+        } else if (op == P_RELEASE) {
+            message_free(&m);
+            if (!attached) fail("bench peer: RELEASE with nothing attached");
+            release(&mf, va);  // frees mf's arrays
+            va = 0;
+            message_free(&held);  // closes the region's fd
+            attached = 0;
+            peer_reply(s, "{\"op\":\"release\",\"release_ms\":%.3f}", now_ms() - t0);
+        } else {
+            fail_msg(&m, "bench peer: unknown op %u", op);
+        }
+    }
+    if (attached) {
+        release(&mf, va);
+        message_free(&held);
+    }
+    close(s);
+    return 0;
+}
+
 // ---------------------------------------------------------------------------------------------- main
 
 static const char USAGE[] =
@@ -931,7 +1042,9 @@ static const char USAGE[] =
     "  --json         one JSON object per repetition\n"
     "  --verify       digest every CPU-readable table through its mapping and compare with the manifest\n"
     "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n"
-    "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n";
+    "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
+    "       engram-attach --bench-peer PATH [--device N]\n"
+    "  --bench-peer   serve attach requests of the JMH AttachBench on its socket PATH (see bench_peer)\n";
 
 static long int_arg(int argc, char **argv, int *i, long min, long max) {
     if (*i + 1 >= argc) fail("%s needs a value (see --help)", argv[*i]);
@@ -946,9 +1059,13 @@ static long int_arg(int argc, char **argv, int *i, long min, long max) {
 
 int main(int argc, char **argv) {
     struct options o = {NULL, 0, 0, 0, 1, 0, 0, 0, 0};
+    const char *peer = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--socket")) {
+        if (!strcmp(a, "--bench-peer")) {
+            if (i + 1 >= argc) fail("--bench-peer needs a value (see --help)");
+            peer = argv[++i];
+        } else if (!strcmp(a, "--socket")) {
             if (i + 1 >= argc) fail("--socket needs a value (see --help)");
             o.socket = argv[++i];
         } else if (!strcmp(a, "--device")) o.device = (int)int_arg(argc, argv, &i, 0, 1 << 20);
@@ -963,6 +1080,11 @@ int main(int argc, char **argv) {
             fputs(USAGE, stdout);
             return 0;
         } else fail("unknown argument '%s' (see --help)", a);
+    }
+    if (peer) {
+        if (o.socket) fail("--bench-peer and --socket exclude each other");
+        if (strlen(peer) >= sizeof(((struct sockaddr_un *)0)->sun_path)) fail("--bench-peer: '%s' is too long", peer);
+        return bench_peer(peer, o.device);
     }
     if (!o.socket) fail("--socket PATH is required (see --help)");
     if (strchr(o.socket, '{')) fail("--socket: '%s' is a template; pass the resolved path", o.socket);

@@ -3,6 +3,7 @@ package io.engramhost.bench;
 import io.engramhost.cuda.HostRegistration;
 import io.engramhost.memfd.ReadOnlyMapping;
 import io.engramhost.os.Mapping;
+import io.engramhost.protocol.RegionKind;
 import io.engramhost.vmm.Access;
 import io.engramhost.vmm.VmmImport;
 import java.util.List;
@@ -22,6 +23,10 @@ import org.openjdk.jmh.annotations.Warmup;
  * released after the shot, outside the timing. Paths: a memfd of 4 KiB pages mapped read-only for the
  * CPU (lazily, or prefaulted), the same registered for the GPU (cuMemHostRegister READ_ONLY), a hugetlb
  * memfd registered, and a cuda-vmm HOST_NUMA allocation imported with GPU access, or GPU and CPU access.
+ *
+ * <p>The {@code c...} methods are the baseline: the same table's fd, sent to the C client
+ * ({@code engram-attach --bench-peer}, see {@link CPeer}), attached there with the same driver calls. Their
+ * time includes one request/answer over a Unix socket, which {@link #cRoundTrip} measures alone.
  */
 @BenchmarkMode(Mode.SingleShotTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
@@ -66,5 +71,44 @@ public class AttachBench {
     public long vmmGpuCpu(AttachTables.HostNuma table, AttachTables.Attached attached) {
         return attached.keep(VmmImport.attach(List.of(table.fd()), List.of(table.size()), 0,
                 Access.READ_ONLY.withCpuView())).base(0);
+    }
+
+    /** C baseline of {@link #memfdCpuView}. */
+    @Benchmark
+    public String cMemfdCpuView(AttachTables.Memfd4k table, AttachTables.C c) {
+        return c.attach(RegionKind.MEMFD, table.region.fd(), table.region.size(), -1, 0);
+    }
+
+    /** C baseline of {@link #memfdRegister}. */
+    @Benchmark
+    public String cMemfdRegister(AttachTables.Memfd4k table, AttachTables.C c) {
+        return c.attach(RegionKind.MEMFD, table.region.fd(), table.region.size(), -1,
+                CPeer.FLAG_REGISTER);
+    }
+
+    /** C baseline of {@link #memfdHugetlbRegister}. */
+    @Benchmark
+    public String cMemfdHugetlbRegister(AttachTables.MemfdHuge table, AttachTables.C c) {
+        return c.attach(RegionKind.MEMFD_HUGETLB, table.region.fd(), table.region.size(), -1,
+                CPeer.FLAG_REGISTER);
+    }
+
+    /** C baseline of {@link #vmmGpu}. */
+    @Benchmark
+    public String cVmmGpu(AttachTables.HostNuma table, AttachTables.C c) {
+        return c.attach(RegionKind.VMM_HOST, table.fd(), table.size(), table.node(), 0);
+    }
+
+    /** C baseline of {@link #vmmGpuCpu}. */
+    @Benchmark
+    public String cVmmGpuCpu(AttachTables.HostNuma table, AttachTables.C c) {
+        return c.attach(RegionKind.VMM_HOST, table.fd(), table.size(), table.node(),
+                CPeer.FLAG_CPU_VIEW);
+    }
+
+    /** The request/answer with the C peer that every {@code c...} shot includes, with nothing attached. */
+    @Benchmark
+    public String cRoundTrip(AttachTables.C c) {
+        return c.ping();
     }
 }

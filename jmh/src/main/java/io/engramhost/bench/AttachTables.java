@@ -5,6 +5,7 @@ import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
+import io.engramhost.protocol.RegionKind;
 import io.engramhost.vmm.HostNumaAllocation;
 import java.util.ArrayList;
 import java.util.List;
@@ -87,11 +88,12 @@ public final class AttachTables {
 
         private HostNumaAllocation allocation;
         private Fd fd;
+        private int node;
 
         @Setup(Level.Trial)
         public void create() {
             requireCuda();
-            int node = Math.max(0, Cuda.device(0).hostNumaId());
+            node = Math.max(0, Cuda.device(0).hostNumaId());
             allocation = HostNumaAllocation.create(tableMiB << 20, node, "engram.bench.attach");
         }
 
@@ -117,6 +119,50 @@ public final class AttachTables {
 
         long size() {
             return allocation.size();
+        }
+
+        int node() {
+            return node;
+        }
+    }
+
+    /**
+     * The C baseline's process ({@link CPeer}), started with its CUDA context once per trial; what a shot
+     * attached there is released after the shot, outside the timing.
+     */
+    @State(Scope.Thread)
+    public static class C {
+        private CPeer peer;
+        private boolean attached;
+
+        @Setup(Level.Trial)
+        public void start() {
+            requireCuda();
+            peer = CPeer.start(0);
+            peer.context();
+        }
+
+        String attach(RegionKind kind, Fd fd, long size, int node, int flags) {
+            String reply = peer.attach(kind, fd, size, node, flags);
+            attached = true;
+            return reply;
+        }
+
+        String ping() {
+            return peer.ping();
+        }
+
+        @TearDown(Level.Invocation)
+        public void release() {
+            if (attached) {
+                attached = false;
+                peer.release();
+            }
+        }
+
+        @TearDown(Level.Trial)
+        public void stop() {
+            peer.close();
         }
     }
 

@@ -11,17 +11,30 @@ import java.util.Map;
  */
 public final class Comparisons {
     /** A target: a minimum ratio, or a maximum score at given parameters, or none (ratio reported only). */
-    public record Target(String text, Double minRatio, Double maxScore, String unit, Map<String, String> atParams) {
+    public record Target(String text, Double minRatio, Double maxRatio, Double maxScore, String unit,
+            Map<String, String> atParams, Map<String, List<String>> atParamsIn) {
         public static Target ratioAtLeast(double min) {
-            return new Target(String.format("ratio >= %.2f", min), min, null, null, Map.of());
+            return new Target(String.format("ratio >= %.2f", min), min, null, null, null, Map.of(), Map.of());
+        }
+
+        /** A minimum ratio, judged only where {@code param} has one of {@code values}. */
+        public static Target ratioAtLeast(double min, String param, String... values) {
+            return new Target(String.format("ratio >= %.2f where %s in %s", min, param, List.of(values)), min, null,
+                    null, null, Map.of(), Map.of(param, List.of(values)));
+        }
+
+        /** The ratio within {@code [1 / factor, factor]}: the two sides equally fast within that factor. */
+        public static Target ratioWithin(double factor) {
+            return new Target(String.format("%.3f <= ratio <= %.3f", 1 / factor, factor), 1 / factor, factor, null,
+                    null, Map.of(), Map.of());
         }
 
         public static Target scoreAtMost(double max, String unit, Map<String, String> atParams) {
-            return new Target("< " + max + " " + unit + " at " + atParams, null, max, unit, atParams);
+            return new Target("< " + max + " " + unit + " at " + atParams, null, null, max, unit, atParams, Map.of());
         }
 
         public static Target none() {
-            return new Target("none (ratio reported)", null, null, null, Map.of());
+            return new Target("none (ratio reported)", null, null, null, null, Map.of(), Map.of());
         }
     }
 
@@ -36,6 +49,12 @@ public final class Comparisons {
             t.put("text", target.text());
             if (target.minRatio() != null) {
                 t.put("min_ratio", target.minRatio());
+            }
+            if (target.maxRatio() != null) {
+                t.put("max_ratio", target.maxRatio());
+            }
+            if (!target.atParamsIn().isEmpty()) {
+                t.put("at_params_in", new LinkedHashMap<>(target.atParamsIn()));
             }
             if (target.maxScore() != null) {
                 t.put("max_score", target.maxScore());
@@ -60,7 +79,14 @@ public final class Comparisons {
             new Comparison(ColdLoadBench.class, "loaderIntoPopulatedMemfd", "preadIntoAnonymous", Target.none()),
             new Comparison(ColdLoadBench.class, "pwriteIntoMemfd", "preadIntoAnonymous", Target.none()),
             new Comparison(ColdLoadBench.class, "memfdAllocateSeal", "anonymousAllocate", Target.none()),
-            new Comparison(AttachBench.class, "vmmGpu", "memfdRegister", Target.none()),
+            new Comparison(AttachBench.class, "vmmGpu", "cVmmGpu", Target.ratioAtLeast(1 / 1.1, "tableMiB", "16384",
+                    "32768")),
+            new Comparison(AttachBench.class, "vmmGpuCpu", "cVmmGpuCpu", Target.none()),
+            new Comparison(AttachBench.class, "memfdCpuView", "cMemfdCpuView", Target.none()),
+            new Comparison(AttachBench.class, "memfdRegister", "cMemfdRegister", Target.none()),
+            new Comparison(AttachBench.class, "memfdHugetlbRegister", "cMemfdHugetlbRegister", Target.none()),
+            new Comparison(AttachBench.class, "vmmGpu", "memfdRegister", Target.ratioAtLeast(5, "tableMiB", "16384",
+                    "32768")),
             new Comparison(AttachBench.class, "vmmGpuCpu", "memfdRegister", Target.none()),
             new Comparison(AttachBench.class, "memfdHugetlbRegister", "memfdRegister", Target.none()),
             new Comparison(AttachBench.class, "vmmGpuCpu", "memfdCpuViewPopulated", Target.none()));

@@ -21,7 +21,7 @@ class AttachBenchTest {
         Assumptions.assumeFalse(Cuda.available(), "CUDA is available here: the skip path cannot be seen");
         for (Runnable setup : new Runnable[] {() -> new AttachTables.Memfd4k().create(),
                 () -> new AttachTables.MemfdHuge().create(), () -> new AttachTables.HostNuma().create(),
-                () -> new AttachTables.Attached().check()}) {
+                () -> new AttachTables.Attached().check(), () -> new AttachTables.C().start()}) {
             IllegalStateException e = assertThrows(IllegalStateException.class, setup::run);
             assertTrue(e.getMessage().startsWith("AttachBench needs a CUDA GPU: " + Cuda.unavailabilityCause()),
                     e.getMessage());
@@ -36,6 +36,9 @@ class AttachBenchTest {
         AttachBench b = new AttachBench();
         AttachTables.Attached attached = new AttachTables.Attached();
         attached.check();
+        AttachTables.C c = new AttachTables.C();
+        c.start();
+        assertTrue(b.cRoundTrip(c).startsWith("{\"op\":\"ping\""));
         AttachTables.Memfd4k small = new AttachTables.Memfd4k();
         small.tableMiB = 64;
         small.create();
@@ -45,6 +48,10 @@ class AttachBenchTest {
         attached.release();
         assertNotEquals(0L, b.memfdRegister(small, attached));
         attached.release();
+        assertTrue(b.cMemfdCpuView(small, c).contains("\"register_ms\":0.000"));
+        c.release();
+        assertTrue(b.cMemfdRegister(small, c).startsWith("{\"op\":\"attach\""));
+        c.release();
         small.free();
         AttachTables.HostNuma numa = new AttachTables.HostNuma();
         numa.tableMiB = 64;
@@ -53,6 +60,9 @@ class AttachBenchTest {
             numa.export();
             assertNotEquals(0L, i == 0 ? b.vmmGpu(numa, attached) : b.vmmGpuCpu(numa, attached));
             attached.release();
+            String reply = i == 0 ? b.cVmmGpu(numa, c) : b.cVmmGpuCpu(numa, c);
+            assertTrue(reply.contains(i == 0 ? "\"cpu_access_ms\":0.000" : "\"gpu_access_ms\":"), reply);
+            c.release();
             numa.closeFd();
         }
         numa.free();
@@ -62,8 +72,11 @@ class AttachBenchTest {
             huge.create();
             assertNotEquals(0L, b.memfdHugetlbRegister(huge, attached));
             attached.release();
+            assertTrue(b.cMemfdHugetlbRegister(huge, c).startsWith("{\"op\":\"attach\""));
+            c.release();
             huge.free();
         }
+        c.stop();
         assertEquals(fdsBefore, Posix.countOpenFds(), "every table and view released");
     }
 }

@@ -54,4 +54,20 @@ class ComparisonsTest {
         assertEquals(2000.0, target.get("max_score"));
         assertEquals(java.util.Map.of("tables", "64"), target.get("at_params"));
     }
+
+    @Test
+    void shouldWriteRatioTargetsWithTheirRangeAndParameters() {
+        java.util.Map<String, Object> vmm = Comparisons.ALL.stream()
+                .filter(c -> c.ours().equals("vmmGpu") && c.baseline().equals("cVmmGpu")).findFirst().orElseThrow()
+                .toJson();
+        @SuppressWarnings("unchecked")
+        java.util.Map<String, Object> t = (java.util.Map<String, Object>) vmm.get("target");
+        assertEquals(1 / 1.1, (Double) t.get("min_ratio"), 1e-12);
+        assertEquals(java.util.Map.of("tableMiB", List.of("16384", "32768")), t.get("at_params_in"));
+        assertEquals("ratio >= 0.91 where tableMiB in [16384, 32768]", t.get("text"));
+        Comparisons.Target within = Comparisons.Target.ratioWithin(1.05);
+        assertEquals(1 / 1.05, within.minRatio(), 1e-12);
+        assertEquals(1.05, within.maxRatio(), 1e-12);
+        assertEquals("0.952 <= ratio <= 1.050", within.text());
+    }
 }
