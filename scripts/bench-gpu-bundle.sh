@@ -3,7 +3,8 @@
 #   benchmarks.jar   jmh/target/benchmarks.jar (every benchmark, BenchMain as main class)
 #   jre.tar.gz       a jlink runtime with the modules the jar uses (jdeps), --compress=2
 #   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
-#   bench-gpu.sh     what to run there
+#   engram-attach    the C client (native/c/engram_attach.c): the C baselines of AttachBench and RestartBench
+#   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
 # Usage: scripts/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +13,8 @@ cd "$ROOT"
 mvn -B -o -q -pl jmh -am package -DskipTests
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-cp jmh/target/benchmarks.jar scripts/bench-gpu.sh "$STAGE/"
+make -s -C native engram-attach
+cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh native/build/engram-attach "$STAGE/"
 MODULES=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 jmh/target/benchmarks.jar)
 # Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too).
 MODULES="$MODULES,java.naming,jdk.unsupported,java.management"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs on a GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the GPU suite (AttachBench)
-# with the bundled runtime. Results: $OUT/gpu.json and $OUT/gpu.meta.json (copy them to
-# bench/results/<date>-<host>/ and run scripts/bench-report.py). Extra arguments go to BenchMain/JMH,
+# Runs on a GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the GPU suite (AttachBench,
+# GpuGatherBench, RestartBench) with the bundled runtime and C client (ENGRAM_ATTACH). Results:
+# $OUT/gpu.json and $OUT/gpu.meta.json (copy them to bench/results/<date>-<host>/ and run
+# scripts/bench-report.py); bench-gpu-pass.sh runs the whole pass in parts. Extra arguments go to BenchMain/JMH,
 # e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first reserves N 2 MiB pages (root only) for the
 # hugetlb path; without them that benchmark fails naming the sysctl.
 # Usage: OUT=/some/dir [HUGEPAGES=N] bash bench-gpu.sh [options...]
@@ -15,6 +16,7 @@ if [ -n "${HUGEPAGES:-}" ]; then
     echo "$HUGEPAGES" > /proc/sys/vm/nr_hugepages
     echo "nr_hugepages: $(cat /proc/sys/vm/nr_hugepages) (asked $HUGEPAGES)"
 fi
+export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
 export ENGRAM_GIT_COMMIT=${ENGRAM_GIT_COMMIT:-$(cat "$B/COMMIT" 2>/dev/null || echo unknown)}
 cd "$WORK"
 exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" -jar "$B/benchmarks.jar" --suite gpu --out "$OUT" "$@"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The full GPU pass, run on the GPU machine from the bundle (scripts/bench-gpu-bundle.sh), in parts that
+# each fit one 10-minute command there. Each part is one BenchMain run writing NAME.json, NAME.meta.json
+# and NAME.log into $OUT; copy them to bench/results/<date>-<machine>/ and run scripts/bench-report.py.
+#   smoke     every GPU benchmark once on small tables (about 2 min): do the paths work at all?
+#   attach    AttachBench (Java and its C baseline) at 1, 4 and 16 GiB   (about 4 min)
+#   attach32  AttachBench at 32 GiB                                     (about 5 min)
+#   gather    GpuGatherBench: random rows vs a sequential read, 3 backends (about 3 min)
+#   restart   RestartBench: process start to tables usable, Java vs C, 16 GiB (about 3 min)
+# Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only).
+# Usage: OUT=/some/dir bash bench-gpu-pass.sh PART [PART...]
+set -uo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-$B/out}
+export HUGEPAGES=${HUGEPAGES:-17408}
+mkdir -p "$OUT"
+status=0
+for part in "$@"; do
+    case "$part" in
+        smoke) args=(--name gpu-smoke -f 1 -wi 0 -i 1 -p tableMiB=64 -p gatherRows=65536 -p rowBytes=264) ;;
+        attach) args=(--name attach -p tableMiB=1024,4096,16384 AttachBench) ;;
+        attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
+        gather) args=(--name gather GpuGatherBench) ;;
+        restart) args=(--name restart RestartBench) ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, restart)" >&2; exit 2 ;;
+    esac
+    name=${args[1]}
+    echo "== $part: bench-gpu.sh ${args[*]}  ($(date -u +%H:%M:%S))"
+    OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
+    rc=$?
+    echo "   exit $rc ($(date -u +%H:%M:%S)); failures: $(grep -c '<failure>' "$OUT/$name.log")"
+    grep -A3 '<failure>' "$OUT/$name.log" | head -20
+    [ "$rc" = 0 ] || status=1
+done
+exit $status
