@@ -7,6 +7,7 @@
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)
 #   gather    GpuGatherBench: random rows vs a sequential read, 3 backends (about 3 min)
 #   restart   RestartBench: process start to tables usable, Java vs C, 16 GiB (about 3 min)
+#   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
 # Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only).
 # Usage: OUT=/some/dir bash bench-gpu-pass.sh PART [PART...]
 set -uo pipefail
@@ -22,11 +23,14 @@ for part in "$@"; do
         attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
         gather) args=(--name gather GpuGatherBench) ;;
         restart) args=(--name restart RestartBench) ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, restart)" >&2; exit 2 ;;
+        handshake) args=(--name cpu-handshake HandshakeBench HandshakePartsBench) ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, restart, handshake)" >&2; exit 2 ;;
     esac
+    suite=gpu
+    [ "$part" = handshake ] && suite=cpu
     name=${args[1]}
     echo "== $part: bench-gpu.sh ${args[*]}  ($(date -u +%H:%M:%S))"
-    OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
+    SUITE=$suite OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
     rc=$?
     echo "   exit $rc ($(date -u +%H:%M:%S)); failures: $(grep -c '<failure>' "$OUT/$name.log")"
     grep -A3 '<failure>' "$OUT/$name.log" | head -20

@@ -5,7 +5,8 @@
 # scripts/bench-report.py); bench-gpu-pass.sh runs the whole pass in parts. Extra arguments go to BenchMain/JMH,
 # e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first reserves N 2 MiB pages (root only) for the
 # hugetlb path; without them that benchmark fails naming the sysctl.
-# Usage: OUT=/some/dir [HUGEPAGES=N] bash bench-gpu.sh [options...]
+# SUITE=cpu runs CPU benchmarks there instead (name them, e.g. HandshakeBench).
+# Usage: OUT=/some/dir [HUGEPAGES=N] [SUITE=gpu|cpu] bash bench-gpu.sh [options...]
 set -euo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/out}
@@ -19,4 +20,4 @@ fi
 export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
 export ENGRAM_GIT_COMMIT=${ENGRAM_GIT_COMMIT:-$(cat "$B/COMMIT" 2>/dev/null || echo unknown)}
 cd "$WORK"
-exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" -jar "$B/benchmarks.jar" --suite gpu --out "$OUT" "$@"
+exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" -jar "$B/benchmarks.jar" --suite "${SUITE:-gpu}" --out "$OUT" "$@"

@@ -200,9 +200,10 @@ def render(runs, notes):
            "- CI smoke pass (CPU only, about a minute, numbers not judged): `scripts/bench-smoke.sh`",
            "- Full CPU suite: `scripts/bench-run.sh` (writes `bench/results/<date>-<host>/cpu.json` and"
            " `cpu.meta.json`, then regenerates this page)",
-           "- GPU attach on a CUDA machine with Java and Maven: `scripts/bench-run.sh --suite gpu -p"
-           " tableMiB=1024,4096,16384,32768`; on one without Java: `scripts/bench-gpu-bundle.sh` here, then"
-           " `OUT=dir HUGEPAGES=16384 bash bench-gpu.sh -p tableMiB=...` there, and copy the results to"
+           "- GPU suite (AttachBench with its C baseline, GpuGatherBench, RestartBench) on a CUDA machine with"
+           " Java and Maven: `make -C native engram-attach && scripts/bench-run.sh --suite gpu`; on one without"
+           " Java: `scripts/bench-gpu-bundle.sh` here, then `OUT=dir bash bench-gpu-pass.sh smoke attach attach32"
+           " gather restart` there (parts that fit 10-minute commands), and copy the results to"
            " `bench/results/<date>-<machine>/`",
            "- Any JMH option passes through, e.g. `scripts/bench-run.sh -f 1 -p tables=64 Handshake`",
            "- This page: `python3 scripts/bench-report.py -o docs/benchmarks.md`", ""]
