@@ -15,6 +15,8 @@ import java.util.Map;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.format.OutputFormatFactory;
+import org.openjdk.jmh.runner.options.VerboseMode;
 import org.openjdk.jmh.runner.options.CommandLineOptionException;
 
 /**
@@ -49,6 +51,16 @@ public final class BenchMain {
         } catch (IOException e) {
             err.println("engram bench: cannot create java.io.tmpdir: " + e.getMessage());
             return 2;
+        }
+        if (p.listOnly()) {
+            // -l / -lp: list what the suite selects; nothing runs, so no results or metadata are written.
+            Runner runner = new Runner(p.jmh(), OutputFormatFactory.createFormatInstance(out, VerboseMode.NORMAL));
+            if (p.cli().shouldListWithParams()) {
+                runner.listWithParams(p.cli());
+            } else {
+                runner.list();
+            }
+            return 0;
         }
         Map<String, Object> meta = RunMetadata.collect(p.suite(), p.args(), p.resultFile());
         meta.put("status", "running");

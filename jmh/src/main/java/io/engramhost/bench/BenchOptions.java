@@ -29,7 +29,12 @@ final class BenchOptions {
               JMH options (-f, -wi, -i, -p name=v,..., -e regexp, ...) override the suite's presets; -h lists them.""";
 
     /** The parsed command line: what to run and where its files go. */
-    record Parsed(Suite suite, Path resultFile, Path metadataFile, Options jmh, List<String> args) {
+    record Parsed(Suite suite, Path resultFile, Path metadataFile, Options jmh, List<String> args,
+            CommandLineOptions cli) {
+        /** -l or -lp: list, run nothing. */
+        boolean listOnly() {
+            return cli.shouldList() || cli.shouldListWithParams();
+        }
     }
 
     private BenchOptions() {
@@ -57,7 +62,8 @@ final class BenchOptions {
         }
         Path results = out.resolve(name + ".json");
         CommandLineOptions cli = new CommandLineOptions(jmhArgs.toArray(String[]::new));
-        return new Parsed(suite, results, out.resolve(name + ".meta.json"), build(suite, cli, results), List.copyOf(args));
+        return new Parsed(suite, results, out.resolve(name + ".meta.json"), build(suite, cli, results), List.copyOf(args),
+                cli);
     }
 
     private static String value(List<String> args, int i, String flag) {

@@ -50,4 +50,17 @@ class BenchMainTest {
         assertTrue(err.toString().contains("--suite: 'nope' is not one of"));
         assertTrue(err.toString().contains("usage: BenchMain"));
     }
+
+    @Test
+    void shouldListWithoutWritingResultsOrMetadata(@TempDir Path dir) throws Exception {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        int rc = BenchMain.run(List.of("--suite", "gpu", "--out", dir.toString(), "-l"), new PrintStream(out, true),
+                System.err);
+        assertEquals(0, rc);
+        assertTrue(out.toString().contains("io.engramhost.bench.AttachBench.cVmmGpu"), out.toString());
+        assertTrue(!out.toString().contains("HandshakeBench"), "the gpu suite lists only GPU benchmarks");
+        try (var files = Files.list(dir)) {
+            assertEquals(List.of(), files.toList(), "a listing writes nothing");
+        }
+    }
 }
