@@ -23,8 +23,13 @@ public final class AttachTables {
 
     /** Throws, naming the cause, where CUDA cannot be used: the GPU benchmarks skip themselves so. */
     static void requireCuda() {
+        requireCuda("AttachBench");
+    }
+
+    /** As {@link #requireCuda()}, naming {@code benchmark} (the GPU benchmark class) in the message. */
+    static void requireCuda(String benchmark) {
         if (!Cuda.available()) {
-            throw new IllegalStateException("AttachBench needs a CUDA GPU: " + Cuda.unavailabilityCause()
+            throw new IllegalStateException(benchmark + " needs a CUDA GPU: " + Cuda.unavailabilityCause()
                     + ". Run it on a GPU machine (--suite gpu); the cpu and smoke suites leave it out.");
         }
         Cuda.useDevice(0);
