@@ -5,16 +5,24 @@
 #   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
 #   engram-attach    the C client (native/c/engram_attach.c): the C baselines of AttachBench and RestartBench
 #   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
+#   test-classes/, lib-test/, bench-gpu-test.sh   the jmh module's gpu-tagged tests and the JUnit console
 # Usage: scripts/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-$ROOT/bench/tmp/gpu-bundle}
 cd "$ROOT"
 mvn -B -o -q -pl jmh -am package -DskipTests
+mvn -B -o -q dependency:copy -Dartifact=org.junit.platform:junit-platform-console-standalone:1.14.1 \
+    -DoutputDirectory=jmh/target/lib-test
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 make -s -C native engram-attach
-cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh native/build/engram-attach "$STAGE/"
+cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh scripts/bench-gpu-test.sh \
+    native/build/engram-attach "$STAGE/"
+mkdir -p "$STAGE/test-classes"
+cp -r jmh/target/test-classes "$STAGE/test-classes/jmh"
+cp -r jmh/target/lib-test "$STAGE/lib-test"
+cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 MODULES=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 jmh/target/benchmarks.jar)
 # Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too).
 MODULES="$MODULES,java.naming,jdk.unsupported,java.management"

@@ -89,7 +89,13 @@ public final class Comparisons {
                     "32768")),
             new Comparison(AttachBench.class, "vmmGpuCpu", "memfdRegister", Target.none()),
             new Comparison(AttachBench.class, "memfdHugetlbRegister", "memfdRegister", Target.none()),
-            new Comparison(AttachBench.class, "vmmGpuCpu", "memfdCpuViewPopulated", Target.none()));
+            new Comparison(AttachBench.class, "vmmGpuCpu", "memfdCpuViewPopulated", Target.none()),
+            new Comparison(GpuGatherBench.class, "gatherVmm", "gatherMemfd", Target.ratioWithin(1.05)),
+            new Comparison(GpuGatherBench.class, "gatherMemfdHugetlb", "gatherMemfd", Target.none()),
+            new Comparison(GpuGatherBench.class, "gatherMemfd", "sequentialMemfd", Target.none()),
+            new Comparison(GpuGatherBench.class, "gatherMemfdHugetlb", "sequentialMemfdHugetlb", Target.none()),
+            new Comparison(GpuGatherBench.class, "gatherVmm", "sequentialVmm", Target.none()),
+            new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()));
 
     private Comparisons() {
     }
