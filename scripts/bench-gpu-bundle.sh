@@ -24,8 +24,9 @@ cp -r jmh/target/test-classes "$STAGE/test-classes/jmh"
 cp -r jmh/target/lib-test "$STAGE/lib-test"
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 MODULES=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 jmh/target/benchmarks.jar)
-# Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too).
-MODULES="$MODULES,java.naming,jdk.unsupported,java.management"
+# Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too);
+# java.xml and java.logging for the JUnit console launcher and its XML report.
+MODULES="$MODULES,java.naming,jdk.unsupported,java.management,java.xml,java.logging"
 jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --strip-debug --output "$STAGE/jre"
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
