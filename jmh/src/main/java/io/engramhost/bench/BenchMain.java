@@ -15,7 +15,10 @@ import java.util.Map;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.format.OutputFormatFactory;
 import org.openjdk.jmh.runner.options.CommandLineOptionException;
+import org.openjdk.jmh.runner.options.CommandLineOptions;
+import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
  * Runs the benchmarks with the project's JVM flags in every fork, writes the JMH results as JSON and a
@@ -42,6 +45,9 @@ public final class BenchMain {
             err.println("engram bench: " + e.getMessage());
             err.println(BenchOptions.USAGE);
             return 2;
+        }
+        if (p.onlyPrints()) {
+            return print(p, out, err);
         }
         try {
             // JMH takes its lock in java.io.tmpdir and fails obscurely when that is missing.
@@ -77,6 +83,32 @@ public final class BenchMain {
         meta.put("finished", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
         RunMetadata.write(p.metadataFile(), meta);
         return rc;
+    }
+
+    /** -h, -l, -lp, -lprof, -lrf: JMH's help and lists, with no run and no files written. */
+    private static int print(BenchOptions.Parsed p, PrintStream out, PrintStream err) {
+        CommandLineOptions cli = p.cli();
+        try {
+            if (cli.shouldHelp()) {
+                out.println(BenchOptions.USAGE);
+                cli.showHelp();
+            } else if (cli.shouldListProfilers()) {
+                cli.listProfilers();
+            } else if (cli.shouldListResultFormats()) {
+                cli.listResultFormats();
+            } else {
+                Runner r = new Runner(p.listing(), OutputFormatFactory.createFormatInstance(out, VerboseMode.NORMAL));
+                if (cli.shouldListWithParams()) {
+                    r.listWithParams(p.listing());
+                } else {
+                    r.list();
+                }
+            }
+            return 0;
+        } catch (IOException | RuntimeException e) {
+            err.println("engram bench: " + e.getMessage());
+            return 1;
+        }
     }
 
     private static String hostname() {
