@@ -23,14 +23,15 @@ public final class AttachTables {
 
     /** Throws, naming the cause, where CUDA cannot be used: the GPU benchmarks skip themselves so. */
     static void requireCuda() {
-        requireCuda("AttachBench");
+        requireCuda(AttachBench.class);
     }
 
-    /** As {@link #requireCuda()}, naming {@code benchmark} (the GPU benchmark class) in the message. */
-    static void requireCuda(String benchmark) {
+    /** {@link #requireCuda()} for {@code benchmark}, which the message names; makes GPU 0 current. */
+    static void requireCuda(Class<?> benchmark) {
         if (!Cuda.available()) {
-            throw new IllegalStateException(benchmark + " needs a CUDA GPU: " + Cuda.unavailabilityCause()
-                    + ". Run it on a GPU machine (--suite gpu); the cpu and smoke suites leave it out.");
+            throw new IllegalStateException(benchmark.getSimpleName() + " needs a CUDA GPU: "
+                    + Cuda.unavailabilityCause() + ". Run it on a GPU machine (--suite gpu); the cpu and smoke suites"
+                    + " leave it out.");
         }
         Cuda.useDevice(0);
     }

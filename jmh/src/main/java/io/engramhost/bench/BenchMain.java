@@ -16,8 +16,9 @@ import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.format.OutputFormatFactory;
-import org.openjdk.jmh.runner.options.VerboseMode;
 import org.openjdk.jmh.runner.options.CommandLineOptionException;
+import org.openjdk.jmh.runner.options.CommandLineOptions;
+import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
  * Runs the benchmarks with the project's JVM flags in every fork, writes the JMH results as JSON and a
@@ -45,22 +46,15 @@ public final class BenchMain {
             err.println(BenchOptions.USAGE);
             return 2;
         }
+        if (p.onlyPrints()) {
+            return print(p, out, err);
+        }
         try {
             // JMH takes its lock in java.io.tmpdir and fails obscurely when that is missing.
             Files.createDirectories(Path.of(System.getProperty("java.io.tmpdir")));
         } catch (IOException e) {
             err.println("engram bench: cannot create java.io.tmpdir: " + e.getMessage());
             return 2;
-        }
-        if (p.listOnly()) {
-            // -l / -lp: list what the suite selects; nothing runs, so no results or metadata are written.
-            Runner runner = new Runner(p.jmh(), OutputFormatFactory.createFormatInstance(out, VerboseMode.NORMAL));
-            if (p.cli().shouldListWithParams()) {
-                runner.listWithParams(p.cli());
-            } else {
-                runner.list();
-            }
-            return 0;
         }
         Map<String, Object> meta = RunMetadata.collect(p.suite(), p.args(), p.resultFile());
         meta.put("status", "running");
@@ -89,6 +83,32 @@ public final class BenchMain {
         meta.put("finished", Instant.now().truncatedTo(ChronoUnit.SECONDS).toString());
         RunMetadata.write(p.metadataFile(), meta);
         return rc;
+    }
+
+    /** -h, -l, -lp, -lprof, -lrf: JMH's help and lists, with no run and no files written. */
+    private static int print(BenchOptions.Parsed p, PrintStream out, PrintStream err) {
+        CommandLineOptions cli = p.cli();
+        try {
+            if (cli.shouldHelp()) {
+                out.println(BenchOptions.USAGE);
+                cli.showHelp();
+            } else if (cli.shouldListProfilers()) {
+                cli.listProfilers();
+            } else if (cli.shouldListResultFormats()) {
+                cli.listResultFormats();
+            } else {
+                Runner r = new Runner(p.listing(), OutputFormatFactory.createFormatInstance(out, VerboseMode.NORMAL));
+                if (cli.shouldListWithParams()) {
+                    r.listWithParams(p.listing());
+                } else {
+                    r.list();
+                }
+            }
+            return 0;
+        } catch (IOException | RuntimeException e) {
+            err.println("engram bench: " + e.getMessage());
+            return 1;
+        }
     }
 
     private static String hostname() {

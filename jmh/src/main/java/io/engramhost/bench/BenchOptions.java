@@ -26,14 +26,21 @@ final class BenchOptions {
               --suite  which benchmarks (default cpu; smoke = cpu with 1 fork, short iterations, small params)
               --out    directory for NAME.json (JMH results) and NAME.meta.json (default bench/results/<date>-<host>)
               --name   file name stem (default: the suite's name)
-              JMH options (-f, -wi, -i, -p name=v,..., -e regexp, ...) override the suite's presets; -h lists them.""";
+              JMH options (-f, -wi, -i, -p name=v,..., -e regexp, ...) override the suite's presets; -h lists them.
+              -l, -lp  list the benchmarks (with -lp their parameters) matching the regexps, of every suite
+                       unless --suite is given; nothing is run or written. -lprof, -lrf: JMH's lists.""";
 
-    /** The parsed command line: what to run and where its files go. */
+    /**
+     * The parsed command line: what to run and where its files go; {@code cli} the JMH part alone, and
+     * {@code listing} what -l and -lp list: the suite's selection where --suite was given, else every
+     * benchmark the regexps match.
+     */
     record Parsed(Suite suite, Path resultFile, Path metadataFile, Options jmh, List<String> args,
-            CommandLineOptions cli) {
-        /** -l or -lp: list, run nothing. */
-        boolean listOnly() {
-            return cli.shouldList() || cli.shouldListWithParams();
+            CommandLineOptions cli, CommandLineOptions listing) {
+        /** -h, -l, -lp, -lprof or -lrf: the command prints and runs nothing. */
+        boolean onlyPrints() {
+            return cli.shouldHelp() || cli.shouldList() || cli.shouldListWithParams() || cli.shouldListProfilers()
+                    || cli.shouldListResultFormats();
         }
     }
 
@@ -42,13 +49,17 @@ final class BenchOptions {
 
     static Parsed parse(List<String> args, LocalDate today, String host) throws CommandLineOptionException {
         Suite suite = Suite.CPU;
+        boolean suiteGiven = false;
         Path out = null;
         String name = null;
         List<String> jmhArgs = new ArrayList<>();
         for (int i = 0; i < args.size(); i++) {
             String a = args.get(i);
             switch (a) {
-                case "--suite" -> suite = Suite.of(value(args, ++i, a));
+                case "--suite" -> {
+                    suite = Suite.of(value(args, ++i, a));
+                    suiteGiven = true;
+                }
                 case "--out" -> out = Path.of(value(args, ++i, a));
                 case "--name" -> name = fileStem(value(args, ++i, a));
                 default -> jmhArgs.add(a);
@@ -62,8 +73,22 @@ final class BenchOptions {
         }
         Path results = out.resolve(name + ".json");
         CommandLineOptions cli = new CommandLineOptions(jmhArgs.toArray(String[]::new));
-        return new Parsed(suite, results, out.resolve(name + ".meta.json"), build(suite, cli, results), List.copyOf(args),
-                cli);
+        return new Parsed(suite, results, out.resolve(name + ".meta.json"), build(suite, cli, results),
+                List.copyOf(args), cli, suiteGiven ? listing(suite, cli, jmhArgs) : cli);
+    }
+
+    /** The JMH arguments with the suite's selection added as build() adds it (JMH's -lp takes its own options). */
+    private static CommandLineOptions listing(Suite suite, CommandLineOptions cli, List<String> jmhArgs)
+            throws CommandLineOptionException {
+        List<String> a = new ArrayList<>(jmhArgs);
+        if (cli.getIncludes().isEmpty()) {
+            a.addAll(suite.includes());
+        }
+        for (String e : suite.excludes()) {
+            a.add("-e");
+            a.add(e);
+        }
+        return new CommandLineOptions(a.toArray(String[]::new));
     }
 
     private static String value(List<String> args, int i, String flag) {

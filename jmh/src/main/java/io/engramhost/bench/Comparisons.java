@@ -95,7 +95,8 @@ public final class Comparisons {
             new Comparison(GpuGatherBench.class, "gatherMemfd", "sequentialMemfd", Target.none()),
             new Comparison(GpuGatherBench.class, "gatherMemfdHugetlb", "sequentialMemfdHugetlb", Target.none()),
             new Comparison(GpuGatherBench.class, "gatherVmm", "sequentialVmm", Target.none()),
-            new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()));
+            new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()),
+            new Comparison(RestartBench.class, "javaClient", "cClient", Target.none()));
 
     private Comparisons() {
     }

@@ -64,10 +64,10 @@ public class GatherBench {
     public void setUp() {
         QuietDaemonLog.install();
         long rows = ((long) tableMiB << 20) / rowBytes;
-        daemon = InProcessDaemon.start(() -> MemfdTables.build(1, rows, rowBytes, PageKind.SMALL));
-        imported = EngramClient.connect(daemon.socket(), Expectation.sha256(MemfdTables.fingerprintHex(1, rows, rowBytes)),
+        daemon = InProcessDaemon.start(() -> BenchTables.build(1, rows, rowBytes, PageKind.SMALL));
+        imported = EngramClient.connect(daemon.socket(), Expectation.sha256(BenchTables.fingerprintHex(1, rows, rowBytes)),
                 ClientOptions.defaults().withPopulate(true).withName("engram-bench"));
-        view = imported.table(MemfdTables.name(0));
+        view = imported.table(BenchTables.name(0));
         chronicle = view.openBytes();
         bytes = chronicle.bytes();
         base = bytes.addressForRead(0);

@@ -184,7 +184,7 @@ public final class GpuGatherTables {
 
         @Setup(Level.Trial)
         public void setUp() {
-            AttachTables.requireCuda(BENCHMARK);
+            AttachTables.requireCuda(GpuGatherBench.class);
             long bytes = tableMiB << 20;
             if (tableMiB < 1 || rowBytes < 1 || gatherRows < 1 || bytes / rowBytes < 1) {
                 throw new IllegalArgumentException(BENCHMARK + ": tableMiB " + tableMiB + ", rowBytes " + rowBytes

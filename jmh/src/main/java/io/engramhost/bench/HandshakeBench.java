@@ -68,8 +68,8 @@ public class HandshakeBench {
     public void setUp() {
         QuietDaemonLog.install();
         Posix.raiseNoFileLimit();
-        daemon = InProcessDaemon.start(() -> MemfdTables.build(tables, rows, 264, PageKind.SMALL));
-        expectation = Expectation.sha256(MemfdTables.fingerprintHex(tables, rows, 264));
+        daemon = InProcessDaemon.start(() -> BenchTables.build(tables, rows, 264, PageKind.SMALL));
+        expectation = Expectation.sha256(BenchTables.fingerprintHex(tables, rows, 264));
         options = ClientOptions.defaults().withName("engram-bench");
         pair = UnixConnection.pair("bench");
         fds = new ArrayList<>();

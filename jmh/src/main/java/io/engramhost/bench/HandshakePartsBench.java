@@ -42,7 +42,7 @@ public class HandshakePartsBench {
     @Setup(Level.Trial)
     public void setUp() {
         QuietDaemonLog.install();
-        daemon = InProcessDaemon.start(() -> MemfdTables.build(1, 16, 264, PageKind.SMALL));
+        daemon = InProcessDaemon.start(() -> BenchTables.build(1, 16, 264, PageKind.SMALL));
         pair = UnixConnection.pair("bench");
         echoPair = UnixConnection.pair("echo");
         echo = new Thread(this::echoLoop, "bench-echo");

@@ -1,6 +1,7 @@
 package io.engramhost.bench;
 
 import java.lang.reflect.Field;
+import java.util.stream.LongStream;
 import sun.misc.Unsafe;
 
 /** Raw native memory access for the benchmarks' fills and baselines (no bounds checks: callers check). */
@@ -34,6 +35,32 @@ final class NativeMemory {
             x ^= x << 17;
             UNSAFE.putLong(address + at, x);
         }
+    }
+
+    /** The bytes of one seeded stream of {@link #fillRandomParallel}. */
+    static final long FILL_CHUNK = 64L << 20;
+
+    /**
+     * Fills {@code length} bytes (a multiple of 8) at {@code address} with pseudo-random bytes, fast enough for
+     * tables of many GiB: every {@link #FILL_CHUNK} is an xorshift64 stream of its own (seeded from {@code seed}
+     * and the chunk's index through splitmix64), the chunks shared out over the common fork-join pool. The bytes
+     * do not depend on the number of threads; the first touch of each page happens here, in parallel too.
+     */
+    static void fillRandomParallel(long address, long length, long seed) {
+        if (length % 8 != 0) {
+            throw new IllegalArgumentException("fill length " + length + " is not a multiple of 8");
+        }
+        long chunks = (length + FILL_CHUNK - 1) / FILL_CHUNK;
+        LongStream.range(0, chunks).parallel().forEach(i -> {
+            long at = i * FILL_CHUNK;
+            fillRandom(address + at, Math.min(FILL_CHUNK, length - at), splitmix64(seed + i * 0x9e3779b97f4a7c15L));
+        });
+    }
+
+    private static long splitmix64(long z) {
+        z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
+        z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
+        return z ^ (z >>> 31);
     }
 
     /** Copies {@code length} bytes from native {@code address} into {@code dst[offset...]}. */

@@ -20,7 +20,7 @@ public enum Suite {
     static final class Benchmarks {
         static final List<Class<?>> CPU = List.of(HandshakeBench.class, HandshakePartsBench.class, GatherBench.class,
                 ColdLoadBench.class);
-        static final List<Class<?>> GPU = List.of(AttachBench.class, GpuGatherBench.class);
+        static final List<Class<?>> GPU = List.of(AttachBench.class, GpuGatherBench.class, RestartBench.class);
 
         private Benchmarks() {
         }

@@ -1,0 +1,515 @@
+package io.engramhost.bench;
+
+import io.engramhost.cuda.Cuda;
+import io.engramhost.json.JsonReader;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.numa.Numa;
+import io.engramhost.numa.NumaPolicy;
+import io.engramhost.os.JvmFlags;
+import io.engramhost.protocol.RegionKind;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.RandomAccessFile;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.Deque;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Predicate;
+import java.util.stream.Stream;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+
+/**
+ * The full restart of an engine's client process: from starting the process to its tables being usable,
+ * the JVM or the C runtime, the CUDA context, the handshake and the attach all included. Ours: the Java
+ * client ({@code engram-host import --json}, a fresh JVM with the project's flags), usable when it prints
+ * its JSON line. Baseline: the C client ({@code engram-attach --ready-line}), usable at its
+ * {@code attached 1} line. Both attach the same table from one daemon in this JVM: one table of
+ * {@code tableMiB} in one region of {@code backend}, made by the daemon's own region factory. With
+ * {@code view=gpu} every table gets a GPU view (memfds registered, cuda-vmm imported and GPU-mapped);
+ * {@code view=cpu} maps memfds for the CPU only and exists so the plumbing can be tested without a GPU.
+ * Each shot is one process; after the shot (not timed) the child releases, exits by itself and must
+ * exit 0.
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.SingleShotTime)
+@OutputTimeUnit(TimeUnit.MILLISECONDS)
+@Warmup(iterations = 1)
+@Measurement(iterations = 5)
+@Fork(1)
+public class RestartBench {
+    /** How long a child may take to print its ready line, and then to exit, before it is killed. */
+    static final long CHILD_TIMEOUT_MILLIS = 120_000;
+    /** Row size of the table (U8 rows x 256): a MiB is 4096 rows. */
+    static final int ROW_BYTES = 256;
+    /** The C client's ready line for its one repetition. */
+    static final String C_READY = "attached 1";
+
+    /** memfd, memfd-hugetlb or cuda-vmm (a HOST_NUMA allocation on GPU 0's node). */
+    @Param({"memfd", "memfd-hugetlb", "cuda-vmm"})
+    public String backend;
+
+    /** The one table's size in MiB. */
+    @Param({"16384"})
+    public long tableMiB;
+
+    /** gpu: every table gets a GPU view (needs CUDA); cpu: memfds mapped for the CPU only (tests). */
+    @Param({"gpu"})
+    public String view;
+
+    /** Tests shorten it to see the kill. */
+    long childTimeoutMillis = CHILD_TIMEOUT_MILLIS;
+    /** engram-attach, found on first use ({@link #engramAttach()}); tests may set a stand-in. */
+    Path attachBinary;
+
+    private RegionKind kind;
+    private boolean gpu;
+    private List<String> javaCommand;
+    private InProcessDaemon daemon;
+    private Path scratch;
+    private ScheduledThreadPoolExecutor watchdog;
+    private Thread reaper;
+    private volatile Child child;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+        kind = kind(backend);
+        gpu = gpuView(view);
+        if (tableMiB < 1) {
+            throw new IllegalArgumentException("tableMiB: need at least 1, got " + tableMiB);
+        }
+        if (!gpu && kind == RegionKind.VMM_HOST) {
+            throw new IllegalArgumentException("view=cpu with backend=cuda-vmm: a cuda-vmm region is attached only"
+                    + " through CUDA (cuMemImportFromShareableHandle, cuMemMap), so it has no CPU-only restart;"
+                    + " use view=gpu");
+        }
+        if (gpu) {
+            AttachTables.requireCuda(RestartBench.class);
+        }
+        QuietDaemonLog.install();
+        try {
+            scratch = Files.createTempDirectory("engram-restart-");
+            watchdog = new ScheduledThreadPoolExecutor(1, r -> {
+                Thread t = new Thread(r, "restart-bench-watchdog");
+                t.setDaemon(true);
+                return t;
+            });
+            watchdog.setRemoveOnCancelPolicy(true);
+            watchdog.prestartCoreThread();
+            reaper = new Thread(this::killChild, "restart-bench-reaper");
+            Runtime.getRuntime().addShutdownHook(reaper);
+            BenchTables.Backend regions = regions(kind, gpu);
+            long rows = Math.multiplyExact(tableMiB, (1L << 20) / ROW_BYTES);
+            daemon = InProcessDaemon.start(() -> BenchTables.build(1, rows, ROW_BYTES, regions));
+            javaCommand = javaCommand();
+        } catch (IOException e) {
+            release();
+            throw new UncheckedIOException("cannot create a scratch directory for the clients' stderr", e);
+        } catch (RuntimeException | Error e) {
+            release();
+            throw e;
+        }
+    }
+
+    /** Ours: a fresh JVM runs {@code engram-host import}; returns its JSON line, printed while the tables are held. */
+    @Benchmark
+    public String javaClient() {
+        return run("the Java client", javaCommand, l -> l.startsWith("{"), "java");
+    }
+
+    /** Baseline: {@code engram-attach} (C); returns its {@code attached 1} line. */
+    @Benchmark
+    public String cClient() {
+        // The binary is found on first use (then kept), so that a missing one fails only this benchmark.
+        List<String> cmd = new ArrayList<>(List.of(engramAttach().toString(), "--socket", daemon.socket().toString(),
+                "--device", "0", "--ready-line"));
+        if (gpu && kind.memfd()) {
+            cmd.add("--register");
+        }
+        return run("the C client", cmd, C_READY::equals, "c");
+    }
+
+    /** java from this JVM's home, the project's flags, this JVM's tmpdir and class path, the CLI's import. */
+    private List<String> javaCommand() {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(JvmFlags.get());
+        cmd.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add("io.engramhost.cli.Main");
+        cmd.addAll(List.of("import", "--socket", daemon.socket().toString(), "--json"));
+        if (gpu) {
+            cmd.addAll(List.of("--gpu", "--device", "0"));
+        }
+        return List.copyOf(cmd);
+    }
+
+    /**
+     * After each shot, not timed: the child releases its tables and exits by itself; it must exit 0 within
+     * {@link #childTimeoutMillis}, or it is killed. Throws with the command and the tail of its stderr.
+     */
+    @TearDown(Level.Invocation)
+    public void awaitExit() {
+        Child c = child;
+        if (c == null) {
+            return;
+        }
+        try {
+            int status = c.finish(watchdog, childTimeoutMillis);
+            if (c.killed.get()) {
+                throw c.failure("did not exit within " + childTimeoutMillis + " ms of its ready line and was killed");
+            }
+            if (status != 0) {
+                throw c.failure("exited with status " + status + " after its ready line");
+            }
+            if (c.label.equals("java")) {
+                checkJavaLine(c);
+            }
+        } finally {
+            c.destroy();
+            child = null;
+        }
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        release();
+    }
+
+    private String run(String what, List<String> command, Predicate<String> ready, String label) {
+        if (child != null) {
+            killChild();
+            throw new IllegalStateException("a client was still running when " + what + " started: the invocation"
+                    + " teardown (awaitExit) was skipped; it has been killed");
+        }
+        Child c = Child.start(what, label, command, scratch.resolve(label + ".stderr"), watchdog, childTimeoutMillis);
+        child = c;
+        try {
+            return c.awaitReady(ready, childTimeoutMillis);
+        } catch (RuntimeException | Error e) {
+            c.destroy();
+            child = null;
+            throw e;
+        }
+    }
+
+    /** The line must describe the one table, with a GPU address when the view is gpu. */
+    private void checkJavaLine(Child c) {
+        Object parsed;
+        try {
+            parsed = JsonReader.parse(c.readyLine);
+        } catch (RuntimeException e) {
+            throw c.failure("printed a line that is not JSON (" + e.getMessage() + "): " + c.readyLine);
+        }
+        List<?> tables = parsed instanceof Map<?, ?> m && m.get("tables") instanceof List<?> l ? l : List.of();
+        Map<?, ?> t = tables.size() == 1 && tables.get(0) instanceof Map<?, ?> one ? one : Map.of();
+        boolean ok = BenchTables.name(0).equals(t.get("name")) && Long.valueOf(tableMiB << 20).equals(t.get("bytes"))
+                && kind.backend().equals(t.get("backend")) && (!gpu || t.containsKey("gpu_address"));
+        if (!ok) {
+            throw c.failure("did not report the one table of " + (tableMiB << 20) + " bytes (" + kind.backend()
+                    + (gpu ? ", with a GPU address" : "") + "): " + c.readyLine);
+        }
+    }
+
+    /** The C client ({@link NativeClients#engramAttach()}), unless a test set a stand-in. */
+    Path engramAttach() {
+        if (attachBinary == null) {
+            attachBinary = NativeClients.engramAttach();
+        }
+        return attachBinary;
+    }
+
+    static RegionKind kind(String backend) {
+        for (RegionKind k : List.of(RegionKind.MEMFD, RegionKind.MEMFD_HUGETLB, RegionKind.VMM_HOST)) {
+            if (k.backend().equals(backend)) {
+                return k;
+            }
+        }
+        throw new IllegalArgumentException("backend: '" + backend + "' is not one of memfd, memfd-hugetlb, cuda-vmm");
+    }
+
+    private static boolean gpuView(String view) {
+        return switch (String.valueOf(view)) {
+            case "gpu" -> true;
+            case "cpu" -> false;
+            default -> throw new IllegalArgumentException("view: '" + view + "' is not one of gpu, cpu");
+        };
+    }
+
+    /**
+     * The daemon's regions: cuda-vmm on GPU 0's node (0 when the driver names none); memfds bound to GPU 0's
+     * node for the gpu view where the driver names one and mbind is allowed, with no policy otherwise.
+     */
+    private static BenchTables.Backend regions(RegionKind kind, boolean gpu) {
+        int node = gpu ? Cuda.device(0).hostNumaId() : -1;
+        if (kind == RegionKind.VMM_HOST) {
+            return BenchTables.Backend.cudaVmm(Math.max(0, node), 0);
+        }
+        PageKind pages = kind == RegionKind.MEMFD_HUGETLB ? PageKind.HUGE_2M : PageKind.SMALL;
+        NumaPolicy policy = node >= 0 && Numa.probe().isEmpty() ? NumaPolicy.bind(node) : NumaPolicy.none();
+        return BenchTables.Backend.memfd(pages, policy);
+    }
+
+    /** Kills the running child, if any: for the shutdown hook and for a trial that ends with one still running. */
+    private void killChild() {
+        Child c = child;
+        if (c != null) {
+            c.destroy();
+            child = null;
+        }
+    }
+
+    /** Frees whatever the trial holds, whatever it got to: child, daemon and table, watchdog, hook, scratch. */
+    private void release() {
+        List<Throwable> failures = new ArrayList<>();
+        attempt(failures, this::killChild);
+        attempt(failures, () -> {
+            if (daemon != null) {
+                daemon.close(); // frees the table: the catalog is the daemon's
+                daemon = null;
+            }
+        });
+        attempt(failures, () -> {
+            if (watchdog != null) {
+                watchdog.shutdownNow();
+                watchdog = null;
+            }
+        });
+        attempt(failures, () -> {
+            if (reaper != null) {
+                try {
+                    Runtime.getRuntime().removeShutdownHook(reaper);
+                } catch (IllegalStateException shuttingDown) {
+                    // the hook is running or about to
+                }
+                reaper = null;
+            }
+        });
+        attempt(failures, () -> {
+            if (scratch != null) {
+                deleteTree(scratch);
+                scratch = null;
+            }
+        });
+        if (!failures.isEmpty()) {
+            RuntimeException e = new IllegalStateException("RestartBench could not release everything: "
+                    + failures.get(0).getMessage(), failures.get(0));
+            failures.stream().skip(1).forEach(e::addSuppressed);
+            throw e;
+        }
+    }
+
+    private static void attempt(List<Throwable> failures, Runnable step) {
+        try {
+            step.run();
+        } catch (RuntimeException | Error e) {
+            failures.add(e);
+        }
+    }
+
+    private static void deleteTree(Path dir) {
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot remove " + dir, e);
+        }
+    }
+
+    /**
+     * One client process. Its stdout is read on the benchmark thread up to the ready line (no hand-off in the
+     * timed path) and drained to its end afterwards; its stderr goes to a file, so a chatty child never blocks
+     * and its tail can be quoted. A watchdog kills it (and anything it started) past the time limit.
+     */
+    static final class Child {
+        private static final int TAIL_LINES = 20;
+        private static final int TAIL_BYTES = 4096;
+        private static final long KILL_WAIT_SECONDS = 30;
+
+        final String what;
+        final String label;
+        final List<String> command;
+        final AtomicBoolean killed = new AtomicBoolean();
+        private final Process process;
+        private final Path stderr;
+        private final BufferedReader out;
+        private final Deque<String> lastLines = new ArrayDeque<>();
+        private ScheduledFuture<?> kill;
+        String readyLine;
+
+        private Child(String what, String label, List<String> command, Process process, Path stderr) {
+            this.what = what;
+            this.label = label;
+            this.command = List.copyOf(command);
+            this.process = process;
+            this.stderr = stderr;
+            this.out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
+        }
+
+        static Child start(String what, String label, List<String> command, Path stderr,
+                ScheduledThreadPoolExecutor watchdog, long timeoutMillis) {
+            ProcessBuilder pb = new ProcessBuilder(command).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
+                    .redirectError(ProcessBuilder.Redirect.to(stderr.toFile()));
+            Process p;
+            try {
+                p = pb.start();
+            } catch (IOException e) {
+                throw new IllegalStateException("cannot start " + what + ": " + String.join(" ", command) + ": "
+                        + e.getMessage(), e);
+            }
+            Child c = new Child(what, label, command, p, stderr);
+            try {
+                c.arm(watchdog, timeoutMillis);
+            } catch (RuntimeException e) {
+                c.destroy();
+                throw e;
+            }
+            return c;
+        }
+
+        /** The watchdog only kills: the pipe then ends, and the thread reading it sees why in {@link #killed}. */
+        private void arm(ScheduledThreadPoolExecutor watchdog, long timeoutMillis) {
+            kill = watchdog.schedule(() -> {
+                killed.set(true);
+                kill();
+            }, timeoutMillis, TimeUnit.MILLISECONDS);
+        }
+
+        private void kill() {
+            if (process.isAlive()) {
+                process.descendants().forEach(ProcessHandle::destroyForcibly);
+                process.destroyForcibly();
+            }
+        }
+
+        /** Reads stdout up to the first line {@code ready} accepts and returns it; throws if the child ends first. */
+        String awaitReady(Predicate<String> ready, long timeoutMillis) {
+            try {
+                for (String line; (line = out.readLine()) != null;) {
+                    remember(line);
+                    if (ready.test(line)) {
+                        kill.cancel(false);
+                        readyLine = line;
+                        return line;
+                    }
+                }
+            } catch (IOException e) {
+                throw failure("could not be read: " + e.getMessage());
+            }
+            if (killed.get()) {
+                throw failure("did not print its ready line within " + timeoutMillis + " ms and was killed");
+            }
+            return failWithStatus();
+        }
+
+        private String failWithStatus() {
+            kill.cancel(false);
+            try {
+                if (!process.waitFor(KILL_WAIT_SECONDS, TimeUnit.SECONDS)) {
+                    throw failure("closed its stdout without its ready line and did not exit; killed");
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw failure("interrupted while waiting for it to exit");
+            }
+            throw failure("ended with exit status " + process.exitValue() + " before its ready line");
+        }
+
+        /** Drains stdout to its end and waits for the exit, killing the child past the time limit; its status. */
+        int finish(ScheduledThreadPoolExecutor watchdog, long timeoutMillis) {
+            arm(watchdog, timeoutMillis);
+            try {
+                for (String line; (line = out.readLine()) != null;) {
+                    remember(line);
+                }
+                return process.waitFor();
+            } catch (IOException e) {
+                throw failure("could not be read to its end: " + e.getMessage());
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw failure("interrupted while waiting for it to exit");
+            } finally {
+                kill.cancel(false);
+            }
+        }
+
+        /** Kills the child and whatever it started, waits for it, and closes its stdout. Idempotent. */
+        void destroy() {
+            try {
+                kill();
+                if (!process.waitFor(KILL_WAIT_SECONDS, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException(what + " (pid " + process.pid() + ") survived SIGKILL for "
+                            + KILL_WAIT_SECONDS + " s: " + String.join(" ", command));
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } finally {
+                try {
+                    out.close();
+                } catch (IOException ignored) {
+                    // the pipe is gone with the process
+                }
+            }
+        }
+
+        private synchronized void remember(String line) {
+            lastLines.addLast(line);
+            if (lastLines.size() > TAIL_LINES) {
+                lastLines.removeFirst();
+            }
+        }
+
+        /** An exception naming the child, its command, its last stdout lines and the tail of its stderr. */
+        IllegalStateException failure(String what) {
+            StringBuilder m = new StringBuilder(this.what).append(' ').append(what).append(": ")
+                    .append(String.join(" ", command));
+            synchronized (this) {
+                if (!lastLines.isEmpty()) {
+                    m.append("\n  last stdout lines:\n    ").append(String.join("\n    ", lastLines));
+                }
+            }
+            String err = stderrTail();
+            m.append(err.isEmpty() ? "\n  stderr: (empty)" : "\n  stderr tail:\n    " + err.strip().replace("\n", "\n    "));
+            return new IllegalStateException(m.toString());
+        }
+
+        private String stderrTail() {
+            try (RandomAccessFile f = new RandomAccessFile(stderr.toFile(), "r")) {
+                long from = Math.max(0, f.length() - TAIL_BYTES);
+                byte[] b = new byte[(int) (f.length() - from)];
+                f.seek(from);
+                f.readFully(b);
+                String s = new String(b, StandardCharsets.UTF_8);
+                List<String> lines = List.of(s.split("\n"));
+                return String.join("\n", lines.subList(Math.max(0, lines.size() - TAIL_LINES), lines.size()));
+            } catch (IOException e) {
+                return "(unreadable: " + e.getMessage() + ")";
+            }
+        }
+    }
+}
