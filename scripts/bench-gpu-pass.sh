@@ -6,6 +6,7 @@
 #   attach    AttachBench (Java and its C baseline) at 1, 4 and 16 GiB   (about 4 min)
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)
 #   gather    GpuGatherBench: random rows vs a sequential read, 3 backends (about 3 min)
+#   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows               (about 2 min)
 #   restart   RestartBench: process start to tables usable, Java vs C, 16 GiB (about 3 min)
 #   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
 # Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only).
@@ -22,9 +23,10 @@ for part in "$@"; do
         attach) args=(--name attach -p tableMiB=1024,4096,16384 AttachBench) ;;
         attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
         gather) args=(--name gather GpuGatherBench) ;;
+        gather16) args=(--name gather-16g -p tableMiB=16384 -p rowBytes=264 GpuGatherBench) ;;
         restart) args=(--name restart RestartBench) ;;
         handshake) args=(--name cpu-handshake HandshakeBench HandshakePartsBench) ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, restart, handshake)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, handshake)" >&2; exit 2 ;;
     esac
     suite=gpu
     [ "$part" = handshake ] && suite=cpu
