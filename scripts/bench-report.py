@@ -150,7 +150,8 @@ def judge(c, ours, base):
     ratio = base.median / ours.median if ours.time_based() else ours.median / base.median
     t = c["target"]
     within = t.get("at_params_in", {})
-    if any(ours.params.get(k) not in v for k, v in within.items()):
+    # A parameter the results lack (a run from before it existed) does not exclude the row.
+    if any(k in ours.params and ours.params[k] not in v for k, v in within.items()):
         return ratio, "-", None
     if "min_ratio" in t and "max_ratio" in t:
         return (ratio, f"{t['min_ratio']:.3f}-{t['max_ratio']:.3f} of baseline",

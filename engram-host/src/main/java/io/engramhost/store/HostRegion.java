@@ -2,8 +2,11 @@ package io.engramhost.store;
 
 import io.engramhost.os.Fd;
 
-/** One region of host memory a daemon fills and serves: a memfd or a HOST_NUMA VMM allocation. */
-interface HostRegion extends AutoCloseable {
+/**
+ * One region of host memory a daemon fills and serves: a memfd or a HOST_NUMA VMM allocation. Public for the
+ * benchmarks, which build catalogs by hand from the same regions.
+ */
+public interface HostRegion extends AutoCloseable {
     /** Where the daemon writes the region's bytes while loading. */
     long address();
 

@@ -8,8 +8,8 @@ import io.engramhost.os.Fd;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.vmm.HostNumaAllocation;
 
-/** Makes the host regions of one backend. */
-interface HostRegionFactory {
+/** Makes the host regions of one backend (public for the benchmarks' hand-built catalogs). */
+public interface HostRegionFactory {
     RegionKind kind();
 
     /** Region sizes are multiples of this. */

@@ -6,6 +6,7 @@ import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
+import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import java.io.IOException;
@@ -33,7 +34,10 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * A checkpoint (one V4.1 Engram layer: weight F8_E4M3 [rows, 256] and scale F8_E8M0 [rows, 8], about
  * {@code checkpointMiB} in all, generated once per trial and read once so it sits in the page cache)
- * made resident with {@code threads} threads. Ours: memfds created, filled by CheckpointLoader, sealed.
+ * made resident with {@code threads} threads. With {@code cache=cold} its pages are dropped from the page
+ * cache before every op (posix_fadvise DONTNEED, outside the timing; checked with mincore), so the op reads
+ * the disk; the checkpoint goes to {@code $ENGRAM_BENCH_DIR} when set, else java.io.tmpdir, which must not
+ * be tmpfs for a cold cache. Ours: memfds created, filled by CheckpointLoader, sealed.
  * Baseline: pread of the same bytes, same 16 MiB chunks over the same number of threads, into anonymous
  * memory. Freeing the destination happens after each op, outside the timing.
  */
@@ -50,7 +54,14 @@ public class ColdLoadBench {
     @Param({"256"})
     public int checkpointMiB;
 
+    /** warm: the checkpoint is in the page cache; cold: its pages are dropped before every op. */
+    @Param({"warm", "cold"})
+    public String cache;
+
+    static final String DIR_ENV = "ENGRAM_BENCH_DIR";
+
     private Path dir;
+    private Path file;
     private List<TensorInfo> tensors;
     private long totalBytes;
     private ParallelPread pread;
@@ -58,14 +69,40 @@ public class ColdLoadBench {
 
     @Setup(Level.Trial)
     public void setUp() throws IOException {
+        if (!cache.equals("warm") && !cache.equals("cold")) {
+            throw new IllegalArgumentException("cache: '" + cache + "' is not one of warm, cold");
+        }
         long rows = ((long) checkpointMiB << 20) / (256 + 8);
-        dir = Files.createTempDirectory("engram-bench-ckpt-");
-        Path file = CheckpointGenerator.writeSingle(dir, new CheckpointGenerator.Spec(List.of(1), rows, 256, 7L));
+        String parent = System.getenv(DIR_ENV);
+        dir = parent == null || parent.isBlank() ? Files.createTempDirectory("engram-bench-ckpt-")
+                : Files.createTempDirectory(Path.of(parent), "engram-bench-ckpt-");
+        file = CheckpointGenerator.writeSingle(dir, new CheckpointGenerator.Spec(List.of(1), rows, 256, 7L));
         tensors = Checkpoint.open(file).tensors();
         totalBytes = Checkpoint.totalBytes(tensors);
         pread = new ParallelPread(threads);
         try (Mapping scratch = Posix.mmapAnonymous(totalBytes, "page-cache warm-up")) {
             pread.read(tensors, scratch.address());
+        }
+        if (cache.equals("cold")) {
+            dropCache();
+        }
+    }
+
+    /** cache=cold: the checkpoint's pages out of the page cache before each op (not timed). */
+    @Setup(Level.Invocation)
+    public void dropCache() throws IOException {
+        if (!cache.equals("cold")) {
+            return;
+        }
+        try (Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
+            long size = Posix.size(fd);
+            Posix.dropPageCache(fd);
+            long left = Posix.cachedPages(fd, size);
+            if (left != 0) {
+                throw new IllegalStateException("cache=cold: " + left + " of " + (size + 4095) / 4096 + " pages of "
+                        + file + " stay in the page cache after posix_fadvise(DONTNEED) (its file system is "
+                        + Files.getFileStore(dir).type() + "); set " + DIR_ENV + " to a directory on a disk");
+            }
         }
     }
 

@@ -56,7 +56,8 @@ final class InProcessDaemon implements AutoCloseable {
         deleteTree(dir);
     }
 
-    private static void deleteTree(Path dir) {
+    /** Removes {@code dir} and everything below it. */
+    static void deleteTree(Path dir) {
         try (Stream<Path> s = Files.walk(dir)) {
             for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(p);

@@ -7,6 +7,7 @@ import io.engramhost.numa.Numa;
 import io.engramhost.numa.NumaPolicy;
 import io.engramhost.os.JvmFlags;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.store.HostRegionFactory;
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
@@ -18,7 +19,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.Deque;
 import java.util.List;
 import java.util.Map;
@@ -27,7 +27,6 @@ import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Predicate;
-import java.util.stream.Stream;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
@@ -121,7 +120,7 @@ public class RestartBench {
             watchdog.prestartCoreThread();
             reaper = new Thread(this::killChild, "restart-bench-reaper");
             Runtime.getRuntime().addShutdownHook(reaper);
-            BenchTables.Backend regions = regions(kind, gpu);
+            HostRegionFactory regions = regions(kind, gpu);
             long rows = Math.multiplyExact(tableMiB, (1L << 20) / ROW_BYTES);
             daemon = InProcessDaemon.start(() -> BenchTables.build(1, rows, ROW_BYTES, regions));
             javaCommand = javaCommand();
@@ -264,14 +263,14 @@ public class RestartBench {
      * The daemon's regions: cuda-vmm on GPU 0's node (0 when the driver names none); memfds bound to GPU 0's
      * node for the gpu view where the driver names one and mbind is allowed, with no policy otherwise.
      */
-    private static BenchTables.Backend regions(RegionKind kind, boolean gpu) {
+    private static HostRegionFactory regions(RegionKind kind, boolean gpu) {
         int node = gpu ? Cuda.device(0).hostNumaId() : -1;
         if (kind == RegionKind.VMM_HOST) {
-            return BenchTables.Backend.cudaVmm(Math.max(0, node), 0);
+            return HostRegionFactory.vmm(Math.max(0, node), 0);
         }
         PageKind pages = kind == RegionKind.MEMFD_HUGETLB ? PageKind.HUGE_2M : PageKind.SMALL;
         NumaPolicy policy = node >= 0 && Numa.probe().isEmpty() ? NumaPolicy.bind(node) : NumaPolicy.none();
-        return BenchTables.Backend.memfd(pages, policy);
+        return HostRegionFactory.memfd(pages, policy);
     }
 
     /** Kills the running child, if any: for the shutdown hook and for a trial that ends with one still running. */
@@ -311,7 +310,7 @@ public class RestartBench {
         });
         attempt(failures, () -> {
             if (scratch != null) {
-                deleteTree(scratch);
+                InProcessDaemon.deleteTree(scratch);
                 scratch = null;
             }
         });
@@ -328,16 +327,6 @@ public class RestartBench {
             step.run();
         } catch (RuntimeException | Error e) {
             failures.add(e);
-        }
-    }
-
-    private static void deleteTree(Path dir) {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
-                Files.deleteIfExists(p);
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot remove " + dir, e);
         }
     }
 

@@ -28,7 +28,7 @@ public enum Suite {
 
     /** Smoke parameters: the smallest of each, applied where the user set none. */
     static final Map<String, String> SMOKE_PARAMS = Map.of("tables", "16", "rowBytes", "264", "tableMiB", "32",
-            "threads", "1", "checkpointMiB", "32");
+            "threads", "1", "checkpointMiB", "32", "cache", "warm");
     static final int SMOKE_ITERATION_MILLIS = 300;
 
     private final List<Class<?>> included;

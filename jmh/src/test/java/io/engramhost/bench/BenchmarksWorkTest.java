@@ -81,6 +81,7 @@ class BenchmarksWorkTest {
         ColdLoadBench b = new ColdLoadBench();
         b.threads = 2;
         b.checkpointMiB = 3;
+        b.cache = "warm";
         b.setUp();
         long ours = b.loaderIntoMemfd();
         b.freeLoaded();
@@ -103,5 +104,40 @@ class BenchmarksWorkTest {
         assertEquals(ours, anonymous);
         b.tearDown();
         assertEquals(fdsBefore, Posix.countOpenFds());
+    }
+
+    @Test
+    void shouldReadTheCheckpointFromTheDiskWithACold() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse(
+                java.nio.file.Files.getFileStore(java.nio.file.Path.of(System.getProperty("java.io.tmpdir"))).type()
+                        .equals("tmpfs"), "java.io.tmpdir is on tmpfs: its pages cannot leave the page cache");
+        int fdsBefore = Posix.countOpenFds();
+        ColdLoadBench b = new ColdLoadBench();
+        b.threads = 2;
+        b.checkpointMiB = 3;
+        b.cache = "cold";
+        b.setUp(); // drops the cache and checks with mincore that nothing stayed
+        long rows = (3L << 20) / 264;
+        for (int i = 0; i < 2; i++) {
+            b.dropCache();
+            assertEquals(rows * 264, b.loaderIntoMemfd());
+            b.freeLoaded();
+            b.dropCache();
+            assertEquals(rows * 264, b.preadIntoAnonymous());
+            b.freeLoaded();
+        }
+        b.tearDown();
+        assertEquals(fdsBefore, Posix.countOpenFds());
+    }
+
+    @Test
+    void shouldRefuseAnUnknownCacheState() {
+        ColdLoadBench b = new ColdLoadBench();
+        b.threads = 1;
+        b.checkpointMiB = 1;
+        b.cache = "lukewarm";
+        IllegalArgumentException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                b::setUp);
+        assertEquals("cache: 'lukewarm' is not one of warm, cold", e.getMessage());
     }
 }

@@ -166,18 +166,13 @@ class GpuGatherBenchTest {
      * test ran first in its JVM), and those stay open by design.
      */
     private static void warmUp() {
-        GpuGatherTables.Table t = new GpuGatherTables.HostNuma();
-        t.tableMiB = 4;
-        t.rowBytes = 64;
-        t.gatherRows = 1024;
-        t.setUp();
-        t.tearDown();
-        GpuGatherTables.Table m = new GpuGatherTables.Memfd4k();
-        m.tableMiB = 4;
-        m.rowBytes = 64;
-        m.gatherRows = 1024;
-        m.setUp();
-        m.tearDown();
+        for (GpuGatherTables.Table t : List.of(new GpuGatherTables.HostNuma(), new GpuGatherTables.Memfd4k())) {
+            t.tableMiB = 4;
+            t.rowBytes = 64;
+            t.gatherRows = 1024;
+            t.setUp();
+            t.tearDown();
+        }
     }
 
     /**

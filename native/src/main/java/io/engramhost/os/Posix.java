@@ -161,6 +161,38 @@ public final class Posix {
         }
     }
 
+    public static final int POSIX_FADV_DONTNEED = 4;
+
+    /**
+     * Asks the kernel to drop {@code fd}'s clean pages from the page cache (posix_fadvise DONTNEED over the
+     * whole file). Only a hint: pages of tmpfs, dirty or mapped pages stay; {@link #cachedPages} tells.
+     */
+    public static void dropPageCache(Fd fd) {
+        int rc = LIBC.posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+        if (rc != 0) {
+            throw new NativeException("posix_fadvise(" + fd.what() + ", 0, 0, POSIX_FADV_DONTNEED)", rc);
+        }
+    }
+
+    /** How many of the pages of the first {@code length} bytes of {@code fd} are in the page cache (mincore). */
+    public static long cachedPages(Fd fd, long length) {
+        if (length <= 0) {
+            return 0;
+        }
+        long pages = (length + 4095) / 4096;
+        try (Mapping view = mmap(length, PROT_READ, MAP_SHARED, fd, 0);
+                Mapping vec = mmapAnonymous(pages, "mincore vector of " + fd.what())) {
+            if (LIBC.mincore(view.address(), length, vec.address()) != 0) {
+                throw fail("mincore(" + fd.what() + ", " + length + " bytes)");
+            }
+            long resident = 0;
+            for (long i = 0; i < pages; i++) {
+                resident += RawMemory.getByte(vec.address() + i) & 1;
+            }
+            return resident;
+        }
+    }
+
     /**
      * Reads exactly {@code length} bytes at {@code offset} of {@code fd} into native memory at
      * {@code address}, retrying short reads and EINTR. A premature end of file is an error.

@@ -144,4 +144,42 @@ class PosixTest {
     void shouldRaiseNoFileLimit() {
         assertTrue(Posix.raiseNoFileLimit() >= 1024);
     }
+
+    @Test
+    void shouldDropAFilesCleanPagesFromThePageCache(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("cached.bin");
+        byte[] data = new byte[64 * 4096];
+        java.util.Arrays.fill(data, (byte) 7);
+        try (java.nio.channels.FileChannel c = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.CREATE_NEW, java.nio.file.StandardOpenOption.WRITE)) {
+            c.write(java.nio.ByteBuffer.wrap(data));
+            c.force(true); // dirty pages stay in the cache whatever the advice
+        }
+        String fs = Files.getFileStore(dir).type();
+        org.junit.jupiter.api.Assumptions.assumeFalse(fs.equals("tmpfs"),
+                "the temporary directory is on tmpfs, whose pages are its storage: nothing can be dropped");
+        try (Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
+            Posix.preadFully(fd, scratch(data.length), data.length, 0);
+            assertEquals(64, Posix.cachedPages(fd, data.length), "just read: every page cached");
+            Posix.dropPageCache(fd);
+            assertEquals(0, Posix.cachedPages(fd, data.length), "dropped (" + fs + ")");
+        }
+    }
+
+    @Test
+    void shouldNameTheAdviceAndTheErrnoWhenAPageCacheCannotBeDropped() {
+        Fd view = Fd.adopt(Integer.MAX_VALUE, "fd that is not open"); // no process has that many fds
+        try {
+            NativeException e = assertThrows(NativeException.class, () -> Posix.dropPageCache(view));
+            assertEquals("EBADF", e.errnoName());
+            assertTrue(e.getMessage().startsWith(
+                    "posix_fadvise(fd that is not open, 0, 0, POSIX_FADV_DONTNEED) failed: EBADF"), e.getMessage());
+        } finally {
+            view.release();
+        }
+    }
+
+    private static long scratch(int length) {
+        return jnr.ffi.Memory.allocateDirect(LibCHolder.RUNTIME, length).address();
+    }
 }

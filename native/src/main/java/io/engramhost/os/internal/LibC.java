@@ -22,6 +22,11 @@ public interface LibC {
 
     int madvise(long addr, long length, int advice);
 
+    /** Returns 0 or an error number (it does not set errno). */
+    int posix_fadvise(int fd, long offset, long length, int advice);
+
+    int mincore(long addr, long length, long vec);
+
     long pread(int fd, long buf, long count, long offset);
 
     long pwrite(int fd, long buf, long count, long offset);
