@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, everything the GPU machine needs to run the gpu-tagged tests
-# and the attach benchmarks without Java, Maven or network there:
+# without Java, Maven or network there (the benchmarks have their own bundle: scripts/bench-gpu-bundle.sh):
 #   jre.tar.gz      jlink runtime (java.base, jdk.unsupported, java.logging, java.management,
 #                   java.naming, java.xml for the XML reports), --compress=2
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
-#   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild, AttachBench)
-#   engram-attach   the C client of the wire protocol (native/c/engram_attach.c), the attach baseline
-#   gpu-attach-compare.sh  the cross-process attach comparison (C client against the Java client)
-#   attach_baseline the C baseline (native/c/attach_baseline.c), dlopens libcuda.so.1
+#   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild)
+#   engram-attach   the C client of the wire protocol (native/c/engram_attach.c)
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
 #   jvm.options     the JVM flags of the parent pom (engram.jvm.flags)
 #   gpu-test.sh     what to run there
@@ -44,9 +42,7 @@ cp -r cudavmm-backend/target/test-classes "$STAGE/test-classes/cudavmm"
 cp -r engram-host/target/test-classes "$STAGE/test-classes/engram-host"
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 
-echo "== C baseline and kernels"
-make -s -C native baseline
-cp native/build/attach_baseline "$STAGE/"
+echo "== C client and kernels"
 make -s -C native engram-attach
 cp native/build/engram-attach "$STAGE/"
 cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
@@ -57,7 +53,7 @@ jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --s
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
 
-cp scripts/gpu-test.sh scripts/gpu-attach-compare.sh "$STAGE/"
+cp scripts/gpu-test.sh "$STAGE/"
 git rev-parse HEAD > "$STAGE/COMMIT" 2>/dev/null || true
 
 rm -rf "$DEST"

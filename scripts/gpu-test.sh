@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from the bundle that scripts/gpu-bundle.sh built: the gpu-tagged tests
-# (JUnit console launcher), the C attach baseline and the Java attach bench. Results go to $OUT:
+# (JUnit console launcher). The attach benchmarks, Java against C, are JMH's (scripts/bench-gpu-bundle.sh).
+# Results go to $OUT:
 #   env.txt            date, kernel, driver, GPU
 #   junit-console.txt  the launcher's tree and summary (also the tests' stdout: timings, child logs)
 #   junit-jupiter.xml  the XML report
-#   baseline.jsonl     attach_baseline --gib $GIB
-#   java-bench.jsonl   AttachBench --gib $GIB --memfd-gib $GIB
-#   summary.txt        exit codes of each step
-# Usage: OUT=/some/dir GIB=16 bash gpu-test.sh
+#   summary.txt        the tests' exit code
+# Usage: OUT=/some/dir bash gpu-test.sh
 set -uo pipefail
 
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/out}
-GIB=${GIB:-16}
 WORK=${WORK:-/tmp/engram-gpu}
 mkdir -p "$OUT" "$WORK/tmp"
 rm -rf "$WORK/reports"
@@ -46,16 +44,5 @@ TESTS=$?
 cp "$WORK"/reports/TEST-junit-jupiter.xml "$OUT/junit-jupiter.xml" 2>/dev/null
 tail -25 "$OUT/junit-console.txt"
 
-echo "== C baseline, $GIB GiB"
-timeout 100 "$B/attach_baseline" --gib "$GIB" > "$OUT/baseline.jsonl" 2>&1
-BASELINE=$?
-cat "$OUT/baseline.jsonl"
-
-echo "== Java attach bench, $GIB GiB"
-timeout 150 "$JAVA" "${FLAGS[@]}" -cp "$CP" io.engramhost.vmm.AttachBench --gib "$GIB" --memfd-gib "$GIB" \
-    > "$OUT/java-bench.jsonl" 2>&1
-BENCH=$?
-cat "$OUT/java-bench.jsonl"
-
-printf 'tests=%s baseline=%s bench=%s\n' "$TESTS" "$BASELINE" "$BENCH" | tee "$OUT/summary.txt"
-[ "$TESTS" = 0 ] && [ "$BASELINE" = 0 ] && [ "$BENCH" = 0 ]
+printf 'tests=%s\n' "$TESTS" | tee "$OUT/summary.txt"
+[ "$TESTS" = 0 ]
