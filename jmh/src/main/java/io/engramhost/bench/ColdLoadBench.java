@@ -74,6 +74,10 @@ public class ColdLoadBench {
         }
         long rows = ((long) checkpointMiB << 20) / (256 + 8);
         String parent = System.getenv(DIR_ENV);
+        if (parent != null && !parent.isBlank() && !Files.isDirectory(Path.of(parent))) {
+            throw new IllegalArgumentException(DIR_ENV + "=" + parent + " is not a directory (it holds the checkpoint"
+                    + " ColdLoadBench reads)");
+        }
         dir = parent == null || parent.isBlank() ? Files.createTempDirectory("engram-bench-ckpt-")
                 : Files.createTempDirectory(Path.of(parent), "engram-bench-ckpt-");
         file = CheckpointGenerator.writeSingle(dir, new CheckpointGenerator.Spec(List.of(1), rows, 256, 7L));

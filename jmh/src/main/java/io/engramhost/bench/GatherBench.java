@@ -5,6 +5,7 @@ import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.client.TableView;
 import io.engramhost.memfd.PageKind;
+import io.engramhost.os.RawMemory;
 import io.engramhost.protocol.Expectation;
 import java.util.Arrays;
 import java.util.SplittableRandom;
@@ -149,7 +150,7 @@ public class GatherBench {
         long[] ids = nextBatch();
         int rb = rowBytes;
         for (int i = 0; i < ids.length; i++) {
-            NativeMemory.copy(base + ids[i] * rb, dst, i * rb, rb);
+            RawMemory.copy(base + ids[i] * rb, dst, i * rb, rb);
         }
         return dst;
     }

@@ -15,6 +15,7 @@ import io.engramhost.numa.Topology;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.os.RawMemory;
 import io.engramhost.vmm.Access;
 import io.engramhost.vmm.HostNumaAllocation;
 import io.engramhost.vmm.VmmImport;
@@ -24,7 +25,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.SplittableRandom;
-import java.util.stream.LongStream;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
@@ -44,8 +44,6 @@ public final class GpuGatherTables {
     static final int BATCHES = 4;
     static final long ROW_ID_SEED = 42;
     static final long FILL_SEED = 0x5eed6a7e0000L;
-    /** Fill chunk: each is filled from its own seed, so the chunks can be filled in parallel and the bytes stay fixed. */
-    static final long FILL_CHUNK = 64L << 20;
     /** Bytes' worth of the first batch's rows (at least one row) that setup checks against the table. */
     static final long CHECKED_ROW_BYTES = 4L << 20;
     /** Bytes at the table's start that setup reads on the GPU and the CPU and compares. */
@@ -93,25 +91,15 @@ public final class GpuGatherTables {
     static void drawRowIds(long address, long count, long tableRows, long seed) {
         SplittableRandom random = new SplittableRandom(seed);
         for (long i = 0; i < count; i++) {
-            NativeMemory.UNSAFE.putLong(address + 8 * i, random.nextLong(tableRows));
+            RawMemory.putLong(address + 8 * i, random.nextLong(tableRows));
         }
-    }
-
-    /** Fills {@code length} bytes (a multiple of 8) at {@code address}, chunks in parallel, each from its own seed. */
-    static void fill(long address, long length) {
-        if (length % 8 != 0) {
-            throw new IllegalArgumentException("fill length " + length + " is not a multiple of 8");
-        }
-        long chunks = (length + FILL_CHUNK - 1) / FILL_CHUNK;
-        LongStream.range(0, chunks).parallel().forEach(c -> NativeMemory.fillRandom(address + c * FILL_CHUNK,
-                Math.min(FILL_CHUNK, length - c * FILL_CHUNK), FILL_SEED + c));
     }
 
     /** The XOR of every 8-byte word of {@code [address, address + length)} ({@code length} a multiple of 8). */
     static long xorWords(long address, long length) {
         long x = 0;
         for (long at = 0; at < length; at += 8) {
-            x ^= NativeMemory.UNSAFE.getLong(address + at);
+            x ^= RawMemory.getLong(address + at);
         }
         return x;
     }
@@ -217,11 +205,11 @@ public final class GpuGatherTables {
             byte[] got = new byte[rows * rowBytes];
             try (Mapping host = Posix.mmapAnonymous(got.length, "gathered rows copied back")) {
                 out.copyToHost(0, host.address(), got.length);
-                NativeMemory.copy(host.address(), got, 0, got.length);
+                RawMemory.copy(host.address(), got, 0, got.length);
             }
             byte[] expected = new byte[got.length];
             for (int i = 0; i < rows; i++) {
-                NativeMemory.copy(hostTable + rowId(0, i) * rowBytes, expected, i * rowBytes, rowBytes);
+                RawMemory.copy(hostTable + rowId(0, i) * rowBytes, expected, i * rowBytes, rowBytes);
             }
             if (!Arrays.equals(expected, got)) {
                 throw new IllegalStateException(BENCHMARK + ": the GPU gathered other bytes than the table holds at"
@@ -286,7 +274,7 @@ public final class GpuGatherTables {
         }
 
         long rowId(int batch, int i) {
-            return NativeMemory.UNSAFE.getLong(hostRowIds.address() + 8L * ((long) batch * gatherRows + i));
+            return RawMemory.getLong(hostRowIds.address() + 8L * ((long) batch * gatherRows + i));
         }
 
         DeviceBuffer out() {
@@ -329,7 +317,7 @@ public final class GpuGatherTables {
                     policy == NumaPolicy.none() ? null : m -> Numa.apply(m, policy)));
             // Every page allocated first, in one call: touching them from the parallel fill is several times slower.
             Posix.madvise(region.writable(), 0, region.size(), Posix.MADV_POPULATE_WRITE);
-            fill(region.writable().address(), region.size());
+            NativeMemory.fillRandomParallel(region.writable().address(), region.size(), FILL_SEED);
             region.seal();
             Mapping view = keep(ReadOnlyMapping.map(region.fd(), region.size(), false));
             HostRegistration registration = keep(HostRegistration.register(view.address(), region.size(), 0, true));
@@ -362,7 +350,7 @@ public final class GpuGatherTables {
         @Override
         long createAndView(long bytes, TablePlacement placement) {
             HostNumaAllocation allocation = keep(HostNumaAllocation.create(bytes, placement.vmmNode(), NAME));
-            fill(allocation.hostAddress(), allocation.size());
+            NativeMemory.fillRandomParallel(allocation.hostAddress(), allocation.size(), FILL_SEED);
             VmmImport view;
             try (Fd fd = allocation.exportFd()) { // the client closes its fd once attached
                 view = keep(VmmImport.attach(List.of(fd), List.of(allocation.size()), 0, Access.READ_ONLY));

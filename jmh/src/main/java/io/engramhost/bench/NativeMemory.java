@@ -1,25 +1,10 @@
 package io.engramhost.bench;
 
-import java.lang.reflect.Field;
+import io.engramhost.os.RawMemory;
 import java.util.stream.LongStream;
-import sun.misc.Unsafe;
 
-/** Raw native memory access for the benchmarks' fills and baselines (no bounds checks: callers check). */
+/** The benchmarks' pseudo-random fills of native memory (through {@link RawMemory}; no bounds checks: callers check). */
 final class NativeMemory {
-    static final Unsafe UNSAFE;
-    static final long BYTE_ARRAY_BASE;
-
-    static {
-        try {
-            Field f = Unsafe.class.getDeclaredField("theUnsafe");
-            f.setAccessible(true);
-            UNSAFE = (Unsafe) f.get(null);
-            BYTE_ARRAY_BASE = UNSAFE.arrayBaseOffset(byte[].class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
-
     private NativeMemory() {
     }
 
@@ -33,7 +18,7 @@ final class NativeMemory {
             x ^= x << 13;
             x ^= x >>> 7;
             x ^= x << 17;
-            UNSAFE.putLong(address + at, x);
+            RawMemory.putLong(address + at, x);
         }
     }
 
@@ -53,18 +38,18 @@ final class NativeMemory {
         long chunks = (length + FILL_CHUNK - 1) / FILL_CHUNK;
         LongStream.range(0, chunks).parallel().forEach(i -> {
             long at = i * FILL_CHUNK;
-            fillRandom(address + at, Math.min(FILL_CHUNK, length - at), splitmix64(seed + i * 0x9e3779b97f4a7c15L));
+            fillRandom(address + at, Math.min(FILL_CHUNK, length - at), chunkSeed(seed, i));
         });
+    }
+
+    /** The seed of chunk {@code chunk}'s stream in {@link #fillRandomParallel}. */
+    static long chunkSeed(long seed, long chunk) {
+        return splitmix64(seed + chunk * 0x9e3779b97f4a7c15L);
     }
 
     private static long splitmix64(long z) {
         z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
         z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
         return z ^ (z >>> 31);
-    }
-
-    /** Copies {@code length} bytes from native {@code address} into {@code dst[offset...]}. */
-    static void copy(long address, byte[] dst, int offset, int length) {
-        UNSAFE.copyMemory(null, address, dst, BYTE_ARRAY_BASE + offset, length);
     }
 }

@@ -11,6 +11,7 @@ import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.CudaResources;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.os.RawMemory;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -90,8 +91,8 @@ class GpuGatherBenchTest {
             GpuGatherTables.drawRowIds(b.address(), count, rows, GpuGatherTables.ROW_ID_SEED);
             Set<Long> seen = new HashSet<>();
             for (int i = 0; i < count; i++) {
-                long id = NativeMemory.UNSAFE.getLong(a.address() + 8L * i);
-                assertEquals(id, NativeMemory.UNSAFE.getLong(b.address() + 8L * i), "same seed, same ids");
+                long id = RawMemory.getLong(a.address() + 8L * i);
+                assertEquals(id, RawMemory.getLong(b.address() + 8L * i), "same seed, same ids");
                 assertTrue(id >= 0 && id < rows, "id " + id);
                 seen.add(id);
             }
@@ -100,20 +101,20 @@ class GpuGatherBenchTest {
     }
 
     @Test
-    void shouldFillEachChunkFromItsOwnSeed() {
-        long length = GpuGatherTables.FILL_CHUNK + 64;
+    void shouldFillEachChunkFromItsOwnSeedWhateverTheThreads() {
+        long length = NativeMemory.FILL_CHUNK + 64;
         try (Mapping table = Posix.mmapAnonymous(length, "table"); Mapping ref = Posix.mmapAnonymous(64, "reference")) {
-            GpuGatherTables.fill(table.address(), length);
+            NativeMemory.fillRandomParallel(table.address(), length, GpuGatherTables.FILL_SEED);
             byte[] got = new byte[64];
             byte[] expected = new byte[64];
             for (int chunk = 0; chunk < 2; chunk++) {
-                NativeMemory.fillRandom(ref.address(), 64, GpuGatherTables.FILL_SEED + chunk);
-                NativeMemory.copy(ref.address(), expected, 0, 64);
-                NativeMemory.copy(table.address() + chunk * GpuGatherTables.FILL_CHUNK, got, 0, 64);
+                NativeMemory.fillRandom(ref.address(), 64, NativeMemory.chunkSeed(GpuGatherTables.FILL_SEED, chunk));
+                RawMemory.copy(ref.address(), expected, 0, 64);
+                RawMemory.copy(table.address() + chunk * NativeMemory.FILL_CHUNK, got, 0, 64);
                 assertArrayEquals(expected, got, "chunk " + chunk);
             }
             assertNotEquals(0L, GpuGatherTables.xorWords(table.address(), length));
-            assertThrows(IllegalArgumentException.class, () -> GpuGatherTables.fill(table.address(), 12));
+            assertThrows(IllegalArgumentException.class, () -> NativeMemory.fillRandomParallel(table.address(), 12, 1));
         }
     }
 
@@ -199,11 +200,11 @@ class GpuGatherBenchTest {
                     int batch = gather.applyAsInt(t);
                     assertEquals(op % GpuGatherTables.BATCHES, batch, what + "the batches cycle");
                     t.out().copyToHost(0, host.address(), bytes);
-                    NativeMemory.copy(host.address(), got, 0, bytes);
+                    RawMemory.copy(host.address(), got, 0, bytes);
                     for (int i = 0; i < gatherRows; i++) {
                         long id = t.rowId(batch, i);
                         assertTrue(id >= 0 && id < t.tableRows(), what + "id " + id);
-                        NativeMemory.copy(t.hostTable() + id * rowBytes, expected, i * rowBytes, rowBytes);
+                        RawMemory.copy(t.hostTable() + id * rowBytes, expected, i * rowBytes, rowBytes);
                     }
                     assertArrayEquals(expected, got, what + "batch " + batch);
                     assertFalse(java.util.Arrays.equals(got, previous), what + "each batch gathers other rows");
