@@ -38,6 +38,10 @@ public final class FdMessages {
     private static final int IOVEC_BYTES = 16;
     private static final int CMSG_HEADER = 16;
     private static final int CONTROL_BYTES = CMSG_HEADER + align8(4 * MAX_FDS_PER_SENDMSG);
+    private static final int IOV_AT = MSGHDR_BYTES;
+    private static final int CONTROL_AT = IOV_AT + IOVEC_BYTES;
+    /** Bytes a scratch buffer holds before its data: msghdr, iovec and one batch of control data. */
+    static final int SCRATCH_HEADER_BYTES = CONTROL_AT + CONTROL_BYTES;
 
     private FdMessages() {
     }
@@ -69,37 +73,11 @@ public final class FdMessages {
 
     /** Writes all of {@code data}; fds[from, from+count) ride on the first sendmsg. */
     private static void sendAll(int socket, String peer, byte[] data, int[] fds, int from, int count) {
-        Pointer buf = Memory.allocateDirect(RUNTIME, MSGHDR_BYTES + IOVEC_BYTES + CONTROL_BYTES + data.length, true);
-        long msg = 0;
-        long iov = MSGHDR_BYTES;
-        long control = iov + IOVEC_BYTES;
-        long dataAt = control + CONTROL_BYTES;
-        buf.put(dataAt, data, 0, data.length);
+        Pointer buf = Memory.allocateDirect(RUNTIME, SCRATCH_HEADER_BYTES + data.length, true);
+        int[] batch = java.util.Arrays.copyOfRange(fds, from, from + count);
         int sent = 0;
-        boolean withFds = count > 0;
         while (sent < data.length) {
-            buf.putLong(msg + 0, 0L);
-            buf.putInt(msg + 8, 0);
-            buf.putAddress(msg + 16, buf.address() + iov);
-            buf.putLong(msg + 24, 1L);
-            if (withFds) {
-                int len = CMSG_HEADER + 4 * count;
-                buf.putLong(control, len);
-                buf.putInt(control + 8, SOL_SOCKET);
-                buf.putInt(control + 12, SCM_RIGHTS);
-                for (int i = 0; i < count; i++) {
-                    buf.putInt(control + CMSG_HEADER + 4L * i, fds[from + i]);
-                }
-                buf.putAddress(msg + 32, buf.address() + control);
-                buf.putLong(msg + 40, align8(len));
-            } else {
-                buf.putAddress(msg + 32, 0L);
-                buf.putLong(msg + 40, 0L);
-            }
-            buf.putInt(msg + 48, 0);
-            buf.putAddress(iov, buf.address() + dataAt + sent);
-            buf.putLong(iov + 8, data.length - sent);
-            long n = LIBC.sendmsg(socket, buf.slice(msg), MSG_NOSIGNAL);
+            long n = sendOnce(socket, buf, data, sent, data.length - sent, batch, MSG_NOSIGNAL);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR) {
@@ -108,11 +86,62 @@ public final class FdMessages {
                 if (errno == Errno.EPIPE || errno == Errno.ECONNRESET) {
                     throw new PeerClosedException("sendmsg(" + peer + ") failed: " + Errno.describe(errno));
                 }
-                throw new NativeException("sendmsg(" + peer + ", fds=" + (withFds ? count : 0) + ")", errno);
+                throw new NativeException("sendmsg(" + peer + ", fds=" + batch.length + ")", errno);
             }
             sent += (int) n;
-            withFds = false;
+            batch = new int[0];
         }
+    }
+
+    /**
+     * One sendmsg of {@code src[off, off+len)} copied into {@code buf} (laid out as a scratch
+     * buffer), with {@code fds} (at most 253, may be empty) as SCM_RIGHTS. Returns sendmsg's result;
+     * errno is left for the caller.
+     */
+    static long sendOnce(int socket, Pointer buf, byte[] src, int off, int len, int[] fds, int flags) {
+        if (fds.length > MAX_FDS_PER_SENDMSG) {
+            throw new IllegalArgumentException(fds.length + " fds in one sendmsg; at most " + MAX_FDS_PER_SENDMSG);
+        }
+        buf.put(SCRATCH_HEADER_BYTES, src, off, len);
+        if (fds.length > 0) {
+            int cmsgLen = CMSG_HEADER + 4 * fds.length;
+            buf.putLong(CONTROL_AT, cmsgLen);
+            buf.putInt(CONTROL_AT + 8, SOL_SOCKET);
+            buf.putInt(CONTROL_AT + 12, SCM_RIGHTS);
+            for (int i = 0; i < fds.length; i++) {
+                buf.putInt(CONTROL_AT + CMSG_HEADER + 4L * i, fds[i]);
+            }
+            fillMsghdr(buf, align8(cmsgLen), len);
+        } else {
+            fillMsghdr(buf, 0, len);
+        }
+        return LIBC.sendmsg(socket, buf, flags);
+    }
+
+    /** One recvmsg of at most {@code len} bytes into {@code buf}'s data area, with room for one batch of fds. */
+    static long recvOnce(int socket, Pointer buf, int len, int flags) {
+        fillMsghdr(buf, CONTROL_BYTES, len);
+        return LIBC.recvmsg(socket, buf, flags);
+    }
+
+    private static void fillMsghdr(Pointer buf, long controlLen, int dataLen) {
+        buf.putLong(0, 0L);
+        buf.putInt(8, 0);
+        buf.putAddress(16, buf.address() + IOV_AT);
+        buf.putLong(24, 1L);
+        buf.putAddress(32, controlLen == 0 ? 0L : buf.address() + CONTROL_AT);
+        buf.putLong(40, controlLen);
+        buf.putInt(48, 0);
+        buf.putAddress(IOV_AT, buf.address() + SCRATCH_HEADER_BYTES);
+        buf.putLong(IOV_AT + 8, dataLen);
+    }
+
+    static int msgFlags(Pointer buf) {
+        return buf.getInt(48);
+    }
+
+    static void copyData(Pointer buf, byte[] dst, int off, int n) {
+        buf.get(SCRATCH_HEADER_BYTES, dst, off, n);
     }
 
     /**
@@ -169,23 +198,11 @@ public final class FdMessages {
         if (length == 0) {
             return;
         }
-        Pointer buf = Memory.allocateDirect(RUNTIME, MSGHDR_BYTES + IOVEC_BYTES + CONTROL_BYTES + length, true);
-        long iov = MSGHDR_BYTES;
-        long control = iov + IOVEC_BYTES;
-        long dataAt = control + CONTROL_BYTES;
+        Pointer buf = Memory.allocateDirect(RUNTIME, SCRATCH_HEADER_BYTES + length, true);
         int got = 0;
         while (got < length) {
             awaitReadable(socket, peer, deadline, got, length);
-            buf.putLong(0, 0L);
-            buf.putInt(8, 0);
-            buf.putAddress(16, buf.address() + iov);
-            buf.putLong(24, 1L);
-            buf.putAddress(32, buf.address() + control);
-            buf.putLong(40, CONTROL_BYTES);
-            buf.putInt(48, 0);
-            buf.putAddress(iov, buf.address() + dataAt + got);
-            buf.putLong(iov + 8, length - got);
-            long n = LIBC.recvmsg(socket, buf, MSG_CMSG_CLOEXEC);
+            long n = recvOnce(socket, buf, length - got, MSG_CMSG_CLOEXEC);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR || errno == Errno.EAGAIN) {
@@ -196,8 +213,8 @@ public final class FdMessages {
                 }
                 throw new NativeException("recvmsg(" + peer + ")", errno);
             }
-            collectFds(buf, control, peer, fds);
-            if ((buf.getInt(48) & MSG_CTRUNC) != 0) {
+            collectFds(buf, peer, fds);
+            if ((msgFlags(buf) & MSG_CTRUNC) != 0) {
                 throw new IllegalStateException("recvmsg(" + peer + "): control data truncated (MSG_CTRUNC):"
                         + " fds were lost; is RLIMIT_NOFILE exhausted?");
             }
@@ -206,12 +223,14 @@ public final class FdMessages {
                         ? "connection closed by " + peer
                         : "connection closed by " + peer + " mid-message after " + got + " of " + length + " bytes");
             }
+            copyData(buf, dst, got, (int) n);
             got += (int) n;
         }
-        buf.get(dataAt, dst, 0, length);
     }
 
-    private static void collectFds(Pointer buf, long control, String peer, List<Fd> fds) {
+    /** Adopts the SCM_RIGHTS fds of the last recvmsg into {@code buf}. */
+    static void collectFds(Pointer buf, String peer, List<Fd> fds) {
+        long control = CONTROL_AT;
         long controlLen = buf.getLong(40);
         long at = 0;
         while (at + CMSG_HEADER <= controlLen) {

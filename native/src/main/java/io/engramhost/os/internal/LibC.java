@@ -62,4 +62,15 @@ public interface LibC {
     int kill(int pid, int signal);
 
     long syscall(long number, long a1, long a2, long a3, long a4, long a5, long a6);
+
+    // The daemon's non-blocking socket loop (io.engramhost.os.NonBlocking).
+    int accept4(int fd, Pointer addr, Pointer addrlen, int flags);
+
+    int eventfd(int initval, int flags);
+
+    long read(int fd, Pointer buf, long count);
+
+    long write(int fd, Pointer buf, long count);
+
+    int geteuid();
 }
