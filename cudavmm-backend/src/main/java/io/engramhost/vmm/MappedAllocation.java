@@ -2,10 +2,11 @@ package io.engramhost.vmm;
 
 import io.engramhost.cuda.Location;
 import io.engramhost.cuda.MemHandle;
-import io.engramhost.cuda.Sizes;
 import io.engramhost.cuda.VaMapping;
 import io.engramhost.cuda.VaRange;
 import io.engramhost.os.Fd;
+import io.engramhost.util.Bytes;
+import io.engramhost.util.Closer;
 
 /**
  * An exportable allocation mapped in its creator: handle, VA range, mapping, with access for one
@@ -29,7 +30,7 @@ final class MappedAllocation implements AutoCloseable {
             throw new IllegalArgumentException("allocation " + name + ": size must be positive, was " + bytes);
         }
         long g = MemHandle.granularity(where, true, device, false);
-        long size = Sizes.roundUp(bytes, g);
+        long size = Bytes.roundUp(bytes, g);
         MemHandle handle = MemHandle.create(size, where, true, device, name);
         VaRange range = null;
         VaMapping mapping = null;
@@ -39,7 +40,7 @@ final class MappedAllocation implements AutoCloseable {
             mapping.setAccess(accessor, true);
             return new MappedAllocation(handle, range, mapping, bytes);
         } catch (RuntimeException e) {
-            Closing.quietly(e, mapping, range, handle);
+            Closer.closeAllAfter(e, handle, range, mapping);
             throw e;
         }
     }
@@ -58,6 +59,6 @@ final class MappedAllocation implements AutoCloseable {
 
     @Override
     public void close() {
-        Closing.all(mapping, range, handle);
+        Closer.closeAll(handle, range, mapping);
     }
 }

@@ -3,12 +3,12 @@ package io.engramhost.vmm;
 import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.Location;
 import io.engramhost.cuda.MemHandle;
-import io.engramhost.cuda.Sizes;
 import io.engramhost.cuda.VaMapping;
 import io.engramhost.cuda.VaRange;
 import io.engramhost.os.Fd;
+import io.engramhost.util.Bytes;
+import io.engramhost.util.Closer;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 
@@ -95,10 +95,10 @@ public final class VmmImport implements AutoCloseable {
                 long g = MemHandle.granularity(h.location(), true, device, false);
                 if (h.size() % g != 0) {
                     throw new IllegalArgumentException("fd " + i + ": size " + h.size() + " is not a multiple of the "
-                            + Sizes.format(g) + " granularity of " + h.location() + " (is it the allocation's size?)");
+                            + Bytes.format(g) + " granularity of " + h.location() + " (is it the allocation's size?)");
                 }
                 alignment = Math.max(alignment, g);
-                offsets[i] = Sizes.roundUp(end, g);
+                offsets[i] = Bytes.roundUp(end, g);
                 end = offsets[i] + h.size();
             }
             range = VaRange.reserve(end, alignment, device, "tables of " + handles.size() + " fds");
@@ -132,13 +132,7 @@ public final class VmmImport implements AutoCloseable {
             return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings,
                     List.copyOf(perHandle));
         } catch (RuntimeException e) {
-            List<AutoCloseable> undo = new ArrayList<>(mappings);
-            Collections.reverse(undo);
-            undo.add(range);
-            List<AutoCloseable> hs = new ArrayList<>(handles);
-            Collections.reverse(hs);
-            undo.addAll(hs);
-            Closing.quietly(e, undo.toArray(new AutoCloseable[0]));
+            Closer.closeAllAfter(e, openingOrder(handles, range, mappings));
             throw e;
         }
     }
@@ -219,10 +213,15 @@ public final class VmmImport implements AutoCloseable {
     @Override
     public void close() {
         if (closed.compareAndSet(false, true)) {
-            List<AutoCloseable> all = new ArrayList<>(mappings);
-            all.add(range);
-            all.addAll(handles);
-            Closing.all(all.toArray(new AutoCloseable[0]));
+            Closer.closeAll(openingOrder(handles, range, mappings));
         }
+    }
+
+    /** The handles, the range, then the mappings: the order they were made, so the reverse of closing. */
+    private static List<AutoCloseable> openingOrder(List<MemHandle> handles, VaRange range, List<VaMapping> mappings) {
+        List<AutoCloseable> all = new ArrayList<>(handles);
+        all.add(range);
+        all.addAll(mappings);
+        return all;
     }
 }

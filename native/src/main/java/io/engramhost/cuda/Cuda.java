@@ -2,6 +2,7 @@ package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
 import io.engramhost.cuda.internal.LibCuda;
+import io.engramhost.util.Bytes;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import jnr.ffi.LibraryLoader;
@@ -179,19 +180,19 @@ public final class Cuda {
     /** Synchronous copy of {@code bytes} from host memory to a device address. */
     public static void copyHostToDevice(int ordinal, long dst, long srcHost, long bytes) {
         useDevice(ordinal);
-        check(lib().cuMemcpyHtoD_v2(dst, srcHost, bytes), "cuMemcpyHtoD(" + Sizes.format(bytes) + " on GPU " + ordinal + ")");
+        check(lib().cuMemcpyHtoD_v2(dst, srcHost, bytes), "cuMemcpyHtoD(" + Bytes.format(bytes) + " on GPU " + ordinal + ")");
     }
 
     /** Synchronous copy of {@code bytes} from a device address to host memory. */
     public static void copyDeviceToHost(int ordinal, long dstHost, long src, long bytes) {
         useDevice(ordinal);
-        check(lib().cuMemcpyDtoH_v2(dstHost, src, bytes), "cuMemcpyDtoH(" + Sizes.format(bytes) + " on GPU " + ordinal + ")");
+        check(lib().cuMemcpyDtoH_v2(dstHost, src, bytes), "cuMemcpyDtoH(" + Bytes.format(bytes) + " on GPU " + ordinal + ")");
     }
 
     /** Sets {@code bytes} bytes at a device address to {@code value}. */
     public static void memset(int ordinal, long dst, byte value, long bytes) {
         useDevice(ordinal);
-        check(lib().cuMemsetD8_v2(dst, value, bytes), "cuMemsetD8(" + Sizes.format(bytes) + " on GPU " + ordinal + ")");
+        check(lib().cuMemsetD8_v2(dst, value, bytes), "cuMemsetD8(" + Bytes.format(bytes) + " on GPU " + ordinal + ")");
         check(lib().cuCtxSynchronize(), "cuCtxSynchronize(after cuMemsetD8 on GPU " + ordinal + ")");
     }
 }

@@ -1,5 +1,6 @@
 package io.engramhost.cuda;
 
+import io.engramhost.util.Bytes;
 import java.util.Locale;
 
 /**
@@ -35,7 +36,7 @@ public record CudaDevice(int ordinal, String name, String pciBusId, String uuid,
 
     @Override
     public String toString() {
-        return label() + " " + uuid + " cc " + computeCapability + ", " + Sizes.format(totalMemory) + ", "
+        return label() + " " + uuid + " cc " + computeCapability + ", " + Bytes.format(totalMemory) + ", "
                 + multiprocessors + " SMs, host NUMA " + hostNumaId + ", vmm=" + vmm + " posixFd=" + posixFdHandles
                 + " hostNumaVmm=" + hostNumaVmm + " readOnlyRegister=" + readOnlyHostRegister;
     }

@@ -1,6 +1,7 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.util.Bytes;
 import jnr.ffi.Pointer;
 
 /** Owns one cuMemAlloc'd device buffer; close frees it once. Copies are synchronous. */
@@ -20,7 +21,7 @@ public final class DeviceBuffer extends CudaOwner {
         }
         Cuda.useDevice(device);
         Pointer out = CuStructs.zeroed(8);
-        Cuda.check(Cuda.lib().cuMemAlloc_v2(out, bytes), "cuMemAlloc(" + Sizes.format(bytes) + " on GPU " + device + ", " + name + ")");
+        Cuda.check(Cuda.lib().cuMemAlloc_v2(out, bytes), "cuMemAlloc(" + Bytes.format(bytes) + " on GPU " + device + ", " + name + ")");
         return new DeviceBuffer(out.getLong(0), bytes, device, name);
     }
 

@@ -1,6 +1,7 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.util.Bytes;
 import java.util.ArrayList;
 import java.util.List;
 import jnr.ffi.Pointer;
@@ -45,11 +46,11 @@ public final class HostRegistration extends CudaOwner {
         }
         if (chunkBytes <= 0 || chunkBytes % PAGE != 0 || chunkBytes > MAX_CHUNK) {
             throw new IllegalArgumentException("cuMemHostRegister: chunk " + chunkBytes
-                    + " must be a positive multiple of 4096 of at most " + Sizes.format(MAX_CHUNK));
+                    + " must be a positive multiple of 4096 of at most " + Bytes.format(MAX_CHUNK));
         }
         CudaDevice dev = Cuda.device(device);
         if (readOnly && !dev.readOnlyHostRegister()) {
-            throw new IllegalStateException("cannot register " + Sizes.format(length) + " read-only for " + dev.label()
+            throw new IllegalStateException("cannot register " + Bytes.format(length) + " read-only for " + dev.label()
                     + ": it lacks READ_ONLY_HOST_REGISTER_SUPPORTED, and a PROT_READ mapping needs it");
         }
         Cuda.useDevice(device);
@@ -59,7 +60,7 @@ public final class HostRegistration extends CudaOwner {
             for (long off = 0; off < length; off += chunkBytes) {
                 long n = Math.min(chunkBytes, length - off);
                 Cuda.check(Cuda.lib().cuMemHostRegister_v2(address + off, n, flags),
-                        "cuMemHostRegister(" + Sizes.format(n) + " at +" + off + " of " + Sizes.format(length)
+                        "cuMemHostRegister(" + Bytes.format(n) + " at +" + off + " of " + Bytes.format(length)
                                 + (readOnly ? ", READ_ONLY|DEVICEMAP|PORTABLE)" : ", DEVICEMAP|PORTABLE)"));
                 done.add(address + off);
             }

@@ -2,6 +2,7 @@ package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
 import io.engramhost.os.Fd;
+import io.engramhost.util.Bytes;
 import jnr.ffi.Pointer;
 
 /**
@@ -48,12 +49,12 @@ public final class MemHandle extends CudaOwner {
         long g = granularity(location, posixFd, device, false);
         if (size <= 0 || size % g != 0) {
             throw new IllegalArgumentException("cuMemCreate(" + name + "): size " + size + " is not a positive multiple of the "
-                    + Sizes.format(g) + " granularity of " + location);
+                    + Bytes.format(g) + " granularity of " + location);
         }
         Pointer prop = CuStructs.allocationProp(location.type(), location.id(), posixFd ? HANDLE_TYPE_POSIX_FD : 0);
         Pointer out = CuStructs.zeroed(8);
         Cuda.check(Cuda.lib().cuMemCreate(out, size, prop, 0L),
-                "cuMemCreate(" + Sizes.format(size) + ", " + location + ", " + name + ")");
+                "cuMemCreate(" + Bytes.format(size) + ", " + location + ", " + name + ")");
         return new MemHandle(out.getLong(0), size, location, device, name);
     }
 
@@ -118,6 +119,6 @@ public final class MemHandle extends CudaOwner {
 
     @Override
     public String toString() {
-        return "MemHandle[" + name + ", " + Sizes.format(size) + " at " + location + (isOpen() ? "" : ", closed") + "]";
+        return "MemHandle[" + name + ", " + Bytes.format(size) + " at " + location + (isOpen() ? "" : ", closed") + "]";
     }
 }

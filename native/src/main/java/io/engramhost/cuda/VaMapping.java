@@ -1,6 +1,7 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.util.Bytes;
 
 /**
  * Owns one cuMemMap of a whole allocation handle at an address inside a {@link VaRange}; close
@@ -23,13 +24,13 @@ public final class VaMapping extends CudaOwner {
     /** Maps all of {@code handle} at {@code range.base() + offset}. */
     public static VaMapping map(VaRange range, long offset, MemHandle handle) {
         if (offset < 0 || offset + handle.size() > range.size()) {
-            throw new IllegalArgumentException("cuMemMap(" + handle.name() + "): " + Sizes.format(handle.size()) + " at +"
-                    + offset + " does not fit the reserved " + Sizes.format(range.size()));
+            throw new IllegalArgumentException("cuMemMap(" + handle.name() + "): " + Bytes.format(handle.size()) + " at +"
+                    + offset + " does not fit the reserved " + Bytes.format(range.size()));
         }
         Cuda.useDevice(handle.device());
         long at = range.base() + offset;
         Cuda.check(Cuda.lib().cuMemMap(at, handle.size(), 0L, handle.raw(), 0L),
-                "cuMemMap(" + handle.name() + ", " + Sizes.format(handle.size()) + " at +" + offset + ")");
+                "cuMemMap(" + handle.name() + ", " + Bytes.format(handle.size()) + " at +" + offset + ")");
         return new VaMapping(at, handle.size(), handle.device(), handle.name());
     }
 
@@ -42,7 +43,7 @@ public final class VaMapping extends CudaOwner {
         int flags = write ? PROT_READWRITE : PROT_READ;
         Cuda.check(Cuda.lib().cuMemSetAccess(address(), size,
                 CuStructs.accessDescs(new int[] {who.type()}, new int[] {who.id()}, new int[] {flags}), 1L),
-                "cuMemSetAccess(" + name + ", " + Sizes.format(size) + ", " + who + ", " + (write ? "READWRITE" : "READ") + ")");
+                "cuMemSetAccess(" + name + ", " + Bytes.format(size) + ", " + who + ", " + (write ? "READWRITE" : "READ") + ")");
     }
 
     /** The mapped address (valid where access was set). Throws once closed. */
@@ -57,6 +58,6 @@ public final class VaMapping extends CudaOwner {
 
     @Override
     protected void release() {
-        Cuda.check(Cuda.lib().cuMemUnmap(address, size), "cuMemUnmap(" + name + ", " + Sizes.format(size) + ")");
+        Cuda.check(Cuda.lib().cuMemUnmap(address, size), "cuMemUnmap(" + name + ", " + Bytes.format(size) + ")");
     }
 }

@@ -1,6 +1,7 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.util.Bytes;
 import jnr.ffi.Pointer;
 
 /** Owns one reserved virtual address range (cuMemAddressReserve); close frees it once. */
@@ -22,7 +23,7 @@ public final class VaRange extends CudaOwner {
         Cuda.useDevice(device);
         Pointer out = CuStructs.zeroed(8);
         Cuda.check(Cuda.lib().cuMemAddressReserve(out, size, alignment, 0L, 0L),
-                "cuMemAddressReserve(" + Sizes.format(size) + ", " + name + ")");
+                "cuMemAddressReserve(" + Bytes.format(size) + ", " + name + ")");
         return new VaRange(out.getLong(0), size, device, name);
     }
 

@@ -2,12 +2,13 @@ package io.engramhost.cuda;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
+import io.engramhost.util.Bytes;
 import org.junit.jupiter.api.Test;
 
 class CudaExceptionTest {
     @Test
     void shouldNameTheCallAndTheResultByNameAndNumber() {
-        CudaException e = new CudaException("cuMemCreate(" + Sizes.format(16L << 30) + ", " + Location.hostNuma(0) + ")",
+        CudaException e = new CudaException("cuMemCreate(" + Bytes.format(16L << 30) + ", " + Location.hostNuma(0) + ")",
                 CudaErrors.OUT_OF_MEMORY);
         assertEquals("cuMemCreate(16.0 GiB, HOST_NUMA node 0) failed: CUDA_ERROR_OUT_OF_MEMORY (2)", e.getMessage());
         assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName());
@@ -21,12 +22,7 @@ class CudaExceptionTest {
     }
 
     @Test
-    void shouldFormatSizesAndRoundUp() {
-        assertEquals("100 B", Sizes.format(100));
-        assertEquals("2.0 MiB", Sizes.format(2L << 20));
-        assertEquals("1.5 GiB", Sizes.format(3L << 29));
-        assertEquals(4L << 20, Sizes.roundUp((2L << 20) + 1, 2L << 20));
-        assertEquals(2L << 20, Sizes.roundUp(2L << 20, 2L << 20));
+    void shouldNameALocation() {
         assertEquals("GPU 1", Location.device(1).toString());
     }
 }

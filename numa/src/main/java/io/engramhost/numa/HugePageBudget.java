@@ -1,5 +1,6 @@
 package io.engramhost.numa;
 
+import io.engramhost.util.Bytes;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -14,7 +15,7 @@ final class HugePageBudget {
             throw new IllegalArgumentException("memory budget: huge page size " + pageSize
                     + " is not a power of two of at least 2 MiB");
         }
-        String size = ByteSize.pageSize(pageSize);
+        String size = Bytes.exact(pageSize);
         String dir = HugePagePool.dirName(pageSize);
         long need = (bytes + pageSize - 1) / pageSize;
         long free = 0;

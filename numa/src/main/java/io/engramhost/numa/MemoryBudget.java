@@ -1,5 +1,6 @@
 package io.engramhost.numa;
 
+import io.engramhost.util.Bytes;
 import java.util.List;
 
 /**
@@ -33,16 +34,16 @@ public final class MemoryBudget {
         Meminfo mem = nodes.isEmpty() ? topology.system() : nodes.stream().map(n -> topology.node(n).orElseThrow().memory())
                 .reduce(Meminfo::plus).orElseThrow();
         if (bytes > mem.availableBytes()) {
-            throw new NumaException("need " + ByteSize.format(bytes) + " " + where + " but only "
-                    + ByteSize.format(mem.availableBytes()) + " is free (MemFree " + ByteSize.format(mem.freeBytes())
-                    + " + file cache " + ByteSize.format(mem.fileCacheBytes()) + ")");
+            throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but only "
+                    + Bytes.format(mem.availableBytes()) + " is free (MemFree " + Bytes.format(mem.freeBytes())
+                    + " + file cache " + Bytes.format(mem.fileCacheBytes()) + ")");
         }
-        String line = ByteSize.format(bytes) + " fits " + where + ": " + ByteSize.format(mem.availableBytes())
+        String line = Bytes.format(bytes) + " fits " + where + ": " + Bytes.format(mem.availableBytes())
                 + " free (MemFree + file cache)";
         if (resolved instanceof NumaPolicy.Preferred p && !singleMemoryNode(topology, p.nodes())) {
             long onNode = topology.node(p.node()).orElseThrow().memory().availableBytes();
             if (bytes > onNode) {
-                line += "; preferred node " + p.node() + " has only " + ByteSize.format(onNode)
+                line += "; preferred node " + p.node() + " has only " + Bytes.format(onNode)
                         + " free, the rest will come from other nodes";
             }
         }

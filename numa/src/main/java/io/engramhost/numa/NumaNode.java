@@ -1,5 +1,6 @@
 package io.engramhost.numa;
 
+import io.engramhost.util.Bytes;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -35,7 +36,7 @@ public record NumaNode(int id, List<Integer> cpus, boolean hasMemory, Meminfo me
     @Override
     public String toString() {
         return "node" + id + " cpus=" + (cpus.isEmpty() ? "none" : CpuList.format(cpus))
-                + (hasMemory ? " memory=" + ByteSize.format(memory.totalBytes()) + " (available "
-                        + ByteSize.format(memory.availableBytes()) + ")" : " memory=none");
+                + (hasMemory ? " memory=" + Bytes.format(memory.totalBytes()) + " (available "
+                        + Bytes.format(memory.availableBytes()) + ")" : " memory=none");
     }
 }

@@ -3,6 +3,7 @@ package io.engramhost.numa;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.util.Bytes;
 import java.lang.ref.Reference;
 import java.util.Map;
 import java.util.TreeMap;
@@ -34,7 +35,7 @@ public final class Placement {
         }
         if (address % pageSize != 0) {
             throw new IllegalArgumentException("move_pages: address 0x" + Long.toHexString(address)
-                    + " is not aligned to the page size " + ByteSize.pageSize(pageSize));
+                    + " is not aligned to the page size " + Bytes.exact(pageSize));
         }
         long count = (length + pageSize - 1) / pageSize;
         Pointer pages = Memory.allocateDirect(Numa.RUNTIME, 8L * Math.min(count, BATCH), false);

@@ -27,9 +27,9 @@ class MemoryBudgetTest {
     void shouldAcceptWhatFitsAndSayWhatWasChecked() {
         assertEquals("189.0 GiB fits on NUMA node 0: 980.0 GiB free (MemFree + file cache)",
                 MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket));
-        assertEquals("189.0 GiB fits on NUMA nodes 0-1: 1100.3 GiB free (MemFree + file cache)",
+        assertEquals("189.0 GiB fits on NUMA nodes 0-1: 1.1 TiB free (MemFree + file cache)",
                 MemoryBudget.check(TABLES, NumaPolicy.interleave(), false, 0, twoSocket));
-        assertEquals("189.0 GiB fits on this machine: 1100.3 GiB free (MemFree + file cache); preferred node 1 has"
+        assertEquals("189.0 GiB fits on this machine: 1.1 TiB free (MemFree + file cache); preferred node 1 has"
                 + " only 120.3 GiB free, the rest will come from other nodes",
                 MemoryBudget.check(TABLES, NumaPolicy.preferred(1), false, 0, twoSocket));
     }
@@ -38,8 +38,8 @@ class MemoryBudgetTest {
     void shouldSumTheSystemForNoPolicy() {
         NumaException e = assertThrows(NumaException.class,
                 () -> MemoryBudget.check(2000 * GIB, NumaPolicy.none(), false, 0, twoSocket));
-        assertEquals("need 2000.0 GiB on this machine but only 1100.3 GiB is free (MemFree 1066.8 GiB + file cache"
-                + " 33.5 GiB)", e.getMessage());
+        assertEquals("need 2.0 TiB on this machine but only 1.1 TiB is free (MemFree 1.0 TiB + file cache 33.5 GiB)",
+                e.getMessage());
     }
 
     @Test
