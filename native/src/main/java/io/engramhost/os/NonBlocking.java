@@ -50,6 +50,14 @@ public final class NonBlocking {
         }
     }
 
+    /** Sets O_NONBLOCK on {@code fd} (a listening socket, so that accept never waits). */
+    public static void setNonBlocking(int fd, String what) {
+        int flags = LIBC.fcntl(fd, 3 /* F_GETFL */, 0);
+        if (flags < 0 || LIBC.fcntl(fd, 4 /* F_SETFL */, flags | 0x800 /* O_NONBLOCK */) < 0) {
+            throw new NativeException("fcntl(" + what + ", F_SETFL, O_NONBLOCK)", LibCHolder.errno());
+        }
+    }
+
     /** SO_PEERCRED of a connected Unix socket: the peer's pid, uid and gid at connect time. */
     public static PeerCredentials peerCredentials(int fd) {
         Pointer cred = Memory.allocateDirect(RUNTIME, 12, true);
