@@ -5,7 +5,8 @@
 #                   java.naming, java.xml for the XML reports), --compress=2
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
-#   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild)
+#   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild); engram-host/
+#                   holds the test classes of every engram-host/* module (protocol, checkpoint, client, daemon, cli)
 #   engram-attach   the C client of the wire protocol (native/c/engram_attach.c)
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
 #   jvm.options     the JVM flags of the parent pom (engram.jvm.flags)
@@ -26,20 +27,24 @@ STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 
 echo "== building jars and test classes"
-"${MVN[@]}" -pl engram-host -am -DskipTests package dependency:copy-dependencies \
+"${MVN[@]}" -pl engram-host/cli -am -DskipTests package dependency:copy-dependencies \
     -DincludeScope=runtime -DoutputDirectory="$STAGE/lib"
 "${MVN[@]}" dependency:copy -Dartifact="$CONSOLE" -DoutputDirectory="$STAGE/lib-test"
 
 echo "== jar files"
-for m in native numa memfd-backend cudavmm-backend; do
+for m in native numa memfd-backend cudavmm-backend engram-host/protocol engram-host/checkpoint engram-host/client \
+        engram-host/daemon; do
     cp "$m"/target/engram-*-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
     rm -f "$STAGE"/lib/*-tests.jar   # test classes travel as test-classes/
 done
-cp engram-host/target/app/lib/engram-host-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
+cp engram-host/cli/target/app/lib/engram-cli-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
 mkdir -p "$STAGE/test-classes"
 cp -r native/target/test-classes "$STAGE/test-classes/native"
 cp -r cudavmm-backend/target/test-classes "$STAGE/test-classes/cudavmm"
-cp -r engram-host/target/test-classes "$STAGE/test-classes/engram-host"
+mkdir -p "$STAGE/test-classes/engram-host"
+for m in protocol checkpoint client daemon cli; do
+    [ ! -d engram-host/$m/target/test-classes ] || cp -r engram-host/$m/target/test-classes/. "$STAGE/test-classes/engram-host/"
+done
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 
 echo "== C client and kernels"

@@ -1,12 +1,12 @@
 package io.engramhost.bench;
 
-import io.engramhost.daemon.Catalog;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.numa.NumaPolicy;
 import io.engramhost.os.Fd;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.store.Catalog;
 import io.engramhost.store.HostRegion;
 import io.engramhost.store.HostRegionFactory;
 import java.security.MessageDigest;

@@ -1,8 +1,8 @@
 package io.engramhost.bench;
 
-import io.engramhost.daemon.Catalog;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.store.Catalog;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;

@@ -1,0 +1,197 @@
+package io.engramhost.cli;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.EngramClient;
+import io.engramhost.json.JsonReader;
+import io.engramhost.protocol.SocketPaths;
+import io.engramhost.store.Units;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.security.MessageDigest;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code demo}: the main job on an embedded default. Generates a checkpoint, starts a daemon process,
+ * imports twice from fresh client processes (an engine restarting), verifies every table's SHA-256
+ * against the checkpoint file, prints the timings and stops the daemon.
+ */
+@Command(name = "demo", description = "Generate a checkpoint, serve it, import it twice from new processes, verify, stop.")
+final class DemoCommand implements Callable<Integer> {
+    @Option(names = "--rows", defaultValue = "500000", paramLabel = "N",
+            description = "Rows per table (default: ${DEFAULT-VALUE}: about 250 MiB in all).")
+    long rows;
+
+    @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME", description = "Backend (default: ${DEFAULT-VALUE}).")
+    String backend;
+
+    @Option(names = "--keep", description = "Keep the temporary directory.")
+    boolean keep;
+
+    @Override
+    public Integer call() throws Exception {
+        Path dir = Files.createTempDirectory("engram-demo-");
+        Path socket = dir.resolve("run/engram.sock");
+        Process daemon = null;
+        try {
+            System.out.println("1. generating a V4.1-layout checkpoint in " + dir);
+            Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"),
+                    new CheckpointGenerator.Spec(List.of(1, 14), rows, 256, 42));
+            Checkpoint cp = Checkpoint.open(List.of(index));
+            System.out.printf("   %d tensors, %s%n", cp.tensors().size(), Units.bytes(Checkpoint.totalBytes(cp.tensors())));
+
+            System.out.println("2. starting a daemon process (backend " + backend + ")");
+            daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", index.toString(), "--backend", backend,
+                    "--socket", socket.toString(), "--numa", "auto"))
+                    .redirectErrorStream(true).redirectOutput(dir.resolve("daemon.log").toFile()).start();
+            awaitReady(daemon, socket, dir.resolve("daemon.log"));
+            String status = EngramClient.status(socket, ClientOptions.defaults());
+            Map<?, ?> s = (Map<?, ?>) JsonReader.parse(status);
+            System.out.println("   ready: pid " + s.get("pid") + ", load " + s.get("load") + ", placement " + s.get("placement"));
+
+            List<Map<?, ?>> imports = new ArrayList<>();
+            for (int i = 1; i <= 2; i++) {
+                System.out.println("3." + i + " engine (re)start: a fresh process imports every table");
+                Map<?, ?> r = importInChild(socket, dir);
+                imports.add(r);
+                System.out.println("   timings " + r.get("timings"));
+            }
+
+            System.out.println("4. verifying each table's SHA-256 against the checkpoint file");
+            for (TensorInfo t : cp.tensors()) {
+                String expected = sha256(t);
+                for (Map<?, ?> r : imports) {
+                    String got = sha256Of(r, t.name());
+                    if (!expected.equals(got)) {
+                        throw new IllegalStateException("table " + t.name() + ": imported SHA-256 " + got
+                                + " differs from the checkpoint's " + expected);
+                    }
+                }
+                System.out.printf("   %-40s %s ok%n", t.name(), expected.substring(0, 16));
+            }
+
+            System.out.println("5. timings");
+            Map<?, ?> load = (Map<?, ?>) s.get("load");
+            System.out.printf("   %-28s %10s%n", "daemon: read checkpoint", seconds(load.get("read_s")));
+            System.out.printf("   %-28s %10s%n", "daemon: ready after", seconds(s.get("ready_s")));
+            for (int i = 0; i < imports.size(); i++) {
+                Map<?, ?> t = (Map<?, ?>) imports.get(i).get("timings");
+                System.out.printf("   %-28s %10s  (native bindings %.1f ms, connect %.1f ms, manifest and fds %.1f ms,"
+                        + " map %.2f ms)%n", "client " + (i + 1) + ": import", String.format("%.1f ms", num(t.get("total_ms"))),
+                        num(t.get("native_init_ms")), num(t.get("handshake_ms")), num(t.get("manifest_ms")), num(t.get("map_ms")));
+            }
+
+            System.out.println("6. stopping the daemon");
+            EngramClient.stop(socket, ClientOptions.defaults());
+            if (!daemon.waitFor(30, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("the daemon did not exit within 30 s of stop");
+            }
+            if (daemon.exitValue() != 0) {
+                throw new IllegalStateException("the daemon exited with " + daemon.exitValue() + "; see its log");
+            }
+            if (Files.exists(socket) || Files.exists(SocketPaths.readyFile(socket))) {
+                throw new IllegalStateException("the daemon left its socket or ready file behind");
+            }
+            System.out.println("demo ok: " + cp.tensors().size() + " tables served, imported twice, verified, stopped");
+            return 0;
+        } finally {
+            if (daemon != null && daemon.isAlive()) {
+                daemon.destroyForcibly();
+            }
+            if (!keep) {
+                deleteTree(dir);
+            }
+        }
+    }
+
+    private static void awaitReady(Process daemon, Path socket, Path log) throws Exception {
+        Path ready = SocketPaths.readyFile(socket);
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        while (!String.valueOf(daemon.pid()).equals(io.engramhost.protocol.ReadyFile.read(ready).get("pid"))) {
+            if (!daemon.isAlive()) {
+                throw new IllegalStateException("the daemon exited with " + daemon.exitValue() + ": "
+                        + Files.readString(log, StandardCharsets.UTF_8).strip());
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the daemon was not ready within 120 s");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    private static Map<?, ?> importInChild(Path socket, Path dir) throws Exception {
+        Process p = new ProcessBuilder(ChildJvm.command("import", "--socket", socket.toString(), "--digest", "sha256",
+                "--json")).redirectError(dir.resolve("client.log").toFile()).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
+            throw new IllegalStateException("the client process failed: "
+                    + Files.readString(dir.resolve("client.log"), StandardCharsets.UTF_8).strip());
+        }
+        return (Map<?, ?>) JsonReader.parse(out.strip());
+    }
+
+    private static String sha256Of(Map<?, ?> importResult, String name) {
+        for (Object o : (List<?>) importResult.get("tables")) {
+            Map<?, ?> t = (Map<?, ?>) o;
+            if (name.equals(t.get("name"))) {
+                return (String) t.get("sha256");
+            }
+        }
+        throw new IllegalStateException("table " + name + " was not imported");
+    }
+
+    /** SHA-256 of a tensor's bytes, read from the checkpoint file. */
+    static String sha256(TensorInfo t) throws Exception {
+        MessageDigest md = MessageDigest.getInstance("SHA-256");
+        try (FileChannel ch = FileChannel.open(t.file(), StandardOpenOption.READ)) {
+            ByteBuffer buf = ByteBuffer.allocate(1 << 20);
+            long pos = t.offset();
+            long end = t.offset() + t.length();
+            while (pos < end) {
+                buf.clear().limit((int) Math.min(buf.capacity(), end - pos));
+                int n = ch.read(buf, pos);
+                if (n < 0) {
+                    throw new IOException("unexpected end of " + t.file());
+                }
+                md.update(buf.flip());
+                pos += n;
+            }
+        }
+        return HexFormat.of().formatHex(md.digest());
+    }
+
+    private static double num(Object o) {
+        return ((Number) o).doubleValue();
+    }
+
+    private static String seconds(Object o) {
+        return o == null ? "-" : String.format("%.3f s", num(o));
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) {
+            return;
+        }
+        try (Stream<Path> s = Files.walk(dir)) {
+            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+}

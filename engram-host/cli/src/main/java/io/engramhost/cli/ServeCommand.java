@@ -1,0 +1,83 @@
+package io.engramhost.cli;
+
+import io.engramhost.daemon.Daemon;
+import io.engramhost.daemon.DaemonContext;
+import io.engramhost.daemon.DaemonLog;
+import io.engramhost.store.CatalogFactory;
+import io.engramhost.store.Units;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.List;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/** {@code serve}: the daemon, in the foreground. SIGTERM, SIGINT and {@code stop} end it cleanly. */
+@Command(name = "serve", description = "Load tables from a checkpoint, keep them resident and serve them.")
+final class ServeCommand implements Callable<Integer> {
+    @Option(names = "--checkpoint", required = true, arity = "1..*", paramLabel = "PATH",
+            description = "A .safetensors file, an index.json or a directory (repeatable).")
+    List<Path> checkpoints;
+
+    @Option(names = "--tables", split = ",", paramLabel = "GLOB", description = "Tensors to serve (default: all).")
+    List<String> tables = List.of();
+
+    @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",
+            description = "memfd, memfd-hugetlb or cuda-vmm (default: ${DEFAULT-VALUE}).")
+    String backend;
+
+    @Option(names = "--numa", defaultValue = "auto", paramLabel = "POLICY",
+            description = "auto, none, N, preferred:N or interleave (default: ${DEFAULT-VALUE}).")
+    String numa;
+
+    @Mixin
+    SocketOptions socket;
+
+    @Option(names = "--allow-uid", split = ",", paramLabel = "UID", description = "Other uids admitted (default: none).")
+    List<Integer> allowUids = List.of();
+
+    @Option(names = "--threads", defaultValue = "4", paramLabel = "N", description = "Reader threads (default: ${DEFAULT-VALUE}).")
+    int threads;
+
+    @Option(names = "--request-timeout-ms", defaultValue = "10000", paramLabel = "MS", hidden = true)
+    int requestTimeoutMillis;
+
+    @Option(names = "--device-tensors", split = ",", paramLabel = "GLOB",
+            description = "Tensors to place in GPU memory (cuda-vmm device allocations).")
+    List<String> deviceTensors = List.of();
+
+    @Option(names = "--gpus", split = ",", paramLabel = "N", description = "GPUs for --device-tensors (default: all).")
+    List<Integer> gpus;
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() throws Exception {
+        if (!DaemonContext.BACKENDS.contains(backend)) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--backend: '" + backend
+                    + "' is not one of " + String.join(", ", DaemonContext.BACKENDS));
+        }
+        DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
+                socket.device, new HashSet<>(allowUids), threads, requestTimeoutMillis, deviceTensors, gpus).conclude();
+        CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx.store());
+        DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
+                + Units.bytes(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
+                + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
+        Path path = socket.resolve();
+        Daemon daemon = Daemon.start(ctx, path);
+        Thread hook = new Thread(() -> {
+            daemon.requestStop("signal");
+            daemon.close();
+        }, "engram-shutdown");
+        Runtime.getRuntime().addShutdownHook(hook);
+        try {
+            daemon.load(prepared.builder());
+            daemon.awaitStop();
+        } finally {
+            daemon.close();
+        }
+        return 0;
+    }
+}

@@ -1,0 +1,70 @@
+package io.engramhost.client;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.CheckpointLoader;
+import io.engramhost.checkpoint.ContentDigest;
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.Posix;
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.RegionKind;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** The fallback when no daemon serves: the client loads the checkpoint into its own anonymous memory. */
+final class DiskLoad {
+    private DiskLoad() {
+    }
+
+    static ImportedTables load(List<Path> checkpoint, List<String> tables, int threads) {
+        long t0 = System.nanoTime();
+        Checkpoint cp = Checkpoint.open(checkpoint);
+        List<TensorInfo> selected = cp.select(tables);
+        Fingerprint fp = Fingerprint.of(cp, tables, "", Fingerprint.LAYOUT_VERSION);
+        List<AutoCloseable> resources = new ArrayList<>();
+        try {
+            Map<TensorInfo, Long> address = new HashMap<>();
+            long[] bases = new long[selected.size()];
+            List<Manifest.Table> entries = new ArrayList<>();
+            for (int i = 0; i < selected.size(); i++) {
+                TensorInfo t = selected.get(i);
+                long base = 0;
+                if (t.length() > 0) {
+                    Mapping m = Posix.mmapAnonymous(t.length(), "table " + t.name());
+                    resources.add(m);
+                    base = m.address();
+                }
+                bases[i] = base;
+                address.put(t, base);
+            }
+            new CheckpointLoader(threads).load(selected, address::get);
+            for (int i = 0; i < selected.size(); i++) {
+                TensorInfo t = selected.get(i);
+                long digest = ContentDigest.digestParallel(bases[i], t.length(), threads);
+                entries.add(new Manifest.Table(t.name(), t.dtype().name(), t.shape(), t.length(), t.length() > 0 ? i : -1,
+                        0, digest, RegionKind.DISK, -1, -1));
+            }
+            Manifest manifest = new Manifest(new byte[32], new byte[0], List.of(), entries);
+            Guard guard = ImportedTables.guardFor("tables loaded from " + checkpoint, resources);
+            Map<String, Double> timings = new LinkedHashMap<>();
+            timings.put("disk_load_ms", (System.nanoTime() - t0) / 1e6);
+            timings.put("total_ms", (System.nanoTime() - t0) / 1e6);
+            return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard), timings,
+                    List.of(), fp.sha256Hex(), null, null, guard, -1);
+        } catch (RuntimeException e) {
+            for (int i = resources.size() - 1; i >= 0; i--) {
+                try {
+                    resources.get(i).close();
+                } catch (Exception suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+            }
+            throw e;
+        }
+    }
+}

@@ -1,0 +1,74 @@
+package io.engramhost.daemon;
+
+import io.engramhost.protocol.SocketPaths;
+import io.engramhost.store.StoreSettings;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * A daemon's settings, validated once in {@link #conclude()}. The CLI only fills one of these.
+ *
+ * @param socketTemplate the --socket flag (null: ENGRAM_HOST_SOCKET, else the default)
+ * @param allowUids      uids admitted besides the daemon's own
+ */
+public record DaemonContext(List<Path> checkpoints, List<String> tables, String backend, String numa,
+        String socketTemplate, String instance, Integer device, Set<Integer> allowUids, int threads,
+        int requestTimeoutMillis, List<String> deviceTensors, List<Integer> gpus) {
+
+    public static final List<String> BACKENDS = StoreSettings.BACKENDS;
+
+    public DaemonContext {
+        checkpoints = List.copyOf(checkpoints);
+        tables = List.copyOf(tables);
+        allowUids = Set.copyOf(allowUids);
+        deviceTensors = List.copyOf(deviceTensors);
+        gpus = gpus == null ? null : List.copyOf(gpus);
+    }
+
+    /** Checks every setting and returns this; errors name the flag. */
+    public DaemonContext conclude() {
+        if (checkpoints.isEmpty()) {
+            throw new IllegalArgumentException("--checkpoint: at least one checkpoint path is needed");
+        }
+        if (!BACKENDS.contains(backend)) {
+            throw new IllegalArgumentException("--backend: '" + backend + "' is not one of " + String.join(", ", BACKENDS));
+        }
+        if (threads < 1 || threads > 1024) {
+            throw new IllegalArgumentException("--threads: " + threads + " is not between 1 and 1024");
+        }
+        if (requestTimeoutMillis < 1) {
+            throw new IllegalArgumentException("request timeout must be positive, was " + requestTimeoutMillis);
+        }
+        for (int uid : allowUids) {
+            if (uid < 0) {
+                throw new IllegalArgumentException("--allow-uid: " + uid + " is not a uid");
+            }
+        }
+        return this;
+    }
+
+    /** What the store needs to prepare the load ({@code CatalogFactory.prepare}). */
+    public StoreSettings store() {
+        return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus);
+    }
+
+    public Path socketPath(Map<String, String> env, java.util.function.IntFunction<String> uuidOfDevice) {
+        return SocketPaths.resolve(SocketPaths.template(socketTemplate, env), instance, device, uuidOfDevice);
+    }
+
+    public String instanceName() {
+        return instance == null || instance.isBlank() ? SocketPaths.DEFAULT_INSTANCE : instance;
+    }
+
+    /** The daemon's own uid, root, and the listed ones. */
+    public boolean admits(int uid) {
+        return uid == io.engramhost.os.Posix.getuid() || uid == 0 || allowUids.contains(uid);
+    }
+
+    /** Only the daemon's own uid, or root, may stop it. */
+    public boolean mayStop(int uid) {
+        return uid == io.engramhost.os.Posix.getuid() || uid == 0;
+    }
+}

@@ -1,0 +1,141 @@
+package io.engramhost.store;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.cuda.Cuda;
+import io.engramhost.cuda.CudaDevice;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.numa.MemoryBudget;
+import io.engramhost.numa.NumaPolicy;
+import io.engramhost.numa.PolicySpec;
+import io.engramhost.numa.Topology;
+import io.engramhost.vmm.VmmSupport;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.OptionalInt;
+import java.util.Set;
+import java.util.stream.IntStream;
+
+/**
+ * Turns a daemon's settings into the load it will run: opens and validates the checkpoint, selects
+ * the tables, computes the fingerprint, resolves the NUMA policy, checks the GPUs and the memory
+ * budget, and picks the backend. Everything that can be wrong with the input fails here, before the
+ * daemon takes its socket.
+ */
+public final class CatalogFactory {
+    private CatalogFactory() {
+    }
+
+    /** What a daemon will load: the tables, their fingerprint and the builder that loads them. */
+    public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Fingerprint fingerprint, String placement,
+            CatalogBuilder builder, String budget) {
+    }
+
+    public static Prepared prepare(StoreSettings ctx) {
+        Checkpoint checkpoint = Checkpoint.open(ctx.checkpoints());
+        List<TensorInfo> selected = checkpoint.select(ctx.tables());
+        DeviceTensors device = null;
+        List<String> patterns = new ArrayList<>(ctx.tables());
+        if (!ctx.deviceTensors().isEmpty()) {
+            List<TensorInfo> onGpu = checkpoint.select(ctx.deviceTensors());
+            Set<String> names = new HashSet<>();
+            onGpu.forEach(t -> names.add(t.name()));
+            selected = selected.stream().filter(t -> !names.contains(t.name())).toList();
+            device = new DeviceTensors(onGpu, gpus(ctx));
+            if (!patterns.isEmpty()) {
+                patterns.addAll(ctx.deviceTensors());
+            }
+        }
+        Fingerprint fingerprint = Fingerprint.of(checkpoint, patterns, ctx.backend(), Fingerprint.LAYOUT_VERSION);
+        Topology topology = Topology.read();
+        PolicySpec spec = PolicySpec.parse(ctx.numa() == null ? "auto" : ctx.numa());
+        HostRegionFactory factory;
+        String placement;
+        NumaPolicy policy;
+        switch (ctx.backend()) {
+            case "memfd", "memfd-hugetlb" -> {
+                PageKind pages = ctx.backend().equals("memfd") ? PageKind.SMALL : PageKind.HUGE_2M;
+                policy = spec.resolve(topology, spec.isAuto() ? gpuNodes(topology) : List.of());
+                factory = HostRegionFactory.memfd(pages, policy);
+                placement = "numa " + policy;
+            }
+            case "cuda-vmm" -> {
+                int gpu = ctx.device() != null ? ctx.device() : 0;
+                CudaDevice d = cudaDevice(gpu, "--backend cuda-vmm");
+                VmmSupport.check(d);
+                int node = vmmNode(spec, topology, d);
+                policy = NumaPolicy.bind(node);
+                factory = HostRegionFactory.vmm(node, gpu);
+                placement = "HOST_NUMA node " + node + " (made in " + d.label() + "'s context)";
+            }
+            default -> throw new IllegalArgumentException("--backend: '" + ctx.backend() + "' is not one of "
+                    + String.join(", ", StoreSettings.BACKENDS));
+        }
+        HostCatalogBuilder builder = new HostCatalogBuilder(selected, fingerprint, factory, ctx.backend(), device,
+                ctx.threads());
+        String budget = builder.plannedBytes() == 0 ? "no host memory needed"
+                : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend().equals("memfd-hugetlb"),
+                        factory.granule(), topology);
+        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget);
+    }
+
+    /** cuda-vmm needs one node: bind/preferred name it; auto is the GPU's HOST_NUMA_ID (0 when unknown). */
+    private static int vmmNode(PolicySpec spec, Topology topology, CudaDevice d) {
+        if (spec.isAuto()) {
+            OptionalInt sysfs = topology.gpuNode(d.pciBusId());
+            if (sysfs.isPresent()) {
+                return sysfs.getAsInt();
+            }
+            return Math.max(d.hostNumaId(), 0);
+        }
+        NumaPolicy p = spec.resolve(topology, List.of());
+        if (p instanceof NumaPolicy.OneNode one) {
+            return one.node();
+        }
+        if (p == NumaPolicy.none()) {
+            return 0;
+        }
+        throw new IllegalArgumentException("--numa " + spec + " cannot be used with --backend cuda-vmm: a HOST_NUMA"
+                + " allocation lives on one node; use auto, N or preferred:N (or --backend memfd to interleave)");
+    }
+
+    private static CudaDevice cudaDevice(int ordinal, String forWhat) {
+        if (!Cuda.available()) {
+            throw new IllegalArgumentException(forWhat + " needs CUDA: " + Cuda.unavailabilityCause()
+                    + "; use --backend memfd");
+        }
+        if (ordinal < 0 || ordinal >= Cuda.deviceCount()) {
+            throw new IllegalArgumentException(forWhat + ": GPU " + ordinal + " does not exist; this machine has "
+                    + Cuda.deviceCount());
+        }
+        return Cuda.device(ordinal);
+    }
+
+    private static List<Integer> gpus(StoreSettings ctx) {
+        if (!Cuda.available()) {
+            throw new IllegalArgumentException("--device-tensors needs CUDA: " + Cuda.unavailabilityCause());
+        }
+        List<Integer> gpus = ctx.gpus() != null ? ctx.gpus() : IntStream.range(0, Cuda.deviceCount()).boxed().toList();
+        for (int g : gpus) {
+            VmmSupport.checkDevice(cudaDevice(g, "--gpus"));
+        }
+        return gpus;
+    }
+
+    /** The GPUs' nodes for --numa auto: sysfs first, CUDA's HOST_NUMA_ID where sysfs says -1. */
+    private static List<OptionalInt> gpuNodes(Topology topology) {
+        List<OptionalInt> out = new ArrayList<>();
+        if (Cuda.available()) {
+            for (int i = 0; i < Cuda.deviceCount(); i++) {
+                CudaDevice d = Cuda.device(i);
+                OptionalInt n = topology.gpuNode(d.pciBusId());
+                out.add(n.isPresent() ? n : d.hostNumaId() >= 0 ? OptionalInt.of(d.hostNumaId()) : OptionalInt.empty());
+            }
+            return out;
+        }
+        return GpuNodes.nodes(topology, Path.of("/"));
+    }
+}

@@ -1,0 +1,38 @@
+package io.engramhost.store;
+
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.protocol.Expectation;
+import java.util.HexFormat;
+import java.util.List;
+
+/** Compares a client's expectation with the daemon's fingerprint. */
+final class FingerprintMatch implements Catalog.FingerprintCheck {
+    private final Fingerprint served;
+    private final String sha;
+
+    FingerprintMatch(Fingerprint served) {
+        this.served = served;
+        this.sha = served.sha256Hex();
+    }
+
+    @Override
+    public List<String> differences(Expectation expectation) {
+        return switch (expectation.kind()) {
+            case ANY -> List.of();
+            case SHA256 -> {
+                String expected = HexFormat.of().formatHex(expectation.bytes());
+                yield expected.equals(sha) ? List.of()
+                        : List.of("expected fingerprint " + expected + " but the daemon serves " + sha);
+            }
+            case STRUCTURED -> {
+                Fingerprint expected;
+                try {
+                    expected = Fingerprint.decode(expectation.bytes());
+                } catch (RuntimeException e) {
+                    yield List.of("the expected fingerprint is malformed: " + e.getMessage());
+                }
+                yield expected.differences(served);
+            }
+        };
+    }
+}

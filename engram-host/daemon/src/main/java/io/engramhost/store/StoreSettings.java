@@ -1,0 +1,26 @@
+package io.engramhost.store;
+
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * What the store needs of a daemon's settings to prepare a load ({@link CatalogFactory#prepare}): the
+ * checkpoint, the tables, the backend, the placement and the GPUs. The daemon's own settings (socket,
+ * uids, timeouts) stay in the daemon, which hands the store one of these.
+ *
+ * @param device        the GPU a cuda-vmm backend allocates in (null: GPU 0)
+ * @param deviceTensors patterns of tensors kept in GPU memory (empty: none)
+ * @param gpus          the GPUs that get the device tensors (null: every GPU)
+ */
+public record StoreSettings(List<Path> checkpoints, List<String> tables, String backend, String numa, Integer device,
+        int threads, List<String> deviceTensors, List<Integer> gpus) {
+
+    public static final List<String> BACKENDS = List.of("memfd", "memfd-hugetlb", "cuda-vmm");
+
+    public StoreSettings {
+        checkpoints = List.copyOf(checkpoints);
+        tables = List.copyOf(tables);
+        deviceTensors = List.copyOf(deviceTensors);
+        gpus = gpus == null ? null : List.copyOf(gpus);
+    }
+}

@@ -1,0 +1,164 @@
+package io.engramhost.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.daemon.Daemon;
+import io.engramhost.daemon.DaemonContext;
+import io.engramhost.os.Posix;
+import io.engramhost.protocol.ErrorCode;
+import io.engramhost.protocol.Expectation;
+import io.engramhost.store.CatalogFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import net.openhft.chronicle.bytes.Bytes;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The client library's contract, against a real daemon (in this JVM) serving a generated checkpoint. */
+@Timeout(60)
+class ClientApiTest {
+    private static DaemonContext context(Path checkpoint) {
+        return new DaemonContext(List.of(checkpoint), List.of(), "memfd", "none", null, null, null, Set.of(), 2, 2000,
+                List.of(), null).conclude();
+    }
+
+    private static Daemon serve(Path dir, Path checkpoint) throws Exception {
+        DaemonContext ctx = context(checkpoint);
+        Daemon d = Daemon.start(ctx, dir.resolve("run/c.sock"));
+        d.load(CatalogFactory.prepare(ctx.store()).builder());
+        return d;
+    }
+
+    private static Path checkpoint(Path dir) throws Exception {
+        return CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1, 14), 2000, 64, 5));
+    }
+
+    @Test
+    void shouldGiveBoundsCheckedRowsAndAChronicleViewThatOutlivesTheHandleUntilClosed(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        try (Daemon d = serve(dir, ckpt)) {
+            ImportedTables tables = EngramClient.connect(d.socket(), Expectation.any(), ClientOptions.defaults());
+            TableView w = tables.table(CheckpointGenerator.weightName(1));
+            assertEquals(2000, w.rows());
+            assertEquals(64, w.rowBytes());
+            byte[] row = new byte[64];
+            w.readRow(1999, row, 0);
+            byte[] gathered = new byte[128];
+            w.readRows(new long[] {1999, 0}, gathered);
+            assertArrayEquals(row, java.util.Arrays.copyOfRange(gathered, 0, 64));
+            assertThrows(IndexOutOfBoundsException.class, () -> w.readRow(2000, row, 0));
+            assertThrows(IndexOutOfBoundsException.class, () -> w.readRows(new long[] {-1}, gathered));
+            assertThrows(IndexOutOfBoundsException.class, () -> w.copy(0, new byte[8], 4, 8));
+
+            TableView.ChronicleView view = w.openBytes();
+            Bytes<Void> b = view.bytes();
+            assertEquals(w.bytes(), b.readRemaining());
+            assertEquals(w.getLong(8 * 1999), b.readLong(8 * 1999));
+            assertThrows(RuntimeException.class, () -> b.readLong(w.bytes()), "Chronicle checks its limit");
+            tables.close();
+            assertThrows(IllegalStateException.class, () -> w.getLong(0), "row access throws once closed");
+            assertEquals(row[0], b.readByte(1999 * 64), "the open view keeps the memory mapped");
+            view.close();
+            assertThrows(IllegalStateException.class, view::bytes);
+            assertThrows(IllegalStateException.class, w::openBytes);
+        }
+    }
+
+    @Test
+    void shouldServeManyClientsAtOnce(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        try (Daemon d = serve(dir, ckpt)) {
+            ExecutorService pool = Executors.newFixedThreadPool(8);
+            try {
+                List<Future<Long>> results = new ArrayList<>();
+                for (int i = 0; i < 16; i++) {
+                    Callable<Long> importOnce = () -> {
+                        try (ImportedTables t = EngramClient.connect(d.socket(), Expectation.any(), ClientOptions.defaults())) {
+                            TableView s = t.table(CheckpointGenerator.scaleName(14));
+                            return s.computeDigest(1) == s.digest() ? s.digest() : -1L;
+                        }
+                    };
+                    results.add(pool.submit(importOnce));
+                }
+                long first = results.get(0).get();
+                for (Future<Long> f : results) {
+                    assertEquals(first, f.get(), "every client read the same intact table");
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
+
+    @Test
+    void shouldFallBackToDiskOnlyWhenNoSocketExists(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        String weight = CheckpointGenerator.weightName(14);
+        long expected;
+        try (Daemon d = serve(dir, ckpt); ImportedTables t = EngramClient.connect(d.socket(), Expectation.any(),
+                ClientOptions.defaults())) {
+            expected = t.table(weight).digest();
+        }
+        Path absent = dir.resolve("none.sock");
+        try (ImportedTables t = EngramClient.connectOrLoad(absent, Expectation.any(), ClientOptions.defaults(),
+                List.of(ckpt), List.of(), 2)) {
+            assertEquals(ImportedTables.Source.DISK, t.source());
+            assertEquals(expected, t.table(weight).digest());
+            assertEquals(expected, t.table(weight).computeDigest(2));
+        }
+        Path stale = dir.resolve("stale.sock");
+        try (var listener = io.engramhost.os.UnixListener.bind(stale, 1)) {
+            // a socket file nobody accepts on after close: connect is refused, never silently a disk load
+        }
+        assertTrue(Files.exists(stale));
+        EngramClientException refused = assertThrows(EngramClientException.class, () -> EngramClient.connectOrLoad(
+                stale, Expectation.any(), ClientOptions.defaults(), List.of(ckpt), List.of(), 2));
+        assertTrue(refused.getMessage().contains("refused"), refused.getMessage());
+    }
+
+    @Test
+    void shouldReportLoadingStatusAndNotReady(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        loadWhileClientsWait(dir.resolve("warm-up"), ckpt); // the JVM opens what it keeps open (jars, epoll) here
+        int fds = Posix.countOpenFds();
+        loadWhileClientsWait(dir.resolve("measured"), ckpt);
+        assertEquals(fds, Posix.countOpenFds(), "a daemon and its clients leave no fd behind");
+    }
+
+    private static void loadWhileClientsWait(Path dir, Path ckpt) throws Exception {
+        DaemonContext ctx = context(ckpt);
+        try (Daemon d = Daemon.start(ctx, dir.resolve("run/l.sock"))) {
+            String status = EngramClient.status(d.socket(), ClientOptions.defaults());
+            assertTrue(status.contains("\"state\":\"loading\"") && status.contains("\"progress\""), status);
+            EngramClientException e = assertThrows(EngramClientException.class,
+                    () -> EngramClient.connect(d.socket(), Expectation.any(), ClientOptions.defaults()));
+            assertEquals(ErrorCode.NOT_READY, e.code());
+            Thread loader = new Thread(() -> {
+                try {
+                    Thread.sleep(300);
+                    d.load(CatalogFactory.prepare(ctx.store()).builder());
+                } catch (Exception ex) {
+                    throw new IllegalStateException(ex);
+                }
+            });
+            loader.start();
+            try (ImportedTables t = EngramClient.connect(d.socket(), Expectation.any(),
+                    ClientOptions.defaults().withNotReadyWait(10_000))) {
+                assertEquals(4, t.tables().size(), "waited through loading");
+            }
+            loader.join();
+        }
+    }
+}

@@ -1,0 +1,164 @@
+package io.engramhost.daemon;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.DaemonAbsentException;
+import io.engramhost.client.EngramClient;
+import io.engramhost.client.EngramClientException;
+import io.engramhost.client.ImportedTables;
+import io.engramhost.client.TableView;
+import io.engramhost.memfd.MemfdRegion;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.os.Posix;
+import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.protocol.ErrorCode;
+import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.ReadyFile;
+import io.engramhost.protocol.RegionKind;
+import io.engramhost.protocol.SocketPaths;
+import io.engramhost.store.Catalog;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Daemon and client in one JVM over a real socket and real memfds (separate processes: see the CLI tests). */
+@Timeout(60)
+class DaemonClientTest {
+    private static final jnr.ffi.Pointer MEM = jnr.ffi.Pointer.wrap(LibCHolder.RUNTIME, 0L);
+
+    private static DaemonContext context() {
+        return new DaemonContext(List.of(Path.of("unused")), List.of(), "memfd", "none", null, null, null, Set.of(), 2,
+                2000, List.of(), null).conclude();
+    }
+
+    /** One memfd holding two tables: rows of 8 bytes with value row*3, and an empty table. */
+    private static Catalog catalog() {
+        MemfdRegion region = MemfdRegion.create("engram.test", 4096, PageKind.SMALL, null);
+        for (int i = 0; i < 16; i++) {
+            MEM.putLong(region.writable().address() + 8L * i, i * 3L);
+        }
+        region.seal();
+        Manifest manifest = new Manifest(new byte[32], new byte[0],
+                List.of(new Manifest.Region(RegionKind.MEMFD, 4096, 0, -1)),
+                List.of(new Manifest.Table("t.weight", "I64", new long[] {16}, 128, 0, 0, 7, RegionKind.MEMFD, 0, -1),
+                        new Manifest.Table("t.empty", "F32", new long[] {0, 4}, 0, -1, 0, 0, RegionKind.MEMFD, -1, -1)));
+        return new Catalog(manifest, List.of(region.fd()), "00".repeat(32),
+                e -> e.kind() == Expectation.Kind.ANY ? List.of() : List.of("expected something else"), "memfd", region);
+    }
+
+    @Test
+    void shouldServeTablesAndEndLeasesOnClose(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("run/d.sock");
+        int fdsBefore = Posix.countOpenFds();
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(socket)));
+            EngramClientException notReady = assertThrows(EngramClientException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()));
+            assertEquals(ErrorCode.NOT_READY, notReady.code());
+            assertFalse(Files.exists(SocketPaths.readyFile(socket)), "no ready file while loading");
+            daemon.load(p -> catalog());
+            assertEquals(Integer.toString(daemon.pid()), ReadyFile.read(SocketPaths.readyFile(socket)).get("pid"));
+
+            CountDownLatch gone = new CountDownLatch(1);
+            AtomicReference<String> reason = new AtomicReference<>();
+            ImportedTables tables = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults());
+            tables.onDaemonGone(r -> {
+                reason.set(r);
+                gone.countDown();
+            });
+            TableView t = tables.table("t.weight");
+            assertEquals(15 * 3L, t.getLong(15 * 8));
+            assertEquals(16, t.rows());
+            assertThrows(IndexOutOfBoundsException.class, () -> t.getLong(128));
+            assertEquals(0, tables.table("t.empty").bytes());
+            assertTrue(EngramClient.status(socket, ClientOptions.defaults()).contains("\"leases\":[{\"id\":1"));
+
+            EngramClientException mismatch = assertThrows(EngramClientException.class,
+                    () -> EngramClient.connect(socket, Expectation.sha256("ab".repeat(32)), ClientOptions.defaults()));
+            assertEquals(ErrorCode.FINGERPRINT_MISMATCH, mismatch.code());
+            assertEquals(List.of("expected something else"), mismatch.details());
+
+            EngramClient.stop(socket, ClientOptions.defaults());
+            daemon.awaitStop();
+            daemon.close();
+            assertTrue(gone.await(5, TimeUnit.SECONDS), "callback fired");
+            assertEquals("the daemon closed the lease connection", reason.get());
+            assertEquals(15 * 3L, t.getLong(15 * 8), "mappings outlive the daemon");
+            tables.close();
+            assertThrows(IllegalStateException.class, () -> t.getLong(0));
+        }
+        assertFalse(Files.exists(socket));
+        assertFalse(Files.exists(SocketPaths.readyFile(socket)));
+        assertEquals(fdsBefore, Posix.countOpenFds(), "daemon and client left no fd open");
+    }
+
+    @Test
+    void shouldTellTheDaemonIsGoneWithoutACallbackThread(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("w.sock");
+        ImportedTables tables;
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            daemon.load(p -> catalog());
+            tables = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults());
+            assertEquals(null, tables.daemonGoneReason(), "the daemon is there");
+        }
+        try (tables) {
+            long deadline = System.nanoTime() + 5_000_000_000L;
+            while (tables.daemonGoneReason() == null && System.nanoTime() < deadline) {
+                Thread.sleep(10);
+            }
+            assertEquals("the daemon closed the lease connection", tables.daemonGoneReason());
+            assertEquals(3L, tables.table("t.weight").getLong(8), "still readable");
+        }
+    }
+
+    @Test
+    void shouldRefuseASecondDaemonNamingThePid(@TempDir Path dir) {
+        Path socket = dir.resolve("d.sock");
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
+                    () -> Daemon.start(context(), socket));
+            assertEquals("engram-host is already running (pid=" + daemon.pid() + ") on " + socket, e.getMessage());
+        }
+    }
+
+    @Test
+    void shouldReportAbsentSocket(@TempDir Path dir) {
+        assertThrows(DaemonAbsentException.class,
+                () -> EngramClient.connect(dir.resolve("none.sock"), Expectation.any(), ClientOptions.defaults()));
+    }
+
+    @Test
+    void shouldSurviveGarbageAndSilence(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("d.sock");
+        int fdsBefore = Posix.countOpenFds();
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            daemon.load(p -> catalog());
+            try (var c = io.engramhost.os.UnixConnection.connect(socket)) {
+                c.send(java.nio.ByteBuffer.wrap("garbage!".getBytes()), List.of());
+            }
+            try (var c = io.engramhost.os.UnixConnection.connect(socket)) {
+                Thread.sleep(2500); // past the daemon's 2 s request timeout
+                assertTrue(c.awaitReadable(2000), "daemon hung up on a silent client");
+            }
+            try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+                assertEquals(3L, t.table("t.weight").getLong(8));
+            }
+            Map<String, String> ready = ReadyFile.read(SocketPaths.readyFile(socket));
+            assertEquals("memfd", ready.get("backend"));
+        }
+        assertEquals(fdsBefore, Posix.countOpenFds(), "no fd left behind");
+    }
+}

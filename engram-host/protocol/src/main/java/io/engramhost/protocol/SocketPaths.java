@@ -1,0 +1,85 @@
+package io.engramhost.protocol;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.function.IntFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Where a daemon listens. The template comes from {@code --socket}, else {@code ENGRAM_HOST_SOCKET},
+ * else {@link #DEFAULT_TEMPLATE}; daemon and client resolve it the same way. Placeholders:
+ * {@code {instance}} (default {@code default}), {@code {device}} and {@code {device_uuid}}.
+ * The ready and lock files sit next to the socket, named after it.
+ */
+public final class SocketPaths {
+    public static final String ENV = "ENGRAM_HOST_SOCKET";
+    public static final String DEFAULT_TEMPLATE = "/dev/shm/engram-host/{instance}.sock";
+    public static final String DEFAULT_INSTANCE = "default";
+    /** sun_path holds 108 bytes including the terminating NUL. */
+    public static final int MAX_PATH_BYTES = 107;
+
+    private static final Pattern PLACEHOLDER = Pattern.compile("\\{([^}]*)}");
+
+    private SocketPaths() {
+    }
+
+    /** The template in force: the flag, else the environment variable, else the default. */
+    public static String template(String flag, Map<String, String> env) {
+        if (flag != null && !flag.isBlank()) {
+            return flag;
+        }
+        String fromEnv = env.get(ENV);
+        return fromEnv != null && !fromEnv.isBlank() ? fromEnv : DEFAULT_TEMPLATE;
+    }
+
+    /**
+     * Fills the placeholders. {@code device} may be null when the template does not use it;
+     * {@code uuidOfDevice} is asked only when {@code {device_uuid}} appears.
+     */
+    public static Path resolve(String template, String instance, Integer device, IntFunction<String> uuidOfDevice) {
+        String inst = instance == null || instance.isBlank() ? DEFAULT_INSTANCE : instance;
+        if (!inst.matches("[A-Za-z0-9._-]+")) {
+            throw new IllegalArgumentException("--instance '" + inst + "' may hold only letters, digits, '.', '_' and '-'");
+        }
+        Matcher m = PLACEHOLDER.matcher(template);
+        StringBuilder out = new StringBuilder();
+        while (m.find()) {
+            String value = switch (m.group(1)) {
+                case "instance" -> inst;
+                case "device" -> String.valueOf(requireDevice(template, device, "{device}"));
+                case "device_uuid" -> uuidOfDevice.apply(requireDevice(template, device, "{device_uuid}"));
+                default -> throw new IllegalArgumentException("socket template '" + template + "': unknown placeholder {"
+                        + m.group(1) + "}; known: {instance}, {device}, {device_uuid}");
+            };
+            m.appendReplacement(out, Matcher.quoteReplacement(value));
+        }
+        m.appendTail(out);
+        String path = out.toString();
+        if (!path.startsWith("/")) {
+            throw new IllegalArgumentException("socket path '" + path + "' must be absolute");
+        }
+        if (path.getBytes(StandardCharsets.UTF_8).length > MAX_PATH_BYTES) {
+            throw new IllegalArgumentException("socket path '" + path + "' is longer than " + MAX_PATH_BYTES
+                    + " bytes, the limit of a Unix socket address");
+        }
+        return Path.of(path);
+    }
+
+    private static int requireDevice(String template, Integer device, String placeholder) {
+        if (device == null) {
+            throw new IllegalArgumentException("socket template '" + template + "' uses " + placeholder
+                    + " but no --device was given");
+        }
+        return device;
+    }
+
+    public static Path readyFile(Path socket) {
+        return socket.resolveSibling(socket.getFileName() + ".ready");
+    }
+
+    public static Path lockFile(Path socket) {
+        return socket.resolveSibling(socket.getFileName() + ".lock");
+    }
+}
