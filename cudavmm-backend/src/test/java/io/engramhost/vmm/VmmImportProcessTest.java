@@ -13,6 +13,7 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
+import io.engramhost.testing.ChildJvm;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;

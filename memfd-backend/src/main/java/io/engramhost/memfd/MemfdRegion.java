@@ -1,10 +1,13 @@
 package io.engramhost.memfd;
 
+import io.engramhost.numa.HugePagePool;
+import io.engramhost.numa.Meminfo;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.util.Bytes;
 import java.util.function.Consumer;
 
 /**
@@ -46,8 +49,9 @@ public final class MemfdRegion implements AutoCloseable {
                 mapping = Posix.mmap(size, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0);
             } catch (NativeException e) {
                 if (pages.hugetlb() && e.errno() == Errno.ENOMEM) {
-                    throw new NativeException(e.call(), e.errno(), "not enough 2 MiB huge pages reserved: this memfd"
-                            + " needs " + size / pages.pageSize() + "; reserve them with sysctl vm.nr_hugepages=N");
+                    throw new NativeException(e.call(), e.errno(), "not enough " + Bytes.exact(pages.pageSize())
+                            + " huge pages reserved: this memfd needs " + size / pages.pageSize() + "; reserve them with "
+                            + howToReserve(pages.pageSize()));
                 }
                 throw e;
             }
@@ -62,6 +66,18 @@ public final class MemfdRegion implements AutoCloseable {
             fd.close();
             throw e;
         }
+    }
+
+    /** vm.nr_hugepages reserves pages of the default huge page size only (512 MiB on aarch64 with 64 KiB pages). */
+    private static String howToReserve(long pageSize) {
+        long dflt;
+        try {
+            dflt = Meminfo.systemDefaultHugePageSize();
+        } catch (RuntimeException unreadable) {
+            dflt = 0;
+        }
+        return dflt == pageSize ? "sysctl vm.nr_hugepages=N"
+                : "echo N > /sys/kernel/mm/hugepages/" + HugePagePool.dirName(pageSize) + "/nr_hugepages";
     }
 
     public Fd fd() {

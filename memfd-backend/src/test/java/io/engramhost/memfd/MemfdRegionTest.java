@@ -4,10 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.engramhost.numa.Meminfo;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.os.ProcessProbe;
 import io.engramhost.os.internal.LibCHolder;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,51 +19,59 @@ import org.junit.jupiter.api.Test;
 
 class MemfdRegionTest {
     private static final jnr.ffi.Pointer MEM = jnr.ffi.Pointer.wrap(LibCHolder.RUNTIME, 0L);
+    private static final long PAGE = Posix.pageSize();
 
     @Test
     void shouldServeOnlyReadOnlyMappingsOnceSealed() {
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = ProcessProbe.countOpenFds();
         AtomicBoolean hookRan = new AtomicBoolean();
-        try (MemfdRegion region = MemfdRegion.create("engram.test", 8192, PageKind.SMALL, m -> hookRan.set(true))) {
+        try (MemfdRegion region = MemfdRegion.create("engram.test", 2 * PAGE, PageKind.SMALL, m -> hookRan.set(true))) {
             assertTrue(hookRan.get(), "the before-touch hook runs on the fresh mapping");
-            MEM.putLong(region.writable().address() + 4096, 0x0123456789abcdefL);
+            MEM.putLong(region.writable().address() + PAGE, 0x0123456789abcdefL);
             region.seal();
             assertEquals(MemfdRegion.SEALS, Posix.getSeals(region.fd()) & MemfdRegion.SEALS);
             assertThrows(IllegalStateException.class, region::writable);
-            try (Mapping ro = ReadOnlyMapping.map(region.fd(), 8192, true)) {
-                assertEquals(0x0123456789abcdefL, MEM.getLong(ro.address() + 4096));
+            try (Mapping ro = ReadOnlyMapping.map(region.fd(), 2 * PAGE, true)) {
+                assertEquals(0x0123456789abcdefL, MEM.getLong(ro.address() + PAGE));
             }
             NativeException write = assertThrows(NativeException.class,
-                    () -> Posix.mmap(8192, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, region.fd(), 0));
+                    () -> Posix.mmap(2 * PAGE, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, region.fd(), 0));
             assertEquals("EPERM", write.errnoName());
-            NativeException shrink = assertThrows(NativeException.class, () -> Posix.ftruncate(region.fd(), 4096));
+            NativeException shrink = assertThrows(NativeException.class, () -> Posix.ftruncate(region.fd(), PAGE));
             assertEquals("EPERM", shrink.errnoName());
         }
-        assertEquals(fdsBefore, Posix.countOpenFds(), "region closed its memfd");
+        assertEquals(fdsBefore, ProcessProbe.countOpenFds(), "region closed its memfd");
     }
 
     @Test
     void shouldRejectSizesThatAreNotWholePages() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> MemfdRegion.create("odd", 5000, PageKind.SMALL, null));
-        assertEquals("memfd odd: size 5000 is not a positive multiple of 4096", e.getMessage());
+        assertEquals("memfd odd: size 5000 is not a positive multiple of " + PAGE, e.getMessage());
+        assertEquals(PAGE, PageKind.SMALL.pageSize(), "small pages are the system's base pages");
+        assertEquals(3 * PAGE, PageKind.SMALL.roundUp(2 * PAGE + 1));
     }
 
     @Test
     void shouldSayHugePagesAreMissingWhenNoneAreReserved() throws Exception {
-        long reserved = Long.parseLong(Files.readString(Path.of("/proc/sys/vm/nr_hugepages")).trim());
-        Assumptions.assumeTrue(reserved == 0, "vm.nr_hugepages=" + reserved + ": huge pages are reserved here");
-        int fdsBefore = Posix.countOpenFds();
+        Path pool = Path.of("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages");
+        Assumptions.assumeTrue(Files.exists(pool), "this kernel offers no 2 MiB huge pages (no " + pool + ")");
+        long free = Long.parseLong(Files.readString(pool).trim());
+        Assumptions.assumeTrue(free < 2, free + " free 2 MiB huge pages here: the memfd would fit");
+        int fdsBefore = ProcessProbe.countOpenFds();
         NativeException e = assertThrows(NativeException.class,
                 () -> MemfdRegion.create("huge", 4L << 20, PageKind.HUGE_2M, null));
-        assertTrue(e.getMessage().contains("not enough 2 MiB huge pages reserved: this memfd needs 2"), e.getMessage());
-        assertEquals(fdsBefore, Posix.countOpenFds(), "the failed region left no fd behind");
+        String reserve = Meminfo.systemDefaultHugePageSize() == 2L << 20 ? "sysctl vm.nr_hugepages=N"
+                : "echo N > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages";
+        assertTrue(e.getMessage().endsWith("not enough 2 MiB huge pages reserved: this memfd needs 2; reserve them with "
+                + reserve), e.getMessage());
+        assertEquals(fdsBefore, ProcessProbe.countOpenFds(), "the failed region left no fd behind");
     }
 
     @Test
     void fdIsClosedWhenTheHookFails() {
         int before = Fd.openCount();
-        assertThrows(IllegalStateException.class, () -> MemfdRegion.create("hook", 4096, PageKind.SMALL, m -> {
+        assertThrows(IllegalStateException.class, () -> MemfdRegion.create("hook", PAGE, PageKind.SMALL, m -> {
             throw new IllegalStateException("policy refused");
         }));
         assertEquals(before, Fd.openCount());

@@ -1,6 +1,7 @@
 package io.engramhost.cuda;
 
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.os.Posix;
 import io.engramhost.util.Bytes;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,7 +19,6 @@ public final class HostRegistration extends CudaOwner {
     public static final int FLAG_PORTABLE = 0x1;
     public static final int FLAG_DEVICEMAP = 0x2;
     public static final int FLAG_READ_ONLY = 0x8;
-    private static final long PAGE = 4096;
 
     private final long address;
     private final long length;
@@ -40,13 +40,14 @@ public final class HostRegistration extends CudaOwner {
 
     /** As {@link #register(long, long, int, boolean)}, with chunks of {@code chunkBytes} (page multiple). */
     public static HostRegistration register(long address, long length, int device, boolean readOnly, long chunkBytes) {
-        if (address % PAGE != 0 || length <= 0) {
+        long page = Posix.pageSize();
+        if (address % page != 0 || length <= 0) {
             throw new IllegalArgumentException("cuMemHostRegister: address 0x" + Long.toHexString(address)
                     + " must be page-aligned and length " + length + " positive");
         }
-        if (chunkBytes <= 0 || chunkBytes % PAGE != 0 || chunkBytes > MAX_CHUNK) {
+        if (chunkBytes <= 0 || chunkBytes % page != 0 || chunkBytes > MAX_CHUNK) {
             throw new IllegalArgumentException("cuMemHostRegister: chunk " + chunkBytes
-                    + " must be a positive multiple of 4096 of at most " + Bytes.format(MAX_CHUNK));
+                    + " must be a positive multiple of the page size " + page + " of at most " + Bytes.format(MAX_CHUNK));
         }
         CudaDevice dev = Cuda.device(device);
         if (readOnly && !dev.readOnlyHostRegister()) {

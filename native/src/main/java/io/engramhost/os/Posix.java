@@ -66,16 +66,27 @@ public final class Posix {
     public static final short POLLNVAL = 0x20;
     // rlimit
     public static final int RLIMIT_NOFILE = 7;
-    // syscalls (x86-64)
-    public static final long SYS_MBIND = 237;
-    public static final long SYS_SET_MEMPOLICY = 238;
-    public static final long SYS_GET_MEMPOLICY = 239;
-    public static final long SYS_MOVE_PAGES = 279;
-    public static final long SYS_PIDFD_OPEN = 434;
-
-    public static final long PAGE_SIZE = 4096;
+    // sysconf
+    private static final int SC_PAGESIZE = 30;
 
     private Posix() {
+    }
+
+    /** The base page size, from sysconf(_SC_PAGESIZE) once: 4 KiB on x86-64; 4, 16 or 64 KiB on aarch64. */
+    public static long pageSize() {
+        return PageSize.BYTES;
+    }
+
+    private static final class PageSize {
+        static final long BYTES = read();
+
+        private static long read() {
+            long size = LIBC.sysconf(SC_PAGESIZE);
+            if (size <= 0 || Long.bitCount(size) != 1) {
+                throw new IllegalStateException("sysconf(_SC_PAGESIZE) gave " + size + ", not a page size");
+            }
+            return size;
+        }
     }
 
     private static NativeException fail(String call) {
@@ -161,36 +172,16 @@ public final class Posix {
         }
     }
 
-    public static final int POSIX_FADV_DONTNEED = 4;
-
-    /**
-     * Asks the kernel to drop {@code fd}'s clean pages from the page cache (posix_fadvise DONTNEED over the
-     * whole file). Only a hint: pages of tmpfs, dirty or mapped pages stay; {@link #cachedPages} tells.
-     */
+    /** @deprecated use {@link PageCache#drop(Fd)} */
+    @Deprecated(forRemoval = true)
     public static void dropPageCache(Fd fd) {
-        int rc = LIBC.posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
-        if (rc != 0) {
-            throw new NativeException("posix_fadvise(" + fd.what() + ", 0, 0, POSIX_FADV_DONTNEED)", rc);
-        }
+        PageCache.drop(fd);
     }
 
-    /** How many of the pages of the first {@code length} bytes of {@code fd} are in the page cache (mincore). */
+    /** @deprecated use {@link PageCache#residentPages(Fd, long)} */
+    @Deprecated(forRemoval = true)
     public static long cachedPages(Fd fd, long length) {
-        if (length <= 0) {
-            return 0;
-        }
-        long pages = (length + 4095) / 4096;
-        try (Mapping view = mmap(length, PROT_READ, MAP_SHARED, fd, 0);
-                Mapping vec = mmapAnonymous(pages, "mincore vector of " + fd.what())) {
-            if (LIBC.mincore(view.address(), length, vec.address()) != 0) {
-                throw fail("mincore(" + fd.what() + ", " + length + " bytes)");
-            }
-            long resident = 0;
-            for (long i = 0; i < pages; i++) {
-                resident += RawMemory.getByte(vec.address() + i) & 1;
-            }
-            return resident;
-        }
+        return PageCache.residentPages(fd, length);
     }
 
     /**
@@ -272,7 +263,7 @@ public final class Posix {
 
     /** pidfd_open(pid): an fd that polls readable once the process has exited. */
     public static Fd pidfdOpen(int pid) {
-        long fd = LIBC.syscall(SYS_PIDFD_OPEN, pid, 0, 0, 0, 0, 0);
+        long fd = LIBC.syscall(Syscall.PIDFD_OPEN.number(), pid, 0, 0, 0, 0, 0);
         if (fd < 0) {
             throw fail("pidfd_open(" + pid + ")");
         }
@@ -376,8 +367,8 @@ public final class Posix {
     }
 
     /** A raw syscall; returns the result, or throws naming {@code call} when it is negative. */
-    public static long syscall(String call, long number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = LIBC.syscall(number, a1, a2, a3, a4, a5, a6);
+    public static long syscall(String call, Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
+        long r = LIBC.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         if (r < 0) {
             throw fail(call);
         }
@@ -385,38 +376,14 @@ public final class Posix {
     }
 
     /** A raw syscall; returns the result, or -errno when it failed. */
-    public static long syscallErrno(long number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = LIBC.syscall(number, a1, a2, a3, a4, a5, a6);
+    public static long syscallErrno(Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
+        long r = LIBC.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         return r < 0 ? -LibCHolder.errno() : r;
     }
 
-    /**
-     * A leak check: the number of fds this process has open of the kinds engram-host creates (memfds,
-     * sockets, pidfds and other anonymous inodes, and regular files such as checkpoints and lock files),
-     * read from /proc/self/fd. The JVM's own fds (jar and library files it opens or closes lazily,
-     * pipes, /dev and /proc files) are left out, so a count taken before and after some work compares
-     * that work alone.
-     */
+    /** @deprecated use {@link ProcessProbe#countOpenFds()} */
+    @Deprecated(forRemoval = true)
     public static int countOpenFds() {
-        java.io.File[] entries = new java.io.File("/proc/self/fd").listFiles();
-        if (entries == null) {
-            return -1;
-        }
-        int n = 0;
-        for (java.io.File e : entries) {
-            String target;
-            try {
-                target = java.nio.file.Files.readSymbolicLink(e.toPath()).toString();
-            } catch (java.io.IOException | UnsupportedOperationException gone) {
-                continue; // closed while listing (e.g. the directory's own fd)
-            }
-            boolean jvm = target.endsWith(".jar") || target.endsWith(".so") || target.endsWith(".jsa")
-                    || target.startsWith("pipe:") || target.startsWith("/dev/") || target.startsWith("/proc/")
-                    || target.startsWith(System.getProperty("java.home"));
-            if (!jvm) {
-                n++;
-            }
-        }
-        return n;
+        return ProcessProbe.countOpenFds();
     }
 }

@@ -19,7 +19,7 @@ class FdMessagesTest {
     @Test
     void shouldPassMoreFdsThanOneSendmsgCarries() {
         int count = 2 * FdMessages.MAX_FDS_PER_SENDMSG + 11;
-        int baseline = Posix.countOpenFds();
+        int baseline = ProcessProbe.countOpenFds();
         UnixConnection[] pair = UnixConnection.pair("test");
         List<Fd> sent = new ArrayList<>();
         try (UnixConnection a = pair[0]; UnixConnection b = pair[1]) {
@@ -44,7 +44,7 @@ class FdMessagesTest {
         } finally {
             sent.forEach(Fd::close);
         }
-        assertEquals(baseline, Posix.countOpenFds(), "no fd leaked");
+        assertEquals(baseline, ProcessProbe.countOpenFds(), "no fd leaked");
     }
 
     @Test

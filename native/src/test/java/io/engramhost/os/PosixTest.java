@@ -17,7 +17,7 @@ class PosixTest {
 
     @Test
     void shouldPassEverySixthArgumentOfMmap() {
-        long page = Posix.PAGE_SIZE;
+        long page = Posix.pageSize();
         try (Fd fd = Posix.memfdCreate("six-args", Posix.MFD_ALLOW_SEALING)) {
             Posix.ftruncate(fd, 4 * page);
             try (Mapping w = Posix.mmap(4 * page, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0)) {
@@ -87,14 +87,14 @@ class PosixTest {
 
     @Test
     void shouldCloseFdOnceAndRefuseUseAfterClose() {
-        int before = Posix.countOpenFds();
+        int before = ProcessProbe.countOpenFds();
         Fd fd = Posix.memfdCreate("twice", 0);
         assertTrue(Posix.isCloexec(fd));
-        assertEquals(before + 1, Posix.countOpenFds());
+        assertEquals(before + 1, ProcessProbe.countOpenFds());
         fd.close();
         fd.close();
         assertFalse(fd.isOpen());
-        assertEquals(before, Posix.countOpenFds());
+        assertEquals(before, ProcessProbe.countOpenFds());
         assertThrows(IllegalStateException.class, fd::get);
     }
 
@@ -148,7 +148,8 @@ class PosixTest {
     @Test
     void shouldDropAFilesCleanPagesFromThePageCache(@TempDir Path dir) throws Exception {
         Path file = dir.resolve("cached.bin");
-        byte[] data = new byte[64 * 4096];
+        long page = Posix.pageSize();
+        byte[] data = new byte[(int) (64 * page)];
         java.util.Arrays.fill(data, (byte) 7);
         try (java.nio.channels.FileChannel c = java.nio.channels.FileChannel.open(file,
                 java.nio.file.StandardOpenOption.CREATE_NEW, java.nio.file.StandardOpenOption.WRITE)) {
@@ -160,9 +161,9 @@ class PosixTest {
                 "the temporary directory is on tmpfs, whose pages are its storage: nothing can be dropped");
         try (Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
             Posix.preadFully(fd, scratch(data.length), data.length, 0);
-            assertEquals(64, Posix.cachedPages(fd, data.length), "just read: every page cached");
-            Posix.dropPageCache(fd);
-            assertEquals(0, Posix.cachedPages(fd, data.length), "dropped (" + fs + ")");
+            assertEquals(64, PageCache.residentPages(fd, data.length), "just read: every page cached");
+            PageCache.drop(fd);
+            assertEquals(0, PageCache.residentPages(fd, data.length), "dropped (" + fs + ")");
         }
     }
 
@@ -170,7 +171,7 @@ class PosixTest {
     void shouldNameTheAdviceAndTheErrnoWhenAPageCacheCannotBeDropped() {
         Fd view = Fd.adopt(Integer.MAX_VALUE, "fd that is not open"); // no process has that many fds
         try {
-            NativeException e = assertThrows(NativeException.class, () -> Posix.dropPageCache(view));
+            NativeException e = assertThrows(NativeException.class, () -> PageCache.drop(view));
             assertEquals("EBADF", e.errnoName());
             assertTrue(e.getMessage().startsWith(
                     "posix_fadvise(fd that is not open, 0, 0, POSIX_FADV_DONTNEED) failed: EBADF"), e.getMessage());

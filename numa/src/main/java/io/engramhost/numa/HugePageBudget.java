@@ -1,5 +1,6 @@
 package io.engramhost.numa;
 
+import io.engramhost.os.Posix;
 import io.engramhost.util.Bytes;
 import java.util.ArrayList;
 import java.util.List;
@@ -11,9 +12,9 @@ final class HugePageBudget {
 
     /** {@code nodes} empty: the system-wide pool; otherwise the pools of those nodes together. */
     static String check(long bytes, long pageSize, List<Integer> nodes, String where, Topology topology) {
-        if (pageSize < 2L << 20 || Long.bitCount(pageSize) != 1) {
+        if (pageSize <= Posix.pageSize() || Long.bitCount(pageSize) != 1) {
             throw new IllegalArgumentException("memory budget: huge page size " + pageSize
-                    + " is not a power of two of at least 2 MiB");
+                    + " is not a power of two larger than the base page size (" + Bytes.exact(Posix.pageSize()) + ")");
         }
         String size = Bytes.exact(pageSize);
         String dir = HugePagePool.dirName(pageSize);
@@ -77,8 +78,8 @@ final class HugePageBudget {
         return String.join("; ", commands);
     }
 
+    /** Whether vm.nr_hugepages reserves pages of this size: /proc/meminfo's Hugepagesize (2 MiB on x86-64, not always on aarch64). */
     private static boolean isDefaultSize(Topology topology, long pageSize) {
-        long dflt = topology.system().defaultHugePageSize();
-        return dflt == 0 ? pageSize == 2L << 20 : dflt == pageSize;
+        return topology.system().defaultHugePageSize() == pageSize;
     }
 }

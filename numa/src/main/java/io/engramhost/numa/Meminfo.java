@@ -16,6 +16,17 @@ import java.util.Map;
  */
 public record Meminfo(long totalBytes, long freeBytes, long fileCacheBytes, long defaultHugePageSize) {
 
+    private static final Path PROC_MEMINFO = Path.of("/proc/meminfo");
+
+    /**
+     * This machine's default huge page size (/proc/meminfo Hugepagesize): the size vm.nr_hugepages and
+     * MFD_HUGETLB without a size flag use. 2 MiB on x86-64; 2 MiB, 32 MiB or 512 MiB on aarch64 (4, 16 or
+     * 64 KiB base pages). 0 when the kernel has no hugetlb pages.
+     */
+    public static long systemDefaultHugePageSize() {
+        return parse(Sysfs.read(PROC_MEMINFO), PROC_MEMINFO).defaultHugePageSize();
+    }
+
     /** MemFree plus reclaimable file cache. */
     public long availableBytes() {
         return freeBytes + fileCacheBytes;

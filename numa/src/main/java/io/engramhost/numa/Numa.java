@@ -4,6 +4,7 @@ import io.engramhost.os.Errno;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.os.Syscall;
 import java.lang.ref.Reference;
 import java.util.ArrayList;
 import java.util.List;
@@ -58,7 +59,7 @@ public final class Numa {
             mask.putLong(node / 64 * 8L, mask.getLong(node / 64 * 8L) | 1L << (node % 64));
         }
         long maxnode = words == 0 ? 0 : words * 64L + 1; // the kernel drops one bit from maxnode
-        long r = Posix.syscallErrno(Posix.SYS_MBIND, address, length, policy.mode(),
+        long r = Posix.syscallErrno(Syscall.MBIND, address, length, policy.mode(),
                 mask == null ? 0 : mask.address(), maxnode, flags);
         Reference.reachabilityFence(mask);
         if (r < 0) {
@@ -71,7 +72,7 @@ public final class Numa {
     public static NumaPolicy policyAt(long address) {
         Pointer mode = Memory.allocateDirect(RUNTIME, 8, true);
         Pointer mask = Memory.allocateDirect(RUNTIME, READ_MASK_BITS / 8, true);
-        long r = Posix.syscallErrno(Posix.SYS_GET_MEMPOLICY, mode.address(), mask.address(), READ_MASK_BITS,
+        long r = Posix.syscallErrno(Syscall.GET_MEMPOLICY, mode.address(), mask.address(), READ_MASK_BITS,
                 address, MPOL_F_ADDR, 0);
         if (r < 0) {
             throw failure("get_mempolicy", "get_mempolicy(0x" + Long.toHexString(address) + ", MPOL_F_ADDR)", (int) -r);
@@ -104,9 +105,9 @@ public final class Numa {
      * container's seccomp profile, a missing capability, a kernel without NUMA). Probes a scratch page.
      */
     public static Optional<String> probe() {
-        try (Mapping page = Posix.mmapAnonymous(Posix.PAGE_SIZE, "NUMA probe page")) {
+        try (Mapping page = Posix.mmapAnonymous(Posix.pageSize(), "NUMA probe page")) {
             apply(page.address(), page.length(), NumaPolicy.none());
-            Placement.verify(page.address(), page.length(), Posix.PAGE_SIZE);
+            Placement.verify(page.address(), page.length(), Posix.pageSize());
             return Optional.empty();
         } catch (NativeException e) {
             return Optional.of(e.getMessage());
@@ -114,9 +115,9 @@ public final class Numa {
     }
 
     static void checkRange(long address, long length, String call) {
-        if (address == 0 || address % Posix.PAGE_SIZE != 0) {
+        if (address == 0 || address % Posix.pageSize() != 0) {
             throw new IllegalArgumentException(call + ": address 0x" + Long.toHexString(address)
-                    + " is not page-aligned (" + Posix.PAGE_SIZE + ")");
+                    + " is not page-aligned (" + Posix.pageSize() + ")");
         }
         if (length <= 0) {
             throw new IllegalArgumentException(call + ": length must be positive, was " + length);

@@ -3,6 +3,7 @@ package io.engramhost.numa;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.os.Syscall;
 import io.engramhost.util.Bytes;
 import java.lang.ref.Reference;
 import java.util.Map;
@@ -21,7 +22,7 @@ public final class Placement {
     private Placement() {
     }
 
-    /** Every page of {@code mapping}, in pages of {@code pageSize} (4 KiB, or the huge page size). */
+    /** Every page of {@code mapping}, in pages of {@code pageSize} (the base page size, or the huge page size). */
     public static PlacementReport verify(Mapping mapping, long pageSize) {
         return verify(mapping.address(), mapping.length(), pageSize);
     }
@@ -29,9 +30,9 @@ public final class Placement {
     /** Every page of {@code [address, address + length)}, in pages of {@code pageSize}. */
     public static PlacementReport verify(long address, long length, long pageSize) {
         Numa.checkRange(address, length, "move_pages");
-        if (pageSize < Posix.PAGE_SIZE || Long.bitCount(pageSize) != 1) {
+        if (pageSize < Posix.pageSize() || Long.bitCount(pageSize) != 1) {
             throw new IllegalArgumentException("move_pages: page size " + pageSize + " is not a power of two >= "
-                    + Posix.PAGE_SIZE);
+                    + Posix.pageSize());
         }
         if (address % pageSize != 0) {
             throw new IllegalArgumentException("move_pages: address 0x" + Long.toHexString(address)
@@ -49,7 +50,7 @@ public final class Placement {
                 pages.putLong(8L * i, address + (first + i) * pageSize);
                 status.putInt(4L * i, Integer.MIN_VALUE);
             }
-            long r = Posix.syscallErrno(Posix.SYS_MOVE_PAGES, 0, n, pages.address(), 0, status.address(), 0);
+            long r = Posix.syscallErrno(Syscall.MOVE_PAGES, 0, n, pages.address(), 0, status.address(), 0);
             if (r < 0) {
                 throw Numa.failure("move_pages", "move_pages(0x" + Long.toHexString(address + first * pageSize)
                         + ", pages=" + n + ")", (int) -r);

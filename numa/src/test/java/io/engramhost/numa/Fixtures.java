@@ -11,6 +11,8 @@ final class Fixtures {
     static final String CXL = "cxl-memory-node";
     static final String MEMORYLESS = "memoryless-node";
     static final String NO_NUMA = "no-numa-sysfs";
+    /** aarch64 with 64 KiB base pages: the default huge page (Hugepagesize) is 512 MiB, 2 MiB pages exist too. */
+    static final String GRACE_64K = "grace-64k-pages";
 
     private Fixtures() {
     }

@@ -68,6 +68,20 @@ class MemoryBudgetTest {
     }
 
     @Test
+    void shouldReserveThroughNrHugepagesOnlyPagesOfTheDefaultSize() {
+        Topology grace = Fixtures.topology(Fixtures.GRACE_64K);
+        assertEquals(512L << 20, grace.system().defaultHugePageSize());
+        NumaException dflt = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(2 * GIB, NumaPolicy.none(), true, 512L << 20, grace));
+        assertEquals("need 4 free 512 MiB huge pages but only 0 are free (vm.nr_hugepages=0); reserve them with:"
+                + " sysctl vm.nr_hugepages=4", dflt.getMessage());
+        NumaException small = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(2 * GIB, NumaPolicy.none(), true, MB2, grace));
+        assertEquals("need 1024 free 2 MiB huge pages but only 0 are free (0 reserved); reserve them with:"
+                + " echo 1024 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", small.getMessage());
+    }
+
+    @Test
     void shouldCountHugePagesOfTheBoundNode() {
         assertEquals("1000 2 MiB huge pages fit on NUMA node 0: 1000 free",
                 MemoryBudget.check(2000 * (1L << 20), NumaPolicy.bind(0), true, MB2, twoSocket));

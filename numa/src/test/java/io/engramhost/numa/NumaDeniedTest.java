@@ -9,6 +9,7 @@ import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.os.Syscall;
 import java.util.Map;
 import java.util.Optional;
 import org.junit.jupiter.api.Test;
@@ -20,12 +21,12 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(30)
 class NumaDeniedTest {
-    private static final long LEN = 16 * Posix.PAGE_SIZE;
+    private static final long LEN = 16 * Posix.pageSize();
 
     @Test
     void shouldExplainEpermFromMbind() throws Exception {
         int fds = Fd.openCount();
-        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Posix.SYS_MBIND, Errno.EPERM), () -> {
+        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Syscall.MBIND, Errno.EPERM), () -> {
             try (Mapping m = Posix.mmapAnonymous(LEN, "denied")) {
                 Numa.apply(m, NumaPolicy.bind(0));
                 return m.address();
@@ -33,7 +34,7 @@ class NumaDeniedTest {
         });
         NativeException e = assertInstanceOf(NativeException.class, o.thrown());
         assertEquals(Errno.EPERM, e.errno());
-        assertTrue(e.getMessage().matches("mbind\\(0x[0-9a-f]+, len=65536, bind:0\\) failed: EPERM \\(Operation not"
+        assertTrue(e.getMessage().matches("mbind\\(0x[0-9a-f]+, len=" + LEN + ", bind:0\\) failed: EPERM \\(Operation not"
                 + " permitted\\); the process lacks CAP_SYS_NICE or a seccomp profile forbids mbind \\(as in many"
                 + " containers\\); --numa none avoids it"), e.getMessage());
         assertEquals(fds, Fd.openCount());
@@ -41,7 +42,7 @@ class NumaDeniedTest {
 
     @Test
     void shouldExplainEnosysFromMbind() throws Exception {
-        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Posix.SYS_MBIND, Errno.ENOSYS), () -> {
+        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Syscall.MBIND, Errno.ENOSYS), () -> {
             try (Mapping m = Posix.mmapAnonymous(LEN, "denied")) {
                 Numa.apply(m, NumaPolicy.interleave(java.util.List.of(0)));
                 return null;
@@ -54,9 +55,9 @@ class NumaDeniedTest {
 
     @Test
     void shouldExplainEpermFromMovePages() throws Exception {
-        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Posix.SYS_MOVE_PAGES, Errno.EPERM), () -> {
+        SeccompThread.Outcome<Object> o = SeccompThread.call(Map.of(Syscall.MOVE_PAGES, Errno.EPERM), () -> {
             try (Mapping m = Posix.mmapAnonymous(LEN, "denied")) {
-                return Placement.verify(m, Posix.PAGE_SIZE);
+                return Placement.verify(m, Posix.pageSize());
             }
         });
         NativeException e = assertInstanceOf(NativeException.class, o.thrown());
@@ -68,11 +69,11 @@ class NumaDeniedTest {
     @Test
     void shouldProbeTheCauseOnceAndNotThrow() throws Exception {
         SeccompThread.Outcome<Optional<String>> denied = SeccompThread.call(
-                Map.of(Posix.SYS_MBIND, Errno.EPERM, Posix.SYS_GET_MEMPOLICY, Errno.EPERM), Numa::probe);
+                Map.of(Syscall.MBIND, Errno.EPERM, Syscall.GET_MEMPOLICY, Errno.EPERM), Numa::probe);
         assertTrue(denied.value().orElseThrow().contains("failed: EPERM (Operation not permitted); the process lacks"
                 + " CAP_SYS_NICE"), denied.value().toString());
         SeccompThread.Outcome<Optional<String>> movePagesDenied = SeccompThread.call(
-                Map.of(Posix.SYS_MOVE_PAGES, Errno.ENOSYS), Numa::probe);
+                Map.of(Syscall.MOVE_PAGES, Errno.ENOSYS), Numa::probe);
         assertTrue(movePagesDenied.value().orElseThrow().startsWith("move_pages("), movePagesDenied.value().toString());
     }
 }

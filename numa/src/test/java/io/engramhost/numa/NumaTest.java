@@ -10,6 +10,7 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
 import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.util.Bytes;
 import java.util.List;
 import java.util.Optional;
 import jnr.ffi.Pointer;
@@ -23,7 +24,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(30)
 class NumaTest {
     static final Pointer MEM = Pointer.wrap(LibCHolder.RUNTIME, 0L);
-    private static final long PAGE = Posix.PAGE_SIZE;
+    private static final long PAGE = Posix.pageSize();
 
     private int fdsBefore;
     private Topology topology;
@@ -114,12 +115,13 @@ class NumaTest {
     }
 
     @Test
-    void shouldBindHugetlbMemfd() {
-        long huge = 2L << 20;
+    void shouldBindHugetlbMemfdOfTheDefaultHugePageSize() {
+        long huge = topology.system().defaultHugePageSize(); // 2 MiB on x86-64, 512 MiB on aarch64 with 64 KiB pages
+        Assumptions.assumeTrue(huge > 0, "/proc/meminfo has no Hugepagesize: this kernel has no hugetlb pages");
         HugePagePool pool = topology.node(0).orElseThrow().hugePages(huge).orElse(new HugePagePool(huge, 0, 0));
-        Assumptions.assumeTrue(pool.free() >= 2, () -> "needs 2 free 2 MiB huge pages on node 0, it has " + pool.free()
-                + " (vm.nr_hugepages=" + topology.nrHugepages() + ")");
-        try (Fd fd = Posix.memfdCreate("numa-huge", Posix.MFD_HUGETLB | Posix.MFD_HUGE_2MB)) {
+        Assumptions.assumeTrue(pool.free() >= 2, () -> "needs 2 free " + Bytes.exact(huge) + " huge pages on node 0, it has "
+                + pool.free() + " (vm.nr_hugepages=" + topology.nrHugepages() + ")");
+        try (Fd fd = Posix.memfdCreate("numa-huge", Posix.MFD_HUGETLB)) {
             Posix.ftruncate(fd, 2 * huge);
             try (Mapping m = Posix.mmap(2 * huge, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED, fd, 0)) {
                 Numa.apply(m, NumaPolicy.bind(0));
@@ -134,7 +136,7 @@ class NumaTest {
         try (Mapping m = Posix.mmapAnonymous(4 * PAGE, "offline")) {
             NativeException e = assertThrows(NativeException.class, () -> Numa.apply(m, NumaPolicy.bind(1000)));
             assertEquals(Errno.EINVAL, e.errno());
-            assertTrue(e.getMessage().endsWith(", len=16384, bind:1000) failed: EINVAL (Invalid argument); a node is"
+            assertTrue(e.getMessage().endsWith(", len=" + 4 * PAGE + ", bind:1000) failed: EINVAL (Invalid argument); a node is"
                     + " not online, or the range is not page-aligned (a whole number of huge pages for hugetlb)"),
                     e.getMessage());
         }
@@ -142,14 +144,20 @@ class NumaTest {
 
     @Test
     void shouldRefuseBadRangesBeforeCallingTheKernel() {
-        assertEquals("mbind: address 0x1001 is not page-aligned (4096)", assertThrows(IllegalArgumentException.class,
-                () -> Numa.apply(0x1001, PAGE, NumaPolicy.bind(0))).getMessage());
-        assertThrows(IllegalArgumentException.class, () -> Numa.apply(0x1000, 0, NumaPolicy.bind(0)));
-        assertEquals("mbind: policy interleave names no nodes; validate it against a Topology first",
-                assertThrows(IllegalArgumentException.class, () -> Numa.apply(0x1000, PAGE, NumaPolicy.interleave()))
+        long unaligned = PAGE + 1;
+        assertEquals("mbind: address 0x" + Long.toHexString(unaligned) + " is not page-aligned (" + PAGE + ")",
+                assertThrows(IllegalArgumentException.class, () -> Numa.apply(unaligned, PAGE, NumaPolicy.bind(0)))
                         .getMessage());
-        assertThrows(IllegalArgumentException.class, () -> Placement.verify(0x1000, PAGE, 3000));
-        assertThrows(IllegalArgumentException.class, () -> Placement.verify(0x1000, PAGE, 2L << 20));
+        assertEquals("mbind: length must be positive, was 0", assertThrows(IllegalArgumentException.class,
+                () -> Numa.apply(PAGE, 0, NumaPolicy.bind(0))).getMessage());
+        assertEquals("mbind: policy interleave names no nodes; validate it against a Topology first",
+                assertThrows(IllegalArgumentException.class, () -> Numa.apply(PAGE, PAGE, NumaPolicy.interleave()))
+                        .getMessage());
+        assertEquals("move_pages: page size 3000 is not a power of two >= " + PAGE, assertThrows(
+                IllegalArgumentException.class, () -> Placement.verify(PAGE, PAGE, 3000)).getMessage());
+        long huge = 1L << 30; // larger than any base page: PAGE is not aligned to it
+        assertEquals("move_pages: address 0x" + Long.toHexString(PAGE) + " is not aligned to the page size 1 GiB",
+                assertThrows(IllegalArgumentException.class, () -> Placement.verify(PAGE, PAGE, huge)).getMessage());
     }
 
     /** Writes one byte in every page: the first touch that allocates it. */

@@ -1,7 +1,9 @@
 package io.engramhost.numa;
 
+import io.engramhost.os.Arch;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.os.Syscall;
 import java.lang.ref.Reference;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -17,11 +19,9 @@ import org.junit.jupiter.api.Assumptions;
  * of the JVM is untouched, and the filter ends with the thread.
  */
 final class SeccompThread {
-    private static final long SYS_PRCTL = 157;
     private static final int PR_SET_NO_NEW_PRIVS = 38;
     private static final int PR_SET_SECCOMP = 22;
     private static final int SECCOMP_MODE_FILTER = 2;
-    private static final int AUDIT_ARCH_X86_64 = 0xC000003E;
     private static final int SECCOMP_RET_ALLOW = 0x7fff0000;
     private static final int SECCOMP_RET_ERRNO = 0x00050000;
     private static final short BPF_LD_W_ABS = 0x20;
@@ -32,7 +32,7 @@ final class SeccompThread {
     }
 
     /** {@code body}'s result or exception, run where each syscall in {@code denied} fails with its errno. */
-    static <T> Outcome<T> call(Map<Long, Integer> denied, Callable<T> body) throws InterruptedException {
+    static <T> Outcome<T> call(Map<Syscall, Integer> denied, Callable<T> body) throws InterruptedException {
         AtomicReference<Outcome<T>> out = new AtomicReference<>();
         Thread t = new Thread(() -> {
             try {
@@ -61,24 +61,24 @@ final class SeccompThread {
     }
 
     /** One deny rule per syscall, one errno each; everything else allowed; other architectures allowed. */
-    private static void install(Map<Long, Integer> denied) {
+    private static void install(Map<Syscall, Integer> denied) {
         int k = denied.size();
         Runtime rt = Runtime.getSystemRuntime();
         Pointer prog = Memory.allocateDirect(rt, 8L * (3 + 2 * k + 1), true);
         int i = 0;
         put(prog, i++, BPF_LD_W_ABS, 0, 0, 4); // seccomp_data.arch
-        put(prog, i++, BPF_JEQ_K, 0, 2 * k + 1, AUDIT_ARCH_X86_64); // else: allow
+        put(prog, i++, BPF_JEQ_K, 0, 2 * k + 1, Arch.current().auditArch()); // else: allow
         put(prog, i++, BPF_LD_W_ABS, 0, 0, 0); // seccomp_data.nr
-        for (Map.Entry<Long, Integer> rule : denied.entrySet()) {
-            put(prog, i++, BPF_JEQ_K, 0, 1, rule.getKey().intValue());
+        for (Map.Entry<Syscall, Integer> rule : denied.entrySet()) {
+            put(prog, i++, BPF_JEQ_K, 0, 1, (int) rule.getKey().number());
             put(prog, i++, BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | rule.getValue());
         }
         put(prog, i++, BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW);
         Pointer fprog = Memory.allocateDirect(rt, 16, true);
         fprog.putShort(0, (short) i);
         fprog.putLong(8, prog.address());
-        Posix.syscall("prctl(PR_SET_NO_NEW_PRIVS)", SYS_PRCTL, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0);
-        Posix.syscall("prctl(PR_SET_SECCOMP)", SYS_PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog.address(), 0, 0, 0);
+        Posix.syscall("prctl(PR_SET_NO_NEW_PRIVS)", Syscall.PRCTL, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0);
+        Posix.syscall("prctl(PR_SET_SECCOMP)", Syscall.PRCTL, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog.address(), 0, 0, 0);
         Reference.reachabilityFence(prog);
         Reference.reachabilityFence(fprog);
     }

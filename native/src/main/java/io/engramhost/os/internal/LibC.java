@@ -55,6 +55,8 @@ public interface LibC {
 
     int setrlimit(int resource, Pointer rlimit);
 
+    long sysconf(int name);
+
     int getpid();
 
     int getuid();
