@@ -20,9 +20,14 @@ public final class Errno {
     public static final int EMFILE = 24;
     public static final int ENOSPC = 28;
     public static final int EPIPE = 32;
+    public static final int ENAMETOOLONG = 36;
     public static final int ENOSYS = 38;
-    public static final int ECONNREFUSED = 111;
+    public static final int EADDRINUSE = 98;
+    public static final int ECONNABORTED = 103;
     public static final int ECONNRESET = 104;
+    public static final int EISCONN = 106;
+    public static final int ENOTCONN = 107;
+    public static final int ECONNREFUSED = 111;
     public static final int EWOULDBLOCK = EAGAIN;
 
     private Errno() {

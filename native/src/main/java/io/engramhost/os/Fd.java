@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Owns one file descriptor. {@link #close()} closes it once; a second close does nothing.
  * Using a closed Fd throws rather than touching a number the kernel may have reused.
  */
-public final class Fd implements AutoCloseable {
+public final class Fd implements FdRef, AutoCloseable {
     private static final int CLOSED = -1;
     private static final AtomicInteger OPEN = new AtomicInteger();
 
@@ -29,6 +29,7 @@ public final class Fd implements AutoCloseable {
     }
 
     /** The raw number, for a native call. Throws once closed. */
+    @Override
     public int get() {
         int v = fd.get();
         if (v == CLOSED) {
@@ -37,8 +38,14 @@ public final class Fd implements AutoCloseable {
         return v;
     }
 
+    @Override
     public String what() {
         return what;
+    }
+
+    /** A view of this fd for code that uses it but must not close it; it refuses use once this Fd is closed. */
+    public BorrowedFd borrow() {
+        return BorrowedFd.of(this);
     }
 
     public boolean isOpen() {

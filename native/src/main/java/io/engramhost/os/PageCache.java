@@ -18,7 +18,7 @@ public final class PageCache {
      * Asks the kernel to drop {@code fd}'s clean pages from the page cache (posix_fadvise DONTNEED over the
      * whole file). Only a hint: pages of tmpfs, dirty or mapped pages stay; {@link #residentPages} tells.
      */
-    public static void drop(Fd fd) {
+    public static void drop(FdRef fd) {
         int rc = LIBC.posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
         if (rc != 0) {
             throw new NativeException("posix_fadvise(" + fd.what() + ", 0, 0, POSIX_FADV_DONTNEED)", rc);
@@ -29,7 +29,7 @@ public final class PageCache {
      * How many of the pages (of {@link Posix#pageSize()}) of the first {@code length} bytes of {@code fd}
      * are in the page cache (mincore).
      */
-    public static long residentPages(Fd fd, long length) {
+    public static long residentPages(FdRef fd, long length) {
         if (length <= 0) {
             return 0;
         }

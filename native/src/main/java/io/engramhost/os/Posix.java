@@ -5,6 +5,7 @@ import static io.engramhost.os.internal.LibCHolder.RUNTIME;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.nio.file.Path;
+import java.util.List;
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
 
@@ -107,19 +108,19 @@ public final class Posix {
         return Fd.adopt(fd, "memfd " + name);
     }
 
-    public static void ftruncate(Fd fd, long length) {
+    public static void ftruncate(FdRef fd, long length) {
         if (LIBC.ftruncate(fd.get(), length) != 0) {
             throw fail("ftruncate(" + fd.what() + ", " + length + ")");
         }
     }
 
-    public static void addSeals(Fd fd, int seals) {
+    public static void addSeals(FdRef fd, int seals) {
         if (LIBC.fcntl(fd.get(), F_ADD_SEALS, seals) != 0) {
             throw fail("fcntl(" + fd.what() + ", F_ADD_SEALS, 0x" + Integer.toHexString(seals) + ")");
         }
     }
 
-    public static int getSeals(Fd fd) {
+    public static int getSeals(FdRef fd) {
         int seals = LIBC.fcntl(fd.get(), F_GET_SEALS, 0);
         if (seals < 0) {
             throw fail("fcntl(" + fd.what() + ", F_GET_SEALS)");
@@ -128,7 +129,7 @@ public final class Posix {
     }
 
     /** True when the fd has FD_CLOEXEC set. */
-    public static boolean isCloexec(Fd fd) {
+    public static boolean isCloexec(FdRef fd) {
         int flags = LIBC.fcntl(fd.get(), F_GETFD, 0);
         if (flags < 0) {
             throw fail("fcntl(" + fd.what() + ", F_GETFD)");
@@ -137,12 +138,12 @@ public final class Posix {
     }
 
     /** Maps {@code length} bytes of {@code fd} from {@code offset}; the Mapping owns the range. */
-    public static Mapping mmap(long length, int prot, int flags, Fd fd, long offset) {
+    public static Mapping mmap(long length, int prot, int flags, FdRef fd, long offset) {
         return mmapAt(0L, length, prot, flags, fd, offset);
     }
 
     /** mmap with an address hint (or a fixed address with MAP_FIXED_NOREPLACE). */
-    public static Mapping mmapAt(long addr, long length, int prot, int flags, Fd fd, long offset) {
+    public static Mapping mmapAt(long addr, long length, int prot, int flags, FdRef fd, long offset) {
         if (length <= 0) {
             throw new IllegalArgumentException("mmap of " + (fd == null ? "anonymous memory" : fd.what())
                     + ": length must be positive, was " + length);
@@ -172,13 +173,13 @@ public final class Posix {
         }
     }
 
-    /** @deprecated use {@link PageCache#drop(Fd)} */
+    /** @deprecated use {@link PageCache#drop(FdRef)} */
     @Deprecated(forRemoval = true)
     public static void dropPageCache(Fd fd) {
         PageCache.drop(fd);
     }
 
-    /** @deprecated use {@link PageCache#residentPages(Fd, long)} */
+    /** @deprecated use {@link PageCache#residentPages(FdRef, long)} */
     @Deprecated(forRemoval = true)
     public static long cachedPages(Fd fd, long length) {
         return PageCache.residentPages(fd, length);
@@ -188,7 +189,7 @@ public final class Posix {
      * Reads exactly {@code length} bytes at {@code offset} of {@code fd} into native memory at
      * {@code address}, retrying short reads and EINTR. A premature end of file is an error.
      */
-    public static void preadFully(Fd fd, long address, long length, long offset) {
+    public static void preadFully(FdRef fd, long address, long length, long offset) {
         long done = 0;
         while (done < length) {
             long n = LIBC.pread(fd.get(), address + done, length - done, offset + done);
@@ -209,7 +210,7 @@ public final class Posix {
     }
 
     /** Writes exactly {@code length} bytes from {@code address} to {@code fd} at {@code offset}. */
-    public static void pwriteFully(Fd fd, long address, long length, long offset) {
+    public static void pwriteFully(FdRef fd, long address, long length, long offset) {
         long done = 0;
         while (done < length) {
             long n = LIBC.pwrite(fd.get(), address + done, length - done, offset + done);
@@ -233,7 +234,7 @@ public final class Posix {
     }
 
     /** The size of a file or memfd (lseek to its end). */
-    public static long size(Fd fd) {
+    public static long size(FdRef fd) {
         long size = LIBC.lseek(fd.get(), 0, SEEK_END);
         if (size < 0) {
             throw fail("lseek(" + fd.what() + ", 0, SEEK_END)");
@@ -245,7 +246,7 @@ public final class Posix {
      * flock; with LOCK_NB, returns false when another holder has the lock (EWOULDBLOCK) instead of
      * throwing.
      */
-    public static boolean flock(Fd fd, int operation) {
+    public static boolean flock(FdRef fd, int operation) {
         while (true) {
             if (LIBC.flock(fd.get(), operation) == 0) {
                 return true;
@@ -274,7 +275,7 @@ public final class Posix {
      * Waits up to {@code timeoutMillis} (-1: forever) for {@code events} on one fd, retrying EINTR.
      * Returns the revents, 0 on timeout.
      */
-    public static int poll(Fd fd, int events, int timeoutMillis) {
+    public static int poll(FdRef fd, int events, int timeoutMillis) {
         Pointer pfd = Memory.allocateDirect(RUNTIME, 8, true);
         long deadline = timeoutMillis < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutMillis * 1_000_000L;
         while (true) {
@@ -293,6 +294,18 @@ public final class Posix {
             }
             return n == 0 ? 0 : pfd.getShort(6) & 0xffff;
         }
+    }
+
+    /**
+     * Waits up to {@code timeoutMillis} for {@code events} on any of {@code fds}, retrying EINTR.
+     * Returns each fd's revents, in the order given (all 0 on timeout).
+     */
+    public static short[] pollAll(List<? extends FdRef> fds, int events, int timeoutMillis) {
+        int[] raw = new int[fds.size()];
+        for (int i = 0; i < raw.length; i++) {
+            raw[i] = fds.get(i).get();
+        }
+        return pollAll(raw, events, timeoutMillis);
     }
 
     /**

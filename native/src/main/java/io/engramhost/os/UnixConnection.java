@@ -1,81 +1,55 @@
 package io.engramhost.os;
 
-import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicBoolean;
-import jnr.unixsocket.Credentials;
-import jnr.unixsocket.UnixSocketAddress;
-import jnr.unixsocket.UnixSocketChannel;
-import jnr.unixsocket.UnixSocketOptions;
 
 /**
- * Owns one connected SOCK_STREAM Unix socket (a jnr-unixsocket channel) and sends and receives
- * {@link FdMessages} over it. {@link #close()} is idempotent.
+ * Owns one connected SOCK_STREAM Unix socket and sends and receives {@link FdMessages} over it.
+ * {@link #close()} is idempotent.
  */
 public final class UnixConnection implements AutoCloseable {
-    private final UnixSocketChannel channel;
+    private final Fd fd;
     private final String peer;
-    private final AtomicBoolean closed = new AtomicBoolean();
 
-    UnixConnection(UnixSocketChannel channel, String peer) {
-        this.channel = channel;
+    UnixConnection(Fd fd, String peer) {
+        this.fd = fd;
         this.peer = peer;
     }
 
     /**
      * Connects to the socket at {@code path}.
      *
-     * @throws NativeException naming connect and errno (ENOENT: no socket; ECONNREFUSED: nobody listens)
+     * @throws NativeException naming connect and the kernel's errno (ENOENT: no socket; ECONNREFUSED:
+     *     nobody listens; EACCES: no permission; ENAMETOOLONG: the path does not fit a socket address)
      */
     public static UnixConnection connect(Path path) {
-        try {
-            UnixSocketChannel ch = UnixSocketChannel.open(new UnixSocketAddress(path.toFile()));
-            return new UnixConnection(ch, path.toString());
-        } catch (IOException e) {
-            throw connectFailure(path, e);
-        }
-    }
-
-    private static NativeException connectFailure(Path path, IOException e) {
-        String m = String.valueOf(e.getMessage());
-        int errno = m.contains("No such file") ? Errno.ENOENT
-                : m.contains("refused") ? Errno.ECONNREFUSED
-                : m.contains("ermission") ? Errno.EACCES : Errno.EIO;
-        return new NativeException("connect(" + path + ")", errno);
+        return new UnixConnection(UnixSockets.connect(path), path.toString());
     }
 
     /** A connected pair, for tests and baselines. */
     public static UnixConnection[] pair(String name) {
-        try {
-            UnixSocketChannel[] p = UnixSocketChannel.pair();
-            return new UnixConnection[] {new UnixConnection(p[0], name + "[0]"), new UnixConnection(p[1], name + "[1]")};
-        } catch (IOException e) {
-            throw new NativeException("socketpair(" + name + ")", Errno.EIO, e.getMessage());
-        }
+        Fd[] p = UnixSockets.pair(name);
+        return new UnixConnection[] {new UnixConnection(p[0], name + "[0]"), new UnixConnection(p[1], name + "[1]")};
     }
 
     public String peer() {
         return peer;
     }
 
-    /** The raw fd, for poll; owned by this connection. */
+    /** The raw fd, for a native call; owned by this connection. Throws once closed. */
     public int rawFd() {
-        if (closed.get()) {
-            throw new IllegalStateException("connection to " + peer + " is closed");
-        }
-        return channel.getFD();
+        return fd.get();
+    }
+
+    /** The socket as a fd this connection keeps owning, for poll and the like; refused once closed. */
+    public BorrowedFd fd() {
+        return fd.borrow();
     }
 
     /** SO_PEERCRED: the pid, uid and gid of the peer process at connect time. */
     public PeerCredentials peerCredentials() {
-        try {
-            Credentials c = channel.getOption(UnixSocketOptions.SO_PEERCRED);
-            return new PeerCredentials(c.getPid(), c.getUid(), c.getGid());
-        } catch (IOException e) {
-            throw new NativeException("getsockopt(" + peer + ", SO_PEERCRED)", Errno.EIO, e.getMessage());
-        }
+        return UnixSockets.peerCredentials(fd);
     }
 
     public void send(ByteBuffer payload, List<Fd> fds) {
@@ -91,12 +65,7 @@ public final class UnixConnection implements AutoCloseable {
      * readable or hung up (the caller then reads to tell which).
      */
     public boolean awaitReadable(int timeoutMillis) {
-        Fd view = Fd.adopt(rawFd(), "connection to " + peer);
-        try {
-            return Posix.poll(view, Posix.POLLIN, timeoutMillis) != 0;
-        } finally {
-            view.release();
-        }
+        return Posix.poll(fd, Posix.POLLIN, timeoutMillis) != 0;
     }
 
     /**
@@ -104,35 +73,29 @@ public final class UnixConnection implements AutoCloseable {
      * socket wakes at once (POLLHUP). Lets an owner stop its poller before it closes the fd.
      */
     public void shutdown() {
-        try {
-            channel.shutdownInput();
-        } catch (IOException e) {
-            // already shut down, or the peer is gone
+        if (fd.isOpen()) {
+            UnixSockets.shutdown(fd, UnixSockets.SHUT_RDWR);
         }
-        shutdownOutput();
     }
 
     /** Half-closes the writing side: the peer sees EOF. */
     public void shutdownOutput() {
-        try {
-            channel.shutdownOutput();
-        } catch (IOException e) {
-            // already closed by the peer: nothing to shut down
+        if (fd.isOpen()) {
+            UnixSockets.shutdown(fd, UnixSockets.SHUT_WR);
         }
     }
 
     public boolean isOpen() {
-        return !closed.get();
+        return fd.isOpen();
     }
 
     @Override
     public void close() {
-        if (closed.compareAndSet(false, true)) {
-            try {
-                channel.close();
-            } catch (IOException e) {
-                throw new NativeException("close(connection to " + peer + ")", Errno.EIO, e.getMessage());
-            }
-        }
+        fd.close();
+    }
+
+    @Override
+    public String toString() {
+        return "UnixConnection[" + peer + (fd.isOpen() ? "" : ", closed") + "]";
     }
 }

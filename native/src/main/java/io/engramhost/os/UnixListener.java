@@ -1,79 +1,62 @@
 package io.engramhost.os;
 
-import java.io.IOException;
 import java.nio.file.Path;
-import java.util.concurrent.atomic.AtomicBoolean;
-import jnr.unixsocket.UnixServerSocketChannel;
-import jnr.unixsocket.UnixSocketAddress;
-import jnr.unixsocket.UnixSocketChannel;
 
 /**
  * Owns one listening Unix socket. {@link #accept(int)} waits with a timeout so that an accept loop
  * can notice a stop. {@link #close()} closes the socket; removing the path is the caller's job.
  */
 public final class UnixListener implements AutoCloseable {
-    private final UnixServerSocketChannel channel;
+    private final Fd fd;
     private final Path path;
-    private final AtomicBoolean closed = new AtomicBoolean();
-    private final Fd pollView;
 
-    private UnixListener(UnixServerSocketChannel channel, Path path) {
-        this.channel = channel;
+    private UnixListener(Fd fd, Path path) {
+        this.fd = fd;
         this.path = path;
-        this.pollView = Fd.adopt(channel.getFD(), "listening socket " + path);
     }
 
-    /** Binds and listens at {@code path}, which must not exist. */
+    /**
+     * Binds and listens at {@code path}, which must not exist.
+     *
+     * @throws NativeException naming bind (or listen) and the kernel's errno: EADDRINUSE when the path
+     *     exists, ENOENT when its directory does not, EACCES, ENAMETOOLONG
+     */
     public static UnixListener bind(Path path, int backlog) {
-        UnixServerSocketChannel ch = null;
-        try {
-            ch = UnixServerSocketChannel.open();
-            ch.configureBlocking(true);
-            ch.socket().bind(new UnixSocketAddress(path.toFile()), backlog);
-            return new UnixListener(ch, path);
-        } catch (IOException e) {
-            if (ch != null) {
-                try {
-                    ch.close();
-                } catch (IOException suppressed) {
-                    e.addSuppressed(suppressed);
-                }
-            }
-            String m = String.valueOf(e.getMessage());
-            int errno = m.contains("in use") ? Errno.EEXIST : m.contains("ermission") ? Errno.EACCES : Errno.EIO;
-            throw new NativeException("bind(" + path + ")", errno, m);
-        }
+        return new UnixListener(UnixSockets.listen(path, backlog), path);
     }
 
     public Path path() {
         return path;
     }
 
-    /** The next connection, or null when none arrived within {@code timeoutMillis}. */
+    /** The listening socket (non-blocking), which this listener keeps owning; refused once closed. */
+    public BorrowedFd fd() {
+        return fd.borrow();
+    }
+
+    /** The next connection, or null when none arrived within {@code timeoutMillis} (-1: no limit). */
     public UnixConnection accept(int timeoutMillis) {
-        if (closed.get()) {
+        if (!fd.isOpen()) {
             throw new IllegalStateException("listening socket " + path + " is closed");
         }
-        if (Posix.poll(pollView, Posix.POLLIN, timeoutMillis) == 0) {
-            return null;
-        }
-        try {
-            UnixSocketChannel c = channel.accept();
-            return c == null ? null : new UnixConnection(c, "client of " + path);
-        } catch (IOException e) {
-            throw new NativeException("accept(" + path + ")", Errno.EIO, e.getMessage());
+        long deadline = timeoutMillis < 0 ? Long.MAX_VALUE : System.nanoTime() + timeoutMillis * 1_000_000L;
+        while (true) {
+            int wait = timeoutMillis < 0 ? -1
+                    : (int) Math.max(0, (deadline - System.nanoTime() + 999_999) / 1_000_000L);
+            if (Posix.poll(fd, Posix.POLLIN, wait) != 0) {
+                Fd c = UnixSockets.accept(fd, "client of " + path);
+                if (c != null) {
+                    return new UnixConnection(c, "client of " + path);
+                }
+            }
+            if (System.nanoTime() >= deadline) {
+                return null; // nothing, or a connection that was gone before it was accepted
+            }
         }
     }
 
     @Override
     public void close() {
-        if (closed.compareAndSet(false, true)) {
-            pollView.release();
-            try {
-                channel.close();
-            } catch (IOException e) {
-                throw new NativeException("close(listening socket " + path + ")", Errno.EIO, e.getMessage());
-            }
-        }
+        fd.close();
     }
 }

@@ -91,11 +91,15 @@ class PosixTest {
         Fd fd = Posix.memfdCreate("twice", 0);
         assertTrue(Posix.isCloexec(fd));
         assertEquals(before + 1, ProcessProbe.countOpenFds());
+        BorrowedFd view = fd.borrow();
+        assertEquals(fd.get(), view.get());
         fd.close();
         fd.close();
         assertFalse(fd.isOpen());
         assertEquals(before, ProcessProbe.countOpenFds());
         assertThrows(IllegalStateException.class, fd::get);
+        assertEquals("fd of memfd twice is closed", assertThrows(IllegalStateException.class, view::get).getMessage(),
+                "a borrowed view is refused once its owner closed the fd");
     }
 
     @Test
@@ -169,15 +173,11 @@ class PosixTest {
 
     @Test
     void shouldNameTheAdviceAndTheErrnoWhenAPageCacheCannotBeDropped() {
-        Fd view = Fd.adopt(Integer.MAX_VALUE, "fd that is not open"); // no process has that many fds
-        try {
-            NativeException e = assertThrows(NativeException.class, () -> PageCache.drop(view));
-            assertEquals("EBADF", e.errnoName());
-            assertTrue(e.getMessage().startsWith(
-                    "posix_fadvise(fd that is not open, 0, 0, POSIX_FADV_DONTNEED) failed: EBADF"), e.getMessage());
-        } finally {
-            view.release();
-        }
+        BorrowedFd notOpen = BorrowedFd.of(Integer.MAX_VALUE, "fd that is not open"); // no process has that many fds
+        NativeException e = assertThrows(NativeException.class, () -> PageCache.drop(notOpen));
+        assertEquals("EBADF", e.errnoName());
+        assertTrue(e.getMessage().startsWith(
+                "posix_fadvise(fd that is not open, 0, 0, POSIX_FADV_DONTNEED) failed: EBADF"), e.getMessage());
     }
 
     private static long scratch(int length) {

@@ -51,6 +51,14 @@ public interface LibC {
 
     int shutdown(int fd, int how);
 
+    int socket(int domain, int type, int protocol);
+
+    int connect(int fd, Pointer addr, int addrlen);
+
+    int bind(int fd, Pointer addr, int addrlen);
+
+    int listen(int fd, int backlog);
+
     int getrlimit(int resource, Pointer rlimit);
 
     int setrlimit(int resource, Pointer rlimit);

@@ -1,0 +1,191 @@
+package io.engramhost.os;
+
+import static io.engramhost.os.internal.LibCHolder.LIBC;
+import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+
+import io.engramhost.os.internal.LibCHolder;
+import java.nio.charset.Charset;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import jnr.ffi.Memory;
+import jnr.ffi.Pointer;
+
+/**
+ * Unix stream sockets made through the project's own libc binding, so that every failure carries
+ * the errno the kernel gave (ENOENT, ECONNREFUSED, EACCES, EADDRINUSE...) and every fd is owned.
+ * {@link UnixConnection} and {@link UnixListener} are built on these.
+ *
+ * <p>Layouts (the same on x86-64 and aarch64, LP64 Linux): {@code struct sockaddr_un} is 110 bytes,
+ * {@code sa_family_t sun_family} (u16, AF_UNIX = 1) at 0 and {@code char sun_path[108]} at 2;
+ * {@code struct ucred} is 12 bytes, {@code pid}, {@code uid}, {@code gid} (int each).
+ */
+public final class UnixSockets {
+    public static final int AF_UNIX = 1;
+    public static final int SOCK_STREAM = 1;
+    public static final int SOCK_NONBLOCK = 0x800;
+    public static final int SOCK_CLOEXEC = 0x80000;
+    public static final int SHUT_RD = 0;
+    public static final int SHUT_WR = 1;
+    public static final int SHUT_RDWR = 2;
+    /** The size of {@code sun_path}: a path fits when its bytes and a terminating NUL do. */
+    public static final int SUN_PATH_BYTES = 108;
+    private static final int SUN_PATH_AT = 2;
+    private static final int SOL_SOCKET = 1;
+    private static final int SO_PEERCRED = 17;
+    private static final int UCRED_BYTES = 12;
+    private static final Charset PATH_CHARSET = pathCharset();
+
+    private UnixSockets() {
+    }
+
+    /**
+     * Connects a SOCK_STREAM socket (CLOEXEC, blocking) to {@code path}.
+     *
+     * @throws NativeException naming connect, the path and the kernel's errno: ENOENT (no socket
+     *     there), ECONNREFUSED (a socket file nobody listens on), EACCES (no permission), ENAMETOOLONG
+     *     (the path does not fit sun_path)
+     */
+    public static Fd connect(Path path) {
+        String call = "connect(" + path + ")";
+        Pointer addr = sockaddr(path, call);
+        Fd fd = socket(0, "connection to " + path, call);
+        try {
+            while (LIBC.connect(fd.get(), addr, addrLength(path)) != 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EISCONN) {
+                    break; // an earlier, interrupted attempt completed
+                }
+                if (errno != Errno.EINTR) {
+                    throw new NativeException(call, errno);
+                }
+            }
+            return fd;
+        } catch (RuntimeException e) {
+            fd.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Binds a non-blocking SOCK_STREAM socket (CLOEXEC) to {@code path}, which must not exist, and
+     * listens with {@code backlog}.
+     *
+     * @throws NativeException naming bind or listen and the kernel's errno: EADDRINUSE (the path exists),
+     *     ENOENT (no such directory), EACCES, ENAMETOOLONG
+     */
+    public static Fd listen(Path path, int backlog) {
+        String call = "bind(" + path + ")";
+        Pointer addr = sockaddr(path, call);
+        Fd fd = socket(SOCK_NONBLOCK, "listening socket " + path, call);
+        try {
+            if (LIBC.bind(fd.get(), addr, addrLength(path)) != 0) {
+                throw new NativeException(call, LibCHolder.errno());
+            }
+            if (LIBC.listen(fd.get(), backlog) != 0) {
+                throw new NativeException("listen(" + path + ", " + backlog + ")", LibCHolder.errno());
+            }
+            return fd;
+        } catch (RuntimeException e) {
+            fd.close();
+            throw e;
+        }
+    }
+
+    /**
+     * Accepts one connection on the non-blocking listening socket {@code listener}: a blocking socket
+     * (CLOEXEC) named {@code what}, or null when none is waiting (EAGAIN) or the one waiting was aborted.
+     */
+    public static Fd accept(FdRef listener, String what) {
+        while (true) {
+            int fd = LIBC.accept4(listener.get(), null, null, SOCK_CLOEXEC);
+            if (fd >= 0) {
+                return Fd.adopt(fd, what);
+            }
+            int errno = LibCHolder.errno();
+            if (errno == Errno.EINTR) {
+                continue;
+            }
+            if (errno == Errno.EAGAIN || errno == Errno.ECONNABORTED) {
+                return null;
+            }
+            throw new NativeException("accept(" + listener.what() + ")", errno);
+        }
+    }
+
+    /** A connected pair of SOCK_STREAM sockets (CLOEXEC), named {@code name[0]} and {@code name[1]}. */
+    public static Fd[] pair(String name) {
+        int[] sv = new int[2];
+        if (LIBC.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            throw new NativeException("socketpair(" + name + ")", LibCHolder.errno());
+        }
+        return new Fd[] {Fd.adopt(sv[0], name + "[0]"), Fd.adopt(sv[1], name + "[1]")};
+    }
+
+    /** SO_PEERCRED: the pid, uid and gid of the process that connected {@code socket}'s peer. */
+    public static PeerCredentials peerCredentials(FdRef socket) {
+        Pointer cred = Memory.allocateDirect(RUNTIME, UCRED_BYTES, true);
+        Pointer len = Memory.allocateDirect(RUNTIME, 4, true);
+        len.putInt(0, UCRED_BYTES);
+        if (LIBC.getsockopt(socket.get(), SOL_SOCKET, SO_PEERCRED, cred, len) != 0) {
+            throw new NativeException("getsockopt(" + socket.what() + ", SO_PEERCRED)", LibCHolder.errno());
+        }
+        return new PeerCredentials(cred.getInt(0), cred.getInt(4), cred.getInt(8));
+    }
+
+    /**
+     * shutdown(2) with {@link #SHUT_RD}, {@link #SHUT_WR} or {@link #SHUT_RDWR}; a socket whose peer is
+     * already gone (ENOTCONN) is left as it is.
+     */
+    public static void shutdown(FdRef socket, int how) {
+        if (LIBC.shutdown(socket.get(), how) != 0) {
+            int errno = LibCHolder.errno();
+            if (errno != Errno.ENOTCONN) {
+                throw new NativeException("shutdown(" + socket.what() + ", " + how + ")", errno);
+            }
+        }
+    }
+
+    private static Fd socket(int flags, String what, String call) {
+        int fd = LIBC.socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+        if (fd < 0) {
+            throw new NativeException("socket(AF_UNIX, SOCK_STREAM) for " + call, LibCHolder.errno());
+        }
+        return Fd.adopt(fd, what);
+    }
+
+    /** {@code struct sockaddr_un} for {@code path}, or ENAMETOOLONG naming it when sun_path cannot hold it. */
+    static Pointer sockaddr(Path path, String call) {
+        byte[] bytes = pathBytes(path);
+        if (bytes.length + 1 > SUN_PATH_BYTES) {
+            throw new NativeException(call, Errno.ENAMETOOLONG, "the socket path is " + bytes.length
+                    + " bytes; a Unix socket path holds at most " + (SUN_PATH_BYTES - 1) + " (sun_path is "
+                    + SUN_PATH_BYTES + " bytes with its NUL): choose a shorter path or directory");
+        }
+        for (byte b : bytes) {
+            if (b == 0) {
+                throw new IllegalArgumentException(call + ": the socket path contains a NUL byte");
+            }
+        }
+        Pointer addr = Memory.allocateDirect(RUNTIME, SUN_PATH_AT + SUN_PATH_BYTES, true);
+        addr.putShort(0, (short) AF_UNIX);
+        addr.put(SUN_PATH_AT, bytes, 0, bytes.length);
+        return addr;
+    }
+
+    private static int addrLength(Path path) {
+        return SUN_PATH_AT + pathBytes(path).length + 1;
+    }
+
+    private static byte[] pathBytes(Path path) {
+        return path.toString().getBytes(PATH_CHARSET);
+    }
+
+    /** The charset the JVM uses for file names ({@code sun.jnu.encoding}), so a path means the same file. */
+    private static Charset pathCharset() {
+        try {
+            return Charset.forName(System.getProperty("sun.jnu.encoding", "UTF-8"));
+        } catch (RuntimeException e) {
+            return StandardCharsets.UTF_8;
+        }
+    }
+}
