@@ -16,14 +16,23 @@ public final class JvmFlags {
     }
 
     public static List<String> get() {
-        try (InputStream in = JvmFlags.class.getResourceAsStream("jvm.options")) {
+        return read("jvm.options");
+    }
+
+    /** What a daemon JVM adds ({@code engram.daemon.jvm.flags}): its bounded heap and collector. */
+    public static List<String> daemon() {
+        return read("daemon.jvm.options");
+    }
+
+    private static List<String> read(String name) {
+        try (InputStream in = JvmFlags.class.getResourceAsStream(name)) {
             if (in == null) {
-                throw new IllegalStateException("resource io/engramhost/os/jvm.options is missing from the native jar");
+                throw new IllegalStateException("resource io/engramhost/os/" + name + " is missing from the native jar");
             }
             String s = new String(in.readAllBytes(), StandardCharsets.UTF_8).trim();
             return Arrays.stream(s.split("\\s+")).filter(f -> !f.isEmpty()).toList();
         } catch (IOException e) {
-            throw new IllegalStateException("cannot read io/engramhost/os/jvm.options", e);
+            throw new IllegalStateException("cannot read io/engramhost/os/" + name, e);
         }
     }
 }

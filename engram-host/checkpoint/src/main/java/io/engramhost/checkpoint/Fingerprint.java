@@ -142,7 +142,15 @@ public record Fingerprint(int layoutVersion, String backend, List<String> patter
      * compared only when this expectation names one; selection patterns are not compared (the tables are).
      */
     public List<String> differences(Fingerprint actual) {
-        List<String> out = new ArrayList<>();
+        return differences(actual, Integer.MAX_VALUE);
+    }
+
+    /**
+     * The first {@code limit} differences, then one line counting the rest: a bound on what a
+     * large, hostile expectation can make the daemon build.
+     */
+    public List<String> differences(Fingerprint actual, int limit) {
+        List<String> out = new CappedList(limit);
         if (layoutVersion != actual.layoutVersion) {
             out.add("layout version: expected " + layoutVersion + ", actual " + actual.layoutVersion);
         }
@@ -172,7 +180,7 @@ public record Fingerprint(int layoutVersion, String backend, List<String> patter
             }
             return d;
         });
-        return out;
+        return ((CappedList) out).withCount();
     }
 
     private interface Diff<T> {
@@ -199,6 +207,34 @@ public record Fingerprint(int layoutVersion, String backend, List<String> patter
             } else {
                 diff.apply(e, a).forEach(d -> out.add(what + " '" + n + "': " + d));
             }
+        }
+    }
+
+    /** Keeps the first {@code limit} lines it is given and counts the rest. */
+    private static final class CappedList extends ArrayList<String> {
+        private static final long serialVersionUID = 1L;
+        private final int limit;
+        private long dropped;
+
+        CappedList(int limit) {
+            this.limit = limit;
+        }
+
+        @Override
+        public boolean add(String line) {
+            if (size() < limit) {
+                return super.add(line);
+            }
+            dropped++;
+            return false;
+        }
+
+        List<String> withCount() {
+            List<String> out = new ArrayList<>(this);
+            if (dropped > 0) {
+                out.add("... and " + dropped + " more differences");
+            }
+            return out;
         }
     }
 }

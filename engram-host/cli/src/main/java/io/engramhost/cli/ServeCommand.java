@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLog;
@@ -40,8 +41,33 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--threads", defaultValue = "4", paramLabel = "N", description = "Reader threads (default: ${DEFAULT-VALUE}).")
     int threads;
 
-    @Option(names = "--request-timeout-ms", defaultValue = "10000", paramLabel = "MS", hidden = true)
+    @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N",
+            description = "Connections of all peers together, leases included (default: ${DEFAULT-VALUE}).")
+    int maxConnections;
+
+    @Option(names = "--max-connections-per-uid", defaultValue = "1024", paramLabel = "N",
+            description = "Connections of one uid, leases included (default: ${DEFAULT-VALUE}).")
+    int maxPerUid;
+
+    @Option(names = "--hello-timeout-ms", defaultValue = "5000", paramLabel = "MS",
+            description = "From connect to a complete HELLO (default: ${DEFAULT-VALUE}).")
+    int helloTimeoutMillis;
+
+    @Option(names = "--request-timeout-ms", defaultValue = "10000", paramLabel = "MS",
+            description = "From a request's first byte to its last, and for its answer to be taken (default: ${DEFAULT-VALUE}).")
     int requestTimeoutMillis;
+
+    @Option(names = "--idle-timeout-ms", defaultValue = "60000", paramLabel = "MS",
+            description = "A connection with no request under way and no lease (default: ${DEFAULT-VALUE}).")
+    int idleTimeoutMillis;
+
+    @Option(names = "--request-memory", defaultValue = "67108864", paramLabel = "BYTES",
+            description = "Bytes of unfinished requests, all connections together (default: ${DEFAULT-VALUE}).")
+    long requestMemory;
+
+    @Option(names = "--workers", defaultValue = "4", paramLabel = "N",
+            description = "Threads that answer complete requests (default: ${DEFAULT-VALUE}).")
+    int workers;
 
     @Option(names = "--device-tensors", split = ",", paramLabel = "GLOB",
             description = "Tensors to place in GPU memory (cuda-vmm device allocations).")
@@ -60,13 +86,16 @@ final class ServeCommand implements Callable<Integer> {
                     + "' is not one of " + String.join(", ", DaemonContext.BACKENDS));
         }
         DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
-                socket.device, new HashSet<>(allowUids), threads, requestTimeoutMillis, deviceTensors, gpus).conclude();
+                socket.device, new HashSet<>(allowUids), threads, new ConnectionLimits(maxConnections, maxPerUid,
+                helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
+                gpus).conclude();
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx.store());
         DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
                 + Units.bytes(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
         Path path = socket.resolve();
         Daemon daemon = Daemon.start(ctx, path);
+        Thread.setDefaultUncaughtExceptionHandler(daemon::fatal);
         Thread hook = new Thread(() -> {
             daemon.requestStop("signal");
             daemon.close();
@@ -75,6 +104,8 @@ final class ServeCommand implements Callable<Integer> {
         try {
             daemon.load(prepared.builder());
             daemon.awaitStop();
+        } catch (Error e) {
+            daemon.fatal(Thread.currentThread(), e);
         } finally {
             daemon.close();
         }

@@ -225,8 +225,8 @@ public final class EngramClient {
         if (e.code() == ErrorCode.FINGERPRINT_MISMATCH && shortForm && e.daemonFingerprint().length > 0) {
             details.addAll(daemonRecord(e.daemonFingerprint()));
         }
-        ErrorReply withRecord = new ErrorReply(e.code(), e.message(), details, e.daemonFingerprint());
-        return new EngramClientException(e.code(), e.code() + ": " + withRecord.describe(), details);
+        ErrorReply withRecord = new ErrorReply(e.code(), e.wireCode(), e.message(), details, e.daemonFingerprint());
+        return new EngramClientException(e.code(), e.codeName() + ": " + withRecord.describe(), details);
     }
 
     /** The daemon's fingerprint, one line per file and table, for a mismatch report. */

@@ -1,11 +1,8 @@
 package io.engramhost.daemon;
 
-import io.engramhost.json.JsonWriter;
 import io.engramhost.os.Posix;
-import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.DaemonState;
-import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.store.Catalog;
@@ -16,37 +13,35 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
-import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * The daemon's conductor: owns the lock, the listening socket, the accept loop, the workers, the
- * leases and the catalog, and tears them down in reverse order. The socket answers (status, "not
- * ready") from the moment it exists; the ready file appears only once every table is loaded.
+ * The daemon's conductor: owns the lock, the listening socket, the session loop (which owns every
+ * connection and lease) and the catalog, and tears them down in reverse order. The socket answers
+ * (status, "not ready") from the moment it exists; the ready file appears only once every table is
+ * loaded. A thread that dies of an error takes the daemon down ({@link #fatal}): it never stays
+ * alive but deaf.
  */
 public final class Daemon implements AutoCloseable {
     public static final String VERSION = "0.1.0";
     /** How often a running load logs its progress. */
     static final long PROGRESS_LOG_MILLIS = 5000;
+    /** The exit status of a daemon that a fatal error took down. */
+    public static final int FATAL_EXIT = 70;
 
     private final DaemonContext context;
     private final Path socket;
     private final DaemonLock lock;
     private final UnixListener listener;
     private final Leases leases = new Leases();
-    private final ExecutorService workers;
-    private final Thread acceptor;
-    private final Thread leaseWatcher;
+    private final ConnectionStats stats = new ConnectionStats();
+    private final SessionLoop loop;
     private final LoadProgress progress = new LoadProgress(DaemonLog::info);
     private final CountDownLatch stopRequested = new CountDownLatch(1);
     private final AtomicBoolean closed = new AtomicBoolean();
+    private final AtomicBoolean dying = new AtomicBoolean();
     private final long startNanos = System.nanoTime();
     private final int pid = Posix.getpid();
     private volatile DaemonState state = DaemonState.LOADING;
@@ -59,14 +54,14 @@ public final class Daemon implements AutoCloseable {
         this.socket = socket;
         this.lock = lock;
         this.listener = listener;
-        this.workers = Executors.newFixedThreadPool(8, r -> daemonThread(r, "engram-session"));
-        this.acceptor = daemonThread(this::acceptLoop, "engram-acceptor");
-        this.leaseWatcher = daemonThread(leases, "engram-leases");
+        this.loop = new SessionLoop(this, context.limits(), listener.fd().get(), socket.toString());
     }
 
-    private static Thread daemonThread(Runnable r, String name) {
+    /** A daemon thread whose death by an error takes the daemon down. */
+    Thread thread(Runnable r, String name) {
         Thread t = new Thread(r, name);
         t.setDaemon(true);
+        t.setUncaughtExceptionHandler(this::fatal);
         return t;
     }
 
@@ -85,13 +80,12 @@ public final class Daemon implements AutoCloseable {
                     DaemonLog.info("removed " + stale + ", left by a daemon that is gone");
                 }
             }
-            listener = UnixListener.bind(socket, 128);
+            listener = UnixListener.bind(socket, 4096);
             Files.setPosixFilePermissions(socket,
                     PosixFilePermissions.fromString(context.allowUids().isEmpty() ? "rw-------" : "rw-rw-rw-"));
             Posix.raiseNoFileLimit();
             Daemon d = new Daemon(context, socket, lock, listener);
-            d.acceptor.start();
-            d.leaseWatcher.start();
+            d.loop.start();
             DaemonLog.info("listening on " + socket + " (pid " + d.pid + ", backend " + context.backend() + ")");
             return d;
         } catch (IOException | RuntimeException e) {
@@ -110,7 +104,7 @@ public final class Daemon implements AutoCloseable {
     /** Loads the catalog; on success the daemon is ready and the ready file is written. */
     public void load(CatalogBuilder builder) throws Exception {
         long t0 = System.nanoTime();
-        Thread ticker = daemonThread(() -> {
+        Thread ticker = thread(() -> {
             try {
                 while (true) {
                     Thread.sleep(PROGRESS_LOG_MILLIS);
@@ -141,24 +135,8 @@ public final class Daemon implements AutoCloseable {
         state = DaemonState.READY;
         ReadyFile.write(SocketPaths.readyFile(socket), pid, catalog.fingerprintSha256(), catalog.backend(), socket);
         DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
-                + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after " + String.format("%.2f s", seconds)
-                + "; fingerprint " + catalog.fingerprintSha256());
-    }
-
-    private void acceptLoop() {
-        while (!closed.get()) {
-            try {
-                UnixConnection c = listener.accept(200);
-                if (c != null) {
-                    workers.execute(new Session(c, this, context.requestTimeoutMillis()));
-                }
-            } catch (RuntimeException e) {
-                if (!closed.get()) {
-                    DaemonLog.warn("accept failed: " + e.getMessage());
-                    sleepQuietly(100);
-                }
-            }
-        }
+                + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
+                + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
     }
 
     /** Blocks until a STOP request, a signal (via {@link #requestStop}) or {@code close}. */
@@ -178,6 +156,25 @@ public final class Daemon implements AutoCloseable {
         return stopReason;
     }
 
+    /**
+     * A thread died of {@code error}: one log line, the ready file and socket removed, exit
+     * {@link #FATAL_EXIT}. The kernel frees the lock and the memory; clients keep their mappings and
+     * see their leases end.
+     */
+    public void fatal(Thread thread, Throwable error) {
+        if (!dying.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            DaemonLog.warn("fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
+                    + FATAL_EXIT);
+            deleteQuietly(SocketPaths.readyFile(socket));
+            deleteQuietly(socket);
+        } finally {
+            Runtime.getRuntime().halt(FATAL_EXIT);
+        }
+    }
+
     /** Removes the ready file and the socket, ends every lease and frees every table. Idempotent. */
     @Override
     public void close() {
@@ -188,17 +185,8 @@ public final class Daemon implements AutoCloseable {
         stopRequested.countDown();
         deleteQuietly(SocketPaths.readyFile(socket));
         deleteQuietly(socket);
+        loop.close();
         listener.close();
-        join(acceptor);
-        workers.shutdownNow();
-        try {
-            workers.awaitTermination(5, TimeUnit.SECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        leases.stop();
-        join(leaseWatcher);
-        leases.closeAll();
         Catalog c = catalog;
         catalog = null;
         if (c != null) {
@@ -210,22 +198,6 @@ public final class Daemon implements AutoCloseable {
         }
         lock.close();
         DaemonLog.info("stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
-    }
-
-    private static void join(Thread t) {
-        try {
-            t.join(5000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    private static void sleepQuietly(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
     }
 
     private static void deleteQuietly(Path p) {
@@ -264,63 +236,28 @@ public final class Daemon implements AutoCloseable {
         return leases;
     }
 
+    ConnectionStats stats() {
+        return stats;
+    }
+
+    String failure() {
+        return failure;
+    }
+
+    double uptimeSeconds() {
+        return (System.nanoTime() - startNanos) / 1e9;
+    }
+
+    LoadProgress progress() {
+        return progress;
+    }
+
     public String progressText() {
         return progress.text();
     }
 
     /** The STATUS document (docs/protocol.md lists its fields). */
     public String statusJson() {
-        Map<String, Object> s = new LinkedHashMap<>();
-        s.put("state", state.wireName());
-        s.put("pid", pid);
-        s.put("version", VERSION);
-        s.put("backend", context.backend());
-        s.put("instance", context.instanceName());
-        s.put("socket", socket.toString());
-        s.put("uptime_s", (System.nanoTime() - startNanos) / 1e9);
-        Map<String, Object> p = new LinkedHashMap<>();
-        p.put("phase", progress.phase());
-        p.put("bytes_done", progress.bytesDone());
-        p.put("bytes_total", progress.bytesTotal());
-        s.put("progress", p);
-        if (failure != null) {
-            s.put("error", failure);
-        }
-        Catalog c = catalog;
-        if (c != null) {
-            s.put("fingerprint", c.fingerprintSha256());
-            s.put("bytes", c.totalBytes());
-            s.put("regions", c.regionCount());
-            List<Object> tables = new ArrayList<>();
-            for (Manifest.Table t : c.allTables()) {
-                Map<String, Object> m = new LinkedHashMap<>();
-                m.put("name", t.name());
-                m.put("dtype", t.dtype());
-                List<Object> shape = new ArrayList<>();
-                for (long d : t.shape()) {
-                    shape.add(d);
-                }
-                m.put("shape", shape);
-                m.put("bytes", t.bytes());
-                m.put("backend", t.kind().backend());
-                m.put("numa_node", t.numaNode());
-                m.put("device", t.device());
-                m.put("digest", String.format("%016x", t.digest()));
-                tables.add(m);
-            }
-            s.put("tables", tables);
-        }
-        s.putAll(progress.facts());
-        List<Object> ls = new ArrayList<>();
-        for (Leases.Lease l : leases.list()) {
-            Map<String, Object> m = new LinkedHashMap<>();
-            m.put("id", l.id());
-            m.put("pid", l.peer().pid());
-            m.put("uid", l.peer().uid());
-            m.put("since", l.since().toString());
-            ls.add(m);
-        }
-        s.put("leases", ls);
-        return JsonWriter.write(s);
+        return StatusDocument.of(this, loop.requestMemoryUsed());
     }
 }

@@ -12,12 +12,21 @@ import java.util.Set;
  *
  * @param socketTemplate the --socket flag (null: ENGRAM_HOST_SOCKET, else the default)
  * @param allowUids      uids admitted besides the daemon's own
+ * @param limits         what one peer's connections may cost (docs/protocol.md)
  */
 public record DaemonContext(List<Path> checkpoints, List<String> tables, String backend, String numa,
         String socketTemplate, String instance, Integer device, Set<Integer> allowUids, int threads,
-        int requestTimeoutMillis, List<String> deviceTensors, List<Integer> gpus) {
+        ConnectionLimits limits, List<String> deviceTensors, List<Integer> gpus) {
 
     public static final List<String> BACKENDS = StoreSettings.BACKENDS;
+
+    /** Settings with the default connection limits, but this request timeout. */
+    public DaemonContext(List<Path> checkpoints, List<String> tables, String backend, String numa, String socketTemplate,
+            String instance, Integer device, Set<Integer> allowUids, int threads, int requestTimeoutMillis,
+            List<String> deviceTensors, List<Integer> gpus) {
+        this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads,
+                ConnectionLimits.defaults().withRequestTimeout(requestTimeoutMillis), deviceTensors, gpus);
+    }
 
     public DaemonContext {
         checkpoints = List.copyOf(checkpoints);
@@ -38,9 +47,7 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, String 
         if (threads < 1 || threads > 1024) {
             throw new IllegalArgumentException("--threads: " + threads + " is not between 1 and 1024");
         }
-        if (requestTimeoutMillis < 1) {
-            throw new IllegalArgumentException("request timeout must be positive, was " + requestTimeoutMillis);
-        }
+        limits.check();
         for (int uid : allowUids) {
             if (uid < 0) {
                 throw new IllegalArgumentException("--allow-uid: " + uid + " is not a uid");

@@ -1,7 +1,9 @@
 package io.engramhost.store;
 
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.ProtocolException;
 import java.util.HexFormat;
 import java.util.List;
 
@@ -29,9 +31,10 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
                 try {
                     expected = Fingerprint.decode(expectation.bytes());
                 } catch (RuntimeException e) {
-                    yield List.of("the expected fingerprint is malformed: " + e.getMessage());
+                    throw new ProtocolException("IMPORT: the expected structured fingerprint is malformed: "
+                            + e.getMessage());
                 }
-                yield expected.differences(served);
+                yield expected.differences(served, ErrorReply.MAX_LISTED);
             }
         };
     }

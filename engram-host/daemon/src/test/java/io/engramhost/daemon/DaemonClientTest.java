@@ -41,7 +41,8 @@ class DaemonClientTest {
 
     private static DaemonContext context() {
         return new DaemonContext(List.of(Path.of("unused")), List.of(), "memfd", "none", null, null, null, Set.of(), 2,
-                2000, List.of(), null).conclude();
+                new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
+                null).conclude();
     }
 
     /** One memfd holding two tables: rows of 8 bytes with value row*3, and an empty table. */
@@ -150,7 +151,11 @@ class DaemonClientTest {
                 c.send(java.nio.ByteBuffer.wrap("garbage!".getBytes()), List.of());
             }
             try (var c = io.engramhost.os.UnixConnection.connect(socket)) {
-                Thread.sleep(2500); // past the daemon's 2 s request timeout
+                // past the 1 s HELLO deadline: the daemon says why, then hangs up
+                var m = c.receive(1 << 16, 0, 3000);
+                var error = io.engramhost.protocol.ErrorReply.decode(io.engramhost.protocol.FrameReader.of(m.payload()));
+                assertEquals(io.engramhost.protocol.ErrorCode.TIMED_OUT, error.code());
+                assertTrue(error.message().contains("HELLO within 1000 ms"), error.message());
                 assertTrue(c.awaitReadable(2000), "daemon hung up on a silent client");
             }
             try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {

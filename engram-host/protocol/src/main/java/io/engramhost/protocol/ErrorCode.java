@@ -17,7 +17,11 @@ public enum ErrorCode {
     /** The daemon failed; the message says how. */
     INTERNAL(7, false),
     /** The daemon's load failed; it serves nothing. */
-    LOAD_FAILED(8, false);
+    LOAD_FAILED(8, false),
+    /** A connection limit is reached, or this connection was evicted; retry after a pause. */
+    BUSY(9, true),
+    /** The connection missed a deadline (HELLO, request, idle). */
+    TIMED_OUT(10, false);
 
     private final int code;
     private final boolean retryable;
@@ -35,12 +39,13 @@ public enum ErrorCode {
         return retryable;
     }
 
+    /** The code's constant, or null for a code this version does not know (a client shows its message). */
     public static ErrorCode of(int code) {
         for (ErrorCode c : values()) {
             if (c.code == code) {
                 return c;
             }
         }
-        throw new ProtocolException("unknown error code " + code);
+        return null;
     }
 }

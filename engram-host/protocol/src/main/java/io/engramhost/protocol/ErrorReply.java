@@ -1,37 +1,84 @@
 package io.engramhost.protocol;
 
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
 /**
  * A refusal or failure: a code, a one-line message, detail lines (e.g. the fingerprint differences)
- * and, for a fingerprint mismatch, the daemon's structured fingerprint (else empty).
+ * and, for a fingerprint mismatch, the daemon's structured fingerprint (else empty). {@code code} is
+ * null when the wire code is one this version does not know; {@code wireCode} keeps the number.
  */
-public record ErrorReply(ErrorCode code, String message, List<String> details, byte[] daemonFingerprint) {
+public record ErrorReply(ErrorCode code, int wireCode, String message, List<String> details, byte[] daemonFingerprint) {
+    /** At most this many differences are listed; a last line counts the rest. */
+    public static final int MAX_LISTED = ProtocolDescriptor.MAX_DETAILS - 1;
+
+    public ErrorReply(ErrorCode code, String message, List<String> details, byte[] daemonFingerprint) {
+        this(code, code.code(), clip(message), cap(details), daemonFingerprint);
+    }
+
     public static ErrorReply of(ErrorCode code, String message) {
         return new ErrorReply(code, message, List.of(), new byte[0]);
     }
 
+    /**
+     * At most {@link ProtocolDescriptor#MAX_DETAILS} lines: a longer list keeps its first
+     * {@link #MAX_LISTED}, then "... and N more differences". Each line is clipped to 4096 bytes.
+     */
+    static List<String> cap(List<String> details) {
+        boolean fits = details.size() <= ProtocolDescriptor.MAX_DETAILS;
+        List<String> out = new ArrayList<>(Math.min(details.size(), ProtocolDescriptor.MAX_DETAILS));
+        for (int i = 0; i < details.size() && (fits || i < MAX_LISTED); i++) {
+            out.add(clip(details.get(i)));
+        }
+        if (!fits) {
+            out.add("... and " + (details.size() - MAX_LISTED) + " more differences");
+        }
+        return List.copyOf(out);
+    }
+
+    /** Cuts a line to at most 4096 bytes of UTF-8, at a character boundary, marking the cut with "...". */
+    static String clip(String s) {
+        byte[] b = s.getBytes(StandardCharsets.UTF_8);
+        if (b.length <= ProtocolDescriptor.MAX_SHORT_STRING) {
+            return s;
+        }
+        int n = ProtocolDescriptor.MAX_SHORT_STRING - 3;
+        while (n > 0 && (b[n] & 0xC0) == 0x80) {
+            n--;
+        }
+        return new String(b, 0, n, StandardCharsets.UTF_8) + "...";
+    }
+
+    public boolean retryable() {
+        return code != null && code.retryable();
+    }
+
+    /** The code's name, or "code N" for one this version does not know. */
+    public String codeName() {
+        return code != null ? code.name() : "code " + wireCode;
+    }
+
     public ByteBuffer encode(int version) {
-        FrameWriter w = new FrameWriter(MessageType.ERROR, version).u16(code.code()).u8(code.retryable() ? 1 : 0)
+        FrameWriter w = new FrameWriter(MessageType.ERROR, version).u16(wireCode).u8(retryable() ? 1 : 0)
                 .longString(message).i32(details.size());
         details.forEach(w::longString);
         return w.blob(daemonFingerprint).toBuffer();
     }
 
     public static ErrorReply decode(FrameReader r) {
-        ErrorCode code = ErrorCode.of(r.u16("code"));
+        int wire = r.u16("code");
         r.u8("retryable");
-        String message = r.longString("message");
-        int n = r.count("detail_count", 1 << 16);
+        String message = r.longString("message", ProtocolDescriptor.MAX_SHORT_STRING);
+        int n = r.count("detail_count", ProtocolDescriptor.MAX_DETAILS);
         List<String> details = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
-            details.add(r.longString("detail"));
+            details.add(r.longString("detail", ProtocolDescriptor.MAX_SHORT_STRING));
         }
         byte[] fp = r.blob("daemon_fingerprint", ProtocolDescriptor.MAX_FINGERPRINT);
         r.end();
-        return new ErrorReply(code, message, List.copyOf(details), fp);
+        return new ErrorReply(ErrorCode.of(wire), wire, message, List.copyOf(details), fp);
     }
 
     /** The message with the details, one per line, for an exception or a log. */

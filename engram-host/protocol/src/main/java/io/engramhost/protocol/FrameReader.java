@@ -24,11 +24,16 @@ public final class FrameReader {
 
     /** Checks the header (magic, version, type) of {@code payload}. */
     public static FrameReader of(ByteBuffer payload) {
+        byte[] b = new byte[payload.remaining()];
+        payload.duplicate().get(b);
+        return of(b);
+    }
+
+    /** Checks the header of the frame in {@code b}, which the reader then reads in place (no copy). */
+    public static FrameReader of(byte[] b) {
         if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
             throw new IllegalStateException("engram-host's protocol codec needs a little-endian machine");
         }
-        byte[] b = new byte[payload.remaining()];
-        payload.duplicate().get(b);
         Bytes<byte[]> bytes = Bytes.wrapForRead(b);
         if (b.length < ProtocolDescriptor.HEADER_BYTES) {
             throw new ProtocolException("frame of " + b.length + " bytes is shorter than the 8-byte header");
@@ -93,8 +98,28 @@ public final class FrameReader {
         return b;
     }
 
+    /** A str16: at most {@link ProtocolDescriptor#MAX_SHORT_STRING} bytes of UTF-8. */
     public String shortString(String field) {
-        return utf8(raw(u16(field), field), field);
+        int n = u16(field + " length");
+        if (n > ProtocolDescriptor.MAX_SHORT_STRING) {
+            throw new ProtocolException(type + ": " + field + " of " + n + " bytes exceeds the limit "
+                    + ProtocolDescriptor.MAX_SHORT_STRING);
+        }
+        return utf8(raw(n, field), field);
+    }
+
+    /** A str32 of at most {@code max} bytes. */
+    public String longString(String field, int max) {
+        return utf8(blob(field, max), field);
+    }
+
+    /** Fails unless the frame is encoded in {@code version} (docs/protocol.md: version checks are exact). */
+    public FrameReader requireVersion(int expected) {
+        if (version != expected) {
+            throw new ProtocolException(type + " encoded as version " + version + ", but version " + expected
+                    + (type == MessageType.HELLO ? " is required for HELLO" : " was chosen"));
+        }
+        return this;
     }
 
     public byte[] blob(String field, int max) {

@@ -63,11 +63,20 @@ public final class FrameWriter {
     }
 
     public ByteBuffer toBuffer() {
-        byte[] out = new byte[(int) bytes.readRemaining()];
-        bytes.read(out);
-        if (out.length > ProtocolDescriptor.MAX_PAYLOAD) {
-            throw new ProtocolException("frame of " + out.length + " bytes exceeds " + ProtocolDescriptor.MAX_PAYLOAD);
+        return ByteBuffer.wrap(toArray());
+    }
+
+    /**
+     * The frame's bytes. At most {@link ProtocolDescriptor#MAX_FRAME}; whether it fits one message
+     * (version 1) or goes in parts (version 2) is the sender's business ({@link Parts}).
+     */
+    public byte[] toArray() {
+        long n = bytes.readRemaining();
+        if (n > ProtocolDescriptor.MAX_FRAME) {
+            throw new ProtocolException("frame of " + n + " bytes exceeds " + ProtocolDescriptor.MAX_FRAME);
         }
-        return ByteBuffer.wrap(out);
+        byte[] out = new byte[(int) n];
+        bytes.read(out);
+        return out;
     }
 }

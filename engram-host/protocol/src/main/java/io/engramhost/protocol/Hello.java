@@ -9,9 +9,15 @@ public record Hello(int minVersion, int maxVersion, int pid, String client) {
                 .toBuffer();
     }
 
+    /** Decodes and checks: encoded as version 1, {@code 1 <= min_version <= max_version}, a name of at most 4096 bytes. */
     public static Hello decode(FrameReader r) {
+        r.requireVersion(1);
         Hello h = new Hello(r.u16("min_version"), r.u16("max_version"), r.i32("pid"), r.shortString("client"));
         r.end();
+        if (h.minVersion < 1 || h.minVersion > h.maxVersion) {
+            throw new ProtocolException("HELLO: version range " + h.minVersion + "-" + h.maxVersion
+                    + " is empty or starts below 1");
+        }
         return h;
     }
 }

@@ -11,7 +11,9 @@ public enum MessageType {
     STOP(7),
     STOP_ACK(8),
     ERROR(9),
-    BYE(10);
+    BYE(10),
+    /** Version 2: the next piece of a frame sent in parts (docs/protocol.md, "Parts"). */
+    PART(11);
 
     private final int code;
 

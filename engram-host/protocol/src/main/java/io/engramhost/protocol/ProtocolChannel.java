@@ -68,15 +68,36 @@ public final class ProtocolChannel implements AutoCloseable {
         return receive(ProtocolDescriptor.MAX_PAYLOAD, maxFds, timeoutMillis);
     }
 
-    /** Receives one frame; fds with a frame that fails to decode are closed. */
+    /**
+     * Receives one frame, putting a version-2 frame sent in parts back together (each part within
+     * {@code timeoutMillis}, the whole within {@link ProtocolDescriptor#MAX_FRAME}); fds with a frame
+     * that fails to decode are closed.
+     */
     public Incoming receive(int maxPayload, int maxFds, int timeoutMillis) {
         FdMessages.Received m = connection.receive(maxPayload, maxFds, timeoutMillis);
         try {
-            return new Incoming(FrameReader.of(m.payload()), m.fds());
+            Parts.Joiner joiner = new Parts.Joiner(ProtocolDescriptor.MAX_FRAME);
+            byte[] frame = joiner.feed(bytes(m.payload()));
+            while (frame == null) {
+                FdMessages.Received part = connection.receive(ProtocolDescriptor.MAX_PART_BODY
+                        + ProtocolDescriptor.HEADER_BYTES, 0, timeoutMillis);
+                frame = joiner.feed(bytes(part.payload()));
+            }
+            return new Incoming(FrameReader.of(frame), m.fds());
         } catch (RuntimeException e) {
             m.fds().forEach(Fd::close);
             throw e;
         }
+    }
+
+    private static byte[] bytes(ByteBuffer payload) {
+        if (payload.hasArray() && payload.arrayOffset() == 0 && payload.position() == 0
+                && payload.remaining() == payload.array().length) {
+            return payload.array();
+        }
+        byte[] b = new byte[payload.remaining()];
+        payload.duplicate().get(b);
+        return b;
     }
 
     @Override

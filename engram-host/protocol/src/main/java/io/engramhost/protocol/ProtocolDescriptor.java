@@ -17,11 +17,23 @@ public final class ProtocolDescriptor {
     /** "EGRM" read as a little-endian u32. */
     public static final int MAGIC = 'E' | 'G' << 8 | 'R' << 16 | 'M' << 24;
     public static final int MIN_VERSION = 1;
-    public static final int MAX_VERSION = 1;
+    public static final int MAX_VERSION = 2;
     public static final int HEADER_BYTES = 8;
 
-    /** Most payload bytes in one frame. */
+    /** Most payload bytes in one version-1 frame (version 2 sends longer frames in parts). */
     public static final int MAX_PAYLOAD = 64 << 20;
+    /** Version 2: the type bit that says a frame continues in PART messages. */
+    public static final int CONTINUED = 0x8000;
+    /** Version 2: most body bytes in one message of a frame sent in parts. */
+    public static final int MAX_PART_BODY = 1 << 20;
+    /** Version 2: most bytes of a frame, all its parts together. */
+    public static final int MAX_FRAME = 1 << 30;
+    /** The largest valid HELLO: header, two u16, an i32 and a str16 of 4096 bytes. */
+    public static final int MAX_HELLO = HEADER_BYTES + 2 + 2 + 4 + 2 + 4096;
+    /** Most detail lines in an ERROR: 100 differences and one line counting the rest. */
+    public static final int MAX_DETAILS = 101;
+    /** Most GPU ordinal an IMPORT may name. */
+    public static final int MAX_DEVICE = 1023;
     /** Most fds with one frame (a manifest). */
     public static final int MAX_FDS = 65536;
     public static final int MAX_TABLES = 1 << 20;

@@ -1,5 +1,6 @@
 package io.engramhost.protocol;
 
+import io.engramhost.os.Posix;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.Map;
@@ -9,13 +10,17 @@ import java.util.regex.Pattern;
 
 /**
  * Where a daemon listens. The template comes from {@code --socket}, else {@code ENGRAM_HOST_SOCKET},
- * else {@link #DEFAULT_TEMPLATE}; daemon and client resolve it the same way. Placeholders:
- * {@code {instance}} (default {@code default}), {@code {device}} and {@code {device_uuid}}.
- * The ready and lock files sit next to the socket, named after it.
+ * else {@link #defaultTemplate(int, Map)} of the process's effective uid and environment; daemon and
+ * client resolve it the same way (docs/protocol.md, "Socket path"). Placeholders: {@code {instance}}
+ * (default {@code default}), {@code {device}} and {@code {device_uuid}}. The ready and lock files sit
+ * next to the socket, named after it.
  */
 public final class SocketPaths {
     public static final String ENV = "ENGRAM_HOST_SOCKET";
-    public static final String DEFAULT_TEMPLATE = "/dev/shm/engram-host/{instance}.sock";
+    /** The variable that names a user's runtime directory (the default for users other than root). */
+    public static final String XDG_RUNTIME_DIR = "XDG_RUNTIME_DIR";
+    /** The default template for root (euid 0). */
+    public static final String ROOT_TEMPLATE = "/run/engram-host/{instance}.sock";
     public static final String DEFAULT_INSTANCE = "default";
     /** sun_path holds 108 bytes including the terminating NUL. */
     public static final int MAX_PATH_BYTES = 107;
@@ -25,13 +30,43 @@ public final class SocketPaths {
     private SocketPaths() {
     }
 
-    /** The template in force: the flag, else the environment variable, else the default. */
+    /**
+     * The template in force for this process: the flag, else the environment variable, else the
+     * default for this process's effective uid and {@code env}.
+     */
     public static String template(String flag, Map<String, String> env) {
+        return template(flag, env, Posix.geteuid());
+    }
+
+    /** The template in force for a process of effective uid {@code euid}. */
+    public static String template(String flag, Map<String, String> env, int euid) {
         if (flag != null && !flag.isBlank()) {
             return flag;
         }
         String fromEnv = env.get(ENV);
-        return fromEnv != null && !fromEnv.isBlank() ? fromEnv : DEFAULT_TEMPLATE;
+        return fromEnv != null && !fromEnv.isBlank() ? fromEnv : defaultTemplate(euid, env);
+    }
+
+    /**
+     * The default template: {@code /run/engram-host/{instance}.sock} for euid 0; for any other user
+     * {@code $XDG_RUNTIME_DIR/engram-host/{instance}.sock} when {@code XDG_RUNTIME_DIR} is an absolute
+     * path, else {@code /tmp/engram-host-<euid>/{instance}.sock}. An {@code XDG_RUNTIME_DIR} holding
+     * a brace cannot be part of a template and counts as unset.
+     */
+    public static String defaultTemplate(int euid, Map<String, String> env) {
+        if (euid == 0) {
+            return ROOT_TEMPLATE;
+        }
+        String xdg = env.get(XDG_RUNTIME_DIR);
+        if (xdg != null && xdg.startsWith("/") && xdg.indexOf('{') < 0 && xdg.indexOf('}') < 0) {
+            int end = xdg.length();
+            while (end > 1 && xdg.charAt(end - 1) == '/') {
+                end--;
+            }
+            String dir = end == 1 ? "" : xdg.substring(0, end);
+            return dir + "/engram-host/{instance}.sock";
+        }
+        return "/tmp/engram-host-" + Integer.toUnsignedString(euid) + "/{instance}.sock";
     }
 
     /**

@@ -1,0 +1,66 @@
+package io.engramhost.daemon;
+
+import io.engramhost.os.PeerCredentials;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Counters of the connections the daemon refused, evicted or timed out, for STATUS, and the log of
+ * those events: one line per peer process and kind, not one per attempt, so a peer that retries in
+ * a loop cannot flood the log.
+ */
+final class ConnectionStats {
+    final AtomicInteger open = new AtomicInteger();
+    final AtomicLong accepted = new AtomicLong();
+    final AtomicLong refusedBusy = new AtomicLong();
+    final AtomicLong refusedNotAllowed = new AtomicLong();
+    final AtomicLong evicted = new AtomicLong();
+    final AtomicLong timedOut = new AtomicLong();
+    final AtomicLong badRequests = new AtomicLong();
+
+    /** Peers (pid and kind of event) already logged; the oldest are forgotten past 4096. */
+    private final Map<String, Boolean> logged = new LinkedHashMap<>(64, 0.75f, true) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
+            return size() > 4096;
+        }
+    };
+
+    /** Logs {@code message} unless this peer process was logged for this kind of event before. */
+    void warnOnce(PeerCredentials peer, String kind, String message) {
+        boolean first;
+        synchronized (logged) {
+            first = logged.put(peer.pid() + "/" + peer.uid() + "/" + kind, Boolean.TRUE) == null;
+        }
+        if (first) {
+            DaemonLog.warn(message + " (logged once per peer process)");
+        }
+    }
+
+    Map<String, Object> toJson(ConnectionLimits limits, int leases, long requestMemoryUsed) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("open", open.get());
+        m.put("leases", leases);
+        m.put("accepted", accepted.get());
+        m.put("refused_busy", refusedBusy.get());
+        m.put("refused_not_allowed", refusedNotAllowed.get());
+        m.put("evicted", evicted.get());
+        m.put("timed_out", timedOut.get());
+        m.put("bad_requests", badRequests.get());
+        m.put("request_memory_used", requestMemoryUsed);
+        Map<String, Object> l = new LinkedHashMap<>();
+        l.put("max_connections", limits.maxConnections());
+        l.put("max_connections_per_uid", limits.maxPerUid());
+        l.put("hello_timeout_ms", limits.helloTimeoutMillis());
+        l.put("request_timeout_ms", limits.requestTimeoutMillis());
+        l.put("idle_timeout_ms", limits.idleTimeoutMillis());
+        l.put("request_memory", limits.requestMemory());
+        l.put("workers", limits.workers());
+        m.put("limits", l);
+        return m;
+    }
+}

@@ -1,0 +1,159 @@
+package io.engramhost.daemon;
+
+import io.engramhost.os.PeerCredentials;
+import io.engramhost.protocol.DaemonState;
+import io.engramhost.protocol.ErrorCode;
+import io.engramhost.protocol.ErrorReply;
+import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.FrameReader;
+import io.engramhost.protocol.Frames;
+import io.engramhost.protocol.Hello;
+import io.engramhost.protocol.ImportRequest;
+import io.engramhost.protocol.MessageType;
+import io.engramhost.protocol.Parts;
+import io.engramhost.protocol.ProtocolDescriptor;
+import io.engramhost.protocol.ProtocolException;
+import io.engramhost.protocol.Welcome;
+import io.engramhost.store.Catalog;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+
+/**
+ * Answers one complete request, on a worker thread: decodes the frame strictly (docs/protocol.md),
+ * decides, and encodes the answer. It never touches a socket: the poll loop writes the answer.
+ */
+final class Requests {
+    /** What the connection becomes once the answer is written. */
+    enum Next { SESSION, LEASE, CLOSE }
+
+    /** An answer (null: none), what follows it, and the version the connection speaks from now on. */
+    record Answer(Outbound out, Next next, int version, Runnable onWritten) {
+        static Answer of(Outbound out, Next next, int version) {
+            return new Answer(out, next, version, null);
+        }
+    }
+
+    /** Structured expectations over 1 MiB are decoded one at a time, so a burst of them stays small. */
+    private static final int LARGE_EXPECTATION = 1 << 20;
+
+    private final Daemon daemon;
+    private final Semaphore largeDecode = new Semaphore(1);
+    /** Each manifest encoded once per version: key = device * 4 + version. */
+    private final Map<Long, byte[]> manifests = new ConcurrentHashMap<>();
+    private volatile Catalog manifestsOf;
+
+    Requests(Daemon daemon) {
+        this.daemon = daemon;
+    }
+
+    Answer handle(Connection.Phase phase, int version, PeerCredentials peer, byte[] payload) {
+        try {
+            FrameReader r = FrameReader.of(payload);
+            return phase == Connection.Phase.HELLO ? hello(r) : request(r, version, peer);
+        } catch (ProtocolException | IllegalArgumentException e) {
+            daemon.stats().badRequests.incrementAndGet();
+            daemon.stats().warnOnce(peer, "bad-request", "closed a connection of pid " + peer.pid() + ": "
+                    + e.getMessage());
+            int v = phase == Connection.Phase.HELLO ? 1 : version;
+            return Answer.of(error(ErrorReply.of(ErrorCode.BAD_REQUEST, String.valueOf(e.getMessage())), v), Next.CLOSE, v);
+        }
+    }
+
+    private Answer hello(FrameReader r) {
+        if (r.type() != MessageType.HELLO) {
+            throw new ProtocolException("expected HELLO first, got " + r.type());
+        }
+        Hello hello = Hello.decode(r);
+        int version = ProtocolDescriptor.negotiate(hello.minVersion(), hello.maxVersion());
+        if (version < 0) {
+            return Answer.of(error(ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "daemon speaks protocol versions "
+                    + ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION + ", client "
+                    + hello.minVersion() + "-" + hello.maxVersion()), 1), Next.CLOSE, 1);
+        }
+        Welcome w = new Welcome(version, daemon.pid(), Daemon.VERSION, daemon.context().backend(),
+                daemon.context().instanceName(), daemon.state(), daemon.uid());
+        return Answer.of(Outbound.frame(w.encode(), version), Next.SESSION, version);
+    }
+
+    private Answer request(FrameReader r, int version, PeerCredentials peer) {
+        r.requireVersion(version);
+        switch (r.type()) {
+            case IMPORT -> {
+                return serveImport(ImportRequest.decode(r), version);
+            }
+            case STATUS -> {
+                r.end();
+                return Answer.of(Outbound.frame(Frames.statusReply(version, daemon.statusJson()), version), Next.SESSION,
+                        version);
+            }
+            case STOP -> {
+                r.end();
+                if (!daemon.context().mayStop(peer.uid())) {
+                    return Answer.of(error(ErrorReply.of(ErrorCode.NOT_ALLOWED, "only uid " + daemon.uid()
+                            + " (the daemon's) or root may stop it"), version), Next.SESSION, version);
+                }
+                return new Answer(Outbound.frame(Frames.empty(MessageType.STOP_ACK, version), version), Next.CLOSE, version,
+                        () -> daemon.requestStop("stop requested by pid " + peer.pid()));
+            }
+            case BYE -> {
+                r.end();
+                return Answer.of(null, Next.CLOSE, version);
+            }
+            default -> throw new ProtocolException(r.type() + " is not a request a client may send now");
+        }
+    }
+
+    private Answer serveImport(ImportRequest request, int version) {
+        DaemonState state = daemon.state();
+        if (state == DaemonState.LOADING) {
+            return Answer.of(error(ErrorReply.of(ErrorCode.NOT_READY, "daemon is loading: " + daemon.progressText()),
+                    version), Next.SESSION, version);
+        }
+        Catalog catalog = daemon.catalog();
+        if (state != DaemonState.READY || catalog == null) {
+            return Answer.of(error(ErrorReply.of(state == DaemonState.FAILED ? ErrorCode.LOAD_FAILED : ErrorCode.STOPPING,
+                    "daemon is " + state.wireName()), version), Next.CLOSE, version);
+        }
+        List<String> differences = differences(catalog, request.expectation());
+        if (!differences.isEmpty()) {
+            return Answer.of(error(new ErrorReply(ErrorCode.FINGERPRINT_MISMATCH, "fingerprint mismatch: the daemon serves "
+                    + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()), version), Next.SESSION,
+                    version);
+        }
+        Catalog.Served served = catalog.servedTo(request.device());
+        byte[] frame = manifestFrame(catalog, request.device(), served, version);
+        return Answer.of(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version);
+    }
+
+    private List<String> differences(Catalog catalog, Expectation expectation) {
+        if (expectation.kind() != Expectation.Kind.STRUCTURED || expectation.bytes().length <= LARGE_EXPECTATION) {
+            return catalog.differences(expectation);
+        }
+        largeDecode.acquireUninterruptibly();
+        try {
+            return catalog.differences(expectation);
+        } finally {
+            largeDecode.release();
+        }
+    }
+
+    private byte[] manifestFrame(Catalog catalog, int device, Catalog.Served served, int version) {
+        if (manifestsOf != catalog) {
+            manifests.clear();
+            manifestsOf = catalog;
+        }
+        int key = catalog.servedTo(device) == catalog.servedTo(-1) && device != -1 ? -1 : device;
+        return manifests.computeIfAbsent((long) key * 4 + version, k -> {
+            java.nio.ByteBuffer encoded = served.manifest().encode(version);
+            byte[] b = new byte[encoded.remaining()];
+            encoded.get(b);
+            return b;
+        });
+    }
+
+    private static Outbound error(ErrorReply e, int version) {
+        return Outbound.frame(e.encode(version), version);
+    }
+}
