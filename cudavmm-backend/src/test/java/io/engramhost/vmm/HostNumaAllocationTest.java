@@ -13,21 +13,17 @@ import io.engramhost.cuda.GpuKernels;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.testing.GpuTest;
+import io.engramhost.testing.NoLeaks;
 import java.util.List;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 
 /** Daemon side and same-process attach of HOST_NUMA and device allocations. */
-@Tag("gpu")
-@Timeout(120)
+@GpuTest
+@NoLeaks
 class HostNumaAllocationTest {
-    private int live;
-    private int fds;
     private int node;
-    private boolean started;
 
     @BeforeEach
     void needsHostNumaVmm() {
@@ -35,18 +31,6 @@ class HostNumaAllocationTest {
         assumeTrue(VmmSupport.missingForHostTables(Cuda.device(0)).isEmpty(),
                 "GPU 0 lacks " + VmmSupport.missingForHostTables(Cuda.device(0)));
         node = Math.max(0, Cuda.device(0).hostNumaId());
-        live = CudaResources.live();
-        fds = Fd.openCount();
-        started = true;
-    }
-
-    @AfterEach
-    void releasedEverything() {
-        if (!started) {
-            return;
-        }
-        assertEquals(live, CudaResources.live(), "every CUDA resource released");
-        assertEquals(fds, Fd.openCount(), "every fd closed");
     }
 
     @Test

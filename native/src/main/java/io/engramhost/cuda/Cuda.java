@@ -48,7 +48,7 @@ public final class Cuda {
                     loaded = lib;
                     int r = lib.cuInit(0);
                     if (r != CudaErrors.SUCCESS) {
-                        cause = "cuInit: " + CudaErrors.describe(r)
+                        cause = LIBRARY + ": cuInit: " + CudaErrors.describe(r)
                                 + (r == CudaErrors.STUB_LIBRARY ? " (the loader found the toolkit's stub, not the driver)" : "");
                     } else {
                         Pointer out = CuStructs.zeroed(4);
@@ -57,7 +57,7 @@ public final class Cuda {
                         check(lib.cuDeviceGetCount(out), "cuDeviceGetCount");
                         count = out.getInt(0);
                         if (count == 0) {
-                            cause = "cuDeviceGetCount: no CUDA device on this machine";
+                            cause = LIBRARY + ": cuDeviceGetCount: no CUDA device on this machine";
                         }
                     }
                 }
@@ -84,7 +84,10 @@ public final class Cuda {
         return Probe.CAUSE == null;
     }
 
-    /** Why CUDA is not available, e.g. {@code cuInit: CUDA_ERROR_NO_DEVICE (100)}; null when it is. */
+    /**
+     * Why CUDA is not available, naming the driver library, e.g. {@code libcuda.so.1: cuInit:
+     * CUDA_ERROR_NO_DEVICE (100)}; null when it is.
+     */
     public static String unavailabilityCause() {
         return Probe.CAUSE;
     }

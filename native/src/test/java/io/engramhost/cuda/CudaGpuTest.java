@@ -7,15 +7,15 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.testing.GpuTest;
+import io.engramhost.testing.NoLeaks;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 
-@Tag("gpu")
-@Timeout(60)
+@GpuTest
+@NoLeaks
 class CudaGpuTest {
     @BeforeEach
     void needsGpu() {
@@ -37,7 +37,6 @@ class CudaGpuTest {
 
     @Test
     void shouldUseThePrimaryContextFromAnyThread() throws Exception {
-        int live = CudaResources.live();
         long got = CompletableFuture.supplyAsync(() -> {
             try (DeviceBuffer b = DeviceBuffer.allocate(1 << 20, 0, "thread test");
                     Mapping host = Posix.mmapAnonymous(1 << 20, "host copy")) {
@@ -47,7 +46,6 @@ class CudaGpuTest {
             }
         }).get(30, TimeUnit.SECONDS);
         assertEquals(0x5a5a5a5a5a5a5a5aL, got);
-        assertEquals(live, CudaResources.live(), "every CUDA resource released");
     }
 
     @Test

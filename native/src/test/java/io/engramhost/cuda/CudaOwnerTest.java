@@ -6,15 +6,15 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.engramhost.testing.GpuTest;
+import io.engramhost.testing.NoLeaks;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.function.Executable;
 
 /** The shared owner lifecycle, on real driver resources: counted, closed once, refused after. */
-@Tag("gpu")
-@Timeout(60)
+@GpuTest
+@NoLeaks
 class CudaOwnerTest {
     @BeforeEach
     void needsGpu() {

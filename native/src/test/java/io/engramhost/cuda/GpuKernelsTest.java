@@ -7,30 +7,18 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
+import io.engramhost.testing.GpuTest;
+import io.engramhost.testing.NoLeaks;
 import java.util.SplittableRandom;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
 
-@Tag("gpu")
-@Timeout(60)
+@GpuTest
+@NoLeaks
 class GpuKernelsTest {
-    private int live = -1;
-
     @BeforeEach
     void needsGpu() {
         assumeTrue(Cuda.available(), Cuda.unavailabilityCause());
-        live = CudaResources.live();
-    }
-
-    @AfterEach
-    void releasedEverything() {
-        if (live < 0) {
-            return;
-        }
-        assertEquals(live, CudaResources.live(), "every CUDA resource released");
     }
 
     @Test
