@@ -371,6 +371,11 @@ public final class Posix {
         return LIBC.getuid();
     }
 
+    /** The effective uid: the one SO_PEERCRED reports to a peer, and the one a process acts as. */
+    public static int geteuid() {
+        return LIBC.geteuid();
+    }
+
     /** kill(pid, 0): true when a process with this pid exists (it may be a zombie). */
     public static boolean processExists(int pid) {
         if (LIBC.kill(pid, 0) == 0) {

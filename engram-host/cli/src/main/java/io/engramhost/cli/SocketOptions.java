@@ -8,7 +8,9 @@ import picocli.CommandLine.Option;
 final class SocketOptions {
     @Option(names = "--socket", paramLabel = "TEMPLATE",
             description = "Socket path or template with {instance}, {device}, {device_uuid} "
-                    + "(default: $ENGRAM_HOST_SOCKET, else " + SocketPaths.DEFAULT_TEMPLATE + ").")
+                    + "(default: $ENGRAM_HOST_SOCKET, else " + SocketPaths.ROOT_TEMPLATE + " for root, "
+                    + "$XDG_RUNTIME_DIR/engram-host/{instance}.sock for other users, else "
+                    + "/tmp/engram-host-<euid>/{instance}.sock).")
     String socket;
 
     @Option(names = "--instance", paramLabel = "NAME", description = "Fills {instance} (default: default).")
