@@ -1,12 +1,13 @@
-// engram-attach: a C client of engram-host's wire protocol (docs/protocol.md, version 1), written from
-// that document alone, and the raw-driver baseline of the attach path: connect, HELLO/WELCOME, IMPORT,
-// receive the MANIFEST and its fds from the daemon process, attach every region, release, BYE.
+// engram-attach: a C client of engram-host's wire protocol (docs/protocol.md, versions 2 and 1), written from
+// that document alone, and the raw-driver baseline of the attach path: connect, check the daemon's uid
+// (SO_PEERCRED), HELLO/WELCOME, IMPORT, receive the MANIFEST (in parts, in version 2) and its fds from the
+// daemon process, check every memfd's seals, attach every region, release, BYE.
 //
 //   cuda-vmm regions (kind 2 host, 3 device): cuMemImportFromShareableHandle, one cuMemAddressReserve
 //     for all of them, cuMemMap each at its offset, cuMemSetAccess(GPU, read) and, with --cpu-view,
 //     cuMemSetAccess(HOST_NUMA, read) for host regions.
-//   memfd regions (kind 0, 1): mmap PROT_READ MAP_SHARED; with --register cuMemHostRegister_v2
-//     (READ_ONLY|DEVICEMAP|PORTABLE, chunks of at most 64 GiB) and cuMemHostGetDevicePointer_v2.
+//   memfd regions (kind 0, 1): F_GET_SEALS and fstat checked, mmap PROT_READ MAP_SHARED; with --register
+//     cuMemHostRegister_v2 (READ_ONLY|DEVICEMAP|PORTABLE, chunks of at most 64 GiB) and cuMemHostGetDevicePointer_v2.
 //
 // libcuda.so.1 is dlopen'd only when a step needs it (CUDA types below follow CUDA 13's cuda.h; no
 // cuda.h needed), so memfd attaches build and run on machines without CUDA. One JSON line or a few
@@ -28,27 +29,53 @@
 #include <time.h>
 #include <unistd.h>
 
+// memfd seals (linux/fcntl.h), spelled out for C libraries that predate them.
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034
+#endif
+#ifndef F_SEAL_SEAL
+#define F_SEAL_SEAL 0x1
+#define F_SEAL_SHRINK 0x2
+#define F_SEAL_GROW 0x4
+#define F_SEAL_WRITE 0x8
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x10
+#endif
+
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define MAX_PAYLOAD (64u << 20)          // payload_length limit
+#define MAX_PAYLOAD_V1 (64u << 20)       // payload_length of a daemon message in version 1 (and of the bench peer's)
+#define MAX_PAYLOAD_V2 1048584u          // ... in version 2: a 1 MiB piece of a body and the 8-byte frame header
+#define MAX_PIECE 1048576u               // version 2: the most body bytes one message carries
+#define MAX_LOGICAL (1u << 30)           // version 2: the largest frame sent in parts (header and body), 1 GiB
+#define CONTINUED 0x8000u                // version 2: the type bit "the body continues in PARTs"
 #define MAX_FDS 65536u                   // fd_count limit
 #define FDS_PER_SENDMSG 253u             // the kernel's SCM_MAX_FD: one batch
 #define FILLER 0xFD
 #define MAGIC 0x4D524745u                // "EGRM"
-#define VERSION 1
+#define VERSION_MIN 1                    // the versions this client speaks (HELLO min, max)
+#define VERSION_MAX 2
 #define MAX_STR16 4096u
+#define MAX_TEXT 4096u                   // an ERROR's message and each detail
+#define MAX_DETAILS 101u                 // 100 differences and "... and N more differences"
+#define MAX_BLOB (16u << 20)             // a fingerprint (MANIFEST, ERROR)
+#define MAX_REGIONS 65536u
+#define MAX_DAEMON_UIDS 64
 #define MAX_TABLES 1048576u
 #define MAX_RANK 16u
 #define REPLY_TIMEOUT_S 10
 #define REGISTER_CHUNK (64ull << 30)     // r580 drivers refuse one register call of >= 512 GiB
 #define DIGEST_CHUNK (64ull << 20)       // engram digest v1 chunk size
 
-enum { T_HELLO = 1, T_WELCOME, T_IMPORT, T_MANIFEST, T_STATUS, T_STATUS_REPLY, T_STOP, T_STOP_ACK, T_ERROR, T_BYE };
+enum { T_HELLO = 1, T_WELCOME, T_IMPORT, T_MANIFEST, T_STATUS, T_STATUS_REPLY, T_STOP, T_STOP_ACK, T_ERROR, T_BYE, T_PART };
 enum { K_MEMFD = 0, K_MEMFD_HUGETLB = 1, K_VMM_HOST = 2, K_VMM_DEVICE = 3 };
 static const char *const TYPE_NAMES[] = {"?", "HELLO", "WELCOME", "IMPORT", "MANIFEST", "STATUS", "STATUS_REPLY",
-                                         "STOP", "STOP_ACK", "ERROR", "BYE"};
+                                         "STOP", "STOP_ACK", "ERROR", "BYE", "PART"};
 static const char *const KIND_NAMES[] = {"memfd", "memfd-hugetlb", "cuda-vmm host", "cuda-vmm device"};
 static const char *const ERROR_NAMES[] = {"?", "BAD_REQUEST", "UNSUPPORTED_VERSION", "NOT_READY",
-                                          "FINGERPRINT_MISMATCH", "NOT_ALLOWED", "STOPPING", "INTERNAL", "LOAD_FAILED"};
+                                          "FINGERPRINT_MISMATCH", "NOT_ALLOWED", "STOPPING", "INTERNAL", "LOAD_FAILED",
+                                          "BUSY", "TIMED_OUT"};
+#define ERROR_CODES (sizeof ERROR_NAMES / sizeof ERROR_NAMES[0])
 static const char *const STATE_NAMES[] = {"loading", "ready", "stopping", "failed"};
 
 // ---------------------------------------------------------------------------------------------- errors
@@ -210,6 +237,8 @@ static double cuda_context(int device) {
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 static uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }  // x86-64: little-endian
 static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-endian, and so must this host be");
 static uint64_t xround(uint64_t acc, uint64_t in) { return rotl(acc + in * P2, 31) * P1; }
 static uint64_t xmerge(uint64_t acc, uint64_t v) { return (acc ^ xround(0, v)) * P1 + P4; }
 
@@ -325,19 +354,23 @@ static void recv_exact(int s, uint8_t *buf, size_t len, struct message *m, const
     }
 }
 
-// One message: header, payload, then 0xFD fillers until fd_count fds have arrived (at most
-// ceil((fd_count - 253) / 253) fillers, each bringing at least one fd).
-static void recv_message(int s, struct message *m, const char *what) {
-    memset(m, 0, sizeof *m);
-    uint8_t header[8];
-    recv_exact(s, header, 8, m, what);
-    uint32_t length = rd32(header), count = rd32(header + 4);
-    if (length > MAX_PAYLOAD) fail_msg(m, "%s: payload_length %u exceeds the limit of %u", what, length, MAX_PAYLOAD);
-    if (count > MAX_FDS) fail_msg(m, "%s: fd_count %u exceeds the limit of %u", what, count, MAX_FDS);
-    if (length < 8) fail_msg(m, "%s: payload_length %u is shorter than a frame header (8 bytes)", what, length);
-    m->payload = xcalloc(length, 1);
-    m->length = length;
-    recv_exact(s, m->payload, length, m, what);
+// Appends exactly len payload bytes to m->payload (grown as needed), collecting fds into m->fds.
+static void recv_payload(int s, struct message *m, size_t *cap, uint32_t len, const char *what) {
+    if ((size_t)m->length + len > *cap) {
+        size_t want = (size_t)m->length + len, grown = *cap * 2;
+        if (grown > (size_t)MAX_LOGICAL + MAX_PAYLOAD_V2) grown = (size_t)MAX_LOGICAL + MAX_PAYLOAD_V2;  // parts' bound
+        *cap = grown > want ? grown : want;
+        uint8_t *p = realloc(m->payload, *cap);
+        if (!p) fail_msg(m, "%s: out of memory for %zu bytes", what, *cap);
+        m->payload = p;
+    }
+    recv_exact(s, m->payload + m->length, len, m, what);
+    m->length += len;
+}
+
+// After a payload: 0xFD fillers until count fds have arrived (at most ceil((count - 253) / 253) fillers, each
+// bringing at least one fd).
+static void recv_fillers(int s, struct message *m, uint32_t count, const char *what) {
     uint32_t fillers = count > FDS_PER_SENDMSG ? (count - FDS_PER_SENDMSG + FDS_PER_SENDMSG - 1) / FDS_PER_SENDMSG : 0;
     for (uint32_t i = 0; m->fds.n < count; i++) {
         if (i == fillers)
@@ -350,6 +383,20 @@ static void recv_message(int s, struct message *m, const char *what) {
         if (m->fds.n == before) fail_msg(m, "%s: filler %u carried no fds (%zu of %u so far)", what, i + 1, m->fds.n, count);
     }
     if (m->fds.n != count) fail_msg(m, "%s: fd_count is %u but %zu fds arrived", what, count, m->fds.n);
+}
+
+// One message: header, payload (at most limit bytes, and at least a frame header), then its fds.
+static void recv_message(int s, struct message *m, const char *what, uint32_t limit) {
+    memset(m, 0, sizeof *m);
+    uint8_t header[8];
+    recv_exact(s, header, 8, m, what);
+    uint32_t length = rd32(header), count = rd32(header + 4);
+    if (length > limit) fail_msg(m, "%s: payload_length %u exceeds the limit of %u", what, length, limit);
+    if (count > MAX_FDS) fail_msg(m, "%s: fd_count %u exceeds the limit of %u", what, count, MAX_FDS);
+    if (length < 8) fail_msg(m, "%s: payload_length %u is shorter than a frame header (8 bytes)", what, length);
+    size_t cap = 0;
+    recv_payload(s, m, &cap, length, what);
+    recv_fillers(s, m, count, what);
 }
 
 static void message_free(struct message *m) {
@@ -373,11 +420,11 @@ static int send_all(int s, const uint8_t *p, size_t len, const char *what, int c
     return 0;
 }
 
-// A message with no fds: 8-byte message header, 8-byte frame header, body.
-static int send_frame(int s, int type, const uint8_t *body, size_t body_len, int closed_ok) {
+// A message with no fds: 8-byte message header, 8-byte frame header (encoded in version), body.
+static int send_frame(int s, uint16_t version, int type, const uint8_t *body, size_t body_len, int closed_ok) {
     uint8_t buf[64];
     uint32_t payload = (uint32_t)(8 + body_len), magic = MAGIC, zero = 0;
-    uint16_t version = VERSION, t = (uint16_t)type;
+    uint16_t t = (uint16_t)type;
     if (16 + body_len > sizeof buf) fail("internal: frame too large");
     memcpy(buf, &payload, 4), memcpy(buf + 4, &zero, 4);       // x86-64 stores little-endian
     memcpy(buf + 8, &magic, 4), memcpy(buf + 12, &version, 2), memcpy(buf + 14, &t, 2);
@@ -440,7 +487,12 @@ static struct str str16(struct reader *r, const char *field) {
     if (n > MAX_STR16) rfail(r, "%s is %u bytes long, more than %u", field, n, MAX_STR16);
     return str_n(r, n, field);
 }
-static struct str str32(struct reader *r, const char *field) { return str_n(r, u32(r, field), field); }
+// An ERROR's message or detail: a str32 of at most 4096 bytes.
+static struct str text32(struct reader *r, const char *field) {
+    uint32_t n = u32(r, field);
+    if (n > MAX_TEXT) rfail(r, "%s is %u bytes long, more than %u", field, n, MAX_TEXT);
+    return str_n(r, n, field);
+}
 
 static void end_frame(const struct reader *r) {
     if (r->pos != r->len) rfail(r, "%zu trailing bytes after the frame", r->len - r->pos);
@@ -450,47 +502,126 @@ static void print_sanitized(FILE *out, struct str s) {
     for (uint32_t i = 0; i < s.n; i++) fputc((unsigned char)s.p[i] < 0x20 ? '?' : s.p[i], out);
 }
 
-// Fails with the daemon's ERROR; returns 1 only for NOT_READY when the caller may retry.
-static int error_frame(struct reader *r, int retry_allowed) {
+// Fails with the daemon's ERROR, saying `when` it came ("" or e.g. " before WELCOME"); returns 1 only for NOT_READY
+// when the caller may retry. Codes this client does not know are shown with their message, like the others.
+static int error_frame(struct reader *r, int retry_allowed, const char *when) {
     uint16_t code = u16(r, "code");
     uint8_t retryable = u8(r, "retryable");
-    struct str message = str32(r, "message");
+    struct str message = text32(r, "message");
     uint32_t details = u32(r, "detail_count");
-    if (details > (r->len - r->pos) / 4) rfail(r, "%u details cannot fit in the %zu bytes left", details, r->len - r->pos);
+    if (details > MAX_DETAILS) rfail(r, "detail_count %u exceeds the limit of %u", details, MAX_DETAILS);
     size_t details_at = r->pos;
-    for (uint32_t i = 0; i < details; i++) str32(r, "detail");
+    for (uint32_t i = 0; i < details; i++) text32(r, "detail");
     uint32_t fp = u32(r, "daemon_fingerprint length");
+    if (fp > MAX_BLOB) rfail(r, "daemon_fingerprint is %u bytes long, more than %u", fp, MAX_BLOB);
     take(r, fp, "daemon_fingerprint");
     end_frame(r);
     if (retryable > 1) rfail(r, "retryable is %u, not 0 or 1", retryable);
     if (code == 3 && retry_allowed) return 1;
-    fprintf(stderr, "engram-attach: the daemon answered ERROR %s (%u%s): ", code < 9 ? ERROR_NAMES[code] : "unknown",
-            code, retryable ? ", retryable" : "");
+    if (code > 0 && code < ERROR_CODES)
+        fprintf(stderr, "engram-attach: the daemon answered%s: ERROR %s (%u%s): ", when, ERROR_NAMES[code], code,
+                retryable ? ", retryable" : "");
+    else
+        fprintf(stderr, "engram-attach: the daemon answered%s: ERROR %u (a code unknown to this client%s): ", when, code,
+                retryable ? ", retryable" : "");
     print_sanitized(stderr, message);
     fputc('\n', stderr);
     r->pos = details_at;
     for (uint32_t i = 0; i < details; i++) {
         fputs("  ", stderr);
-        print_sanitized(stderr, str32(r, "detail"));
+        print_sanitized(stderr, text32(r, "detail"));
         fputc('\n', stderr);
     }
     exit(1);
 }
 
-// Checks the frame header; an ERROR frame fails (or returns 0 for a retryable NOT_READY).
-static int open_frame(struct message *m, struct reader *r, int expected, int retry_allowed) {
-    r->p = m->payload, r->len = m->length, r->pos = 0, r->frame = TYPE_NAMES[expected];
-    uint32_t magic = u32(r, "magic");
-    if (magic != MAGIC) rfail(r, "bad magic 0x%08X (expected 0x%08X, \"EGRM\")", magic, MAGIC);
-    uint16_t version = u16(r, "version"), type = u16(r, "type");
-    if (version != VERSION) rfail(r, "frame version %u, but version %u was agreed", version, VERSION);
-    if (type != T_MANIFEST && m->fds.n > 0) fail_msg(m, "a frame of type %u carried %zu fds; only MANIFEST may", type, m->fds.n);
+// A connection to the daemon: version is 0 until WELCOME has chosen one.
+struct conn { int s; uint16_t version; uint32_t peer_uid; int32_t peer_pid; };
+
+static const char *type_name(uint16_t type) { return type <= T_PART ? TYPE_NAMES[type] : "an unknown type"; }
+
+// Version 2, "Parts": appends the bodies of the PARTs that follow a continued frame to m (whose payload holds the
+// frame header and the first piece) until the PART without the continued bit. The total is bounded at 1 GiB.
+static void recv_parts(const struct conn *c, struct message *m, uint16_t version, const char *what) {
+    size_t cap = m->length;
+    char label[64];
+    for (uint32_t part = 1;; part++) {
+        snprintf(label, sizeof label, "%s, PART %u", what, part);
+        uint8_t header[8];
+        size_t fds_before = m->fds.n;
+        recv_exact(c->s, header, 8, m, label);
+        uint32_t length = rd32(header), count = rd32(header + 4);
+        if (length > MAX_PAYLOAD_V2) fail_msg(m, "%s: payload_length %u exceeds the limit of %u", label, length, MAX_PAYLOAD_V2);
+        if (length <= 8)
+            fail_msg(m, "%s: payload_length %u leaves no body after the frame header (a PART carries 1 to %u bytes)",
+                     label, length, MAX_PIECE);
+        if (count != 0)
+            fail_msg(m, "%s: fd_count is %u, but a frame's fds all ride on its first message and PARTs carry none",
+                     label, count);
+        if ((uint64_t)m->length + (length - 8) > MAX_LOGICAL)
+            fail_msg(m, "%s: the frame grows past %u bytes (1 GiB), the most a daemon sends in parts", label, MAX_LOGICAL);
+        uint32_t start = m->length;
+        recv_payload(c->s, m, &cap, length, label);
+        if (m->fds.n != fds_before)
+            fail_msg(m, "%s: %zu fds arrived with it, but a frame's fds all ride on its first message", label,
+                     m->fds.n - fds_before);
+        const uint8_t *h = m->payload + start;
+        uint32_t magic = rd32(h);
+        uint16_t v = rd16(h + 4), type = rd16(h + 6);
+        if (magic != MAGIC) fail_msg(m, "%s: bad magic 0x%08X (expected 0x%08X, \"EGRM\")", label, magic, MAGIC);
+        if (v != version)
+            fail_msg(m, "%s: the frame header's version is %u, but version %u was chosen", label, v, version);
+        if ((type & ~CONTINUED) != T_PART)
+            fail_msg(m, "%s: type 0x%04X (%s) where a PART (11) was due: the frame before it was continued", label, type,
+                     type_name(type & ~CONTINUED));
+        memmove(m->payload + start, h + 8, length - 8);
+        m->length = start + length - 8;
+        if (!(type & CONTINUED)) return;
+    }
+}
+
+// One frame from the daemon: a message and its frame header checked (magic; version: the chosen one, or before
+// WELCOME 1 or 2, stored in *version for the caller to judge), then in version 2 the PARTs of a continued frame
+// appended. m->payload is then the 8-byte frame header (type without the continued bit) and the whole body.
+// Returns the type.
+static uint16_t recv_frame(const struct conn *c, struct message *m, const char *what, uint16_t *version_out) {
+    recv_message(c->s, m, what, c->version == 2 ? MAX_PAYLOAD_V2 : MAX_PAYLOAD_V1);
+    uint32_t magic = rd32(m->payload);
+    uint16_t version = rd16(m->payload + 4), type = rd16(m->payload + 6);
+    if (magic != MAGIC) fail_msg(m, "%s at byte 0: bad magic 0x%08X (expected 0x%08X, \"EGRM\")", what, magic, MAGIC);
+    if (c->version && version != c->version)
+        fail_msg(m, "%s at byte 4: the frame header's version is %u, but version %u was chosen at WELCOME and every "
+                    "later frame must carry it", what, version, c->version);
+    if (!c->version && (version < VERSION_MIN || version > VERSION_MAX))
+        fail_msg(m, "%s at byte 4: the frame header's version is %u; this client speaks %d to %d", what, version,
+                 VERSION_MIN, VERSION_MAX);
+    if (version >= 2 && (type & CONTINUED) && (type & ~CONTINUED) != T_PART) {
+        type &= (uint16_t)~CONTINUED;
+        if (m->length - 8 > MAX_PIECE) fail_msg(m, "%s: the first piece of a continued frame is over %u bytes", what, MAX_PIECE);
+        memcpy(m->payload + 6, &type, 2);
+        recv_parts(c, m, version, type_name(type));
+    }
+    if ((type & ~CONTINUED) == T_PART) {
+        if (version >= 2) fail_msg(m, "%s: a PART (type 0x%04X) arrived without a continued frame before it", what, type);
+        fail_msg(m, "%s: a PART (11) in a version-1 frame; PARTs exist only in version 2", what);
+    }
+    if (type != T_MANIFEST && m->fds.n > 0)
+        fail_msg(m, "a frame of type %u (%s) carried %zu fds; only MANIFEST may", type, type_name(type), m->fds.n);
+    if (version_out) *version_out = version;
+    return type;
+}
+
+// Reads the next frame into m and r (r at its body), expecting `expected`. An ERROR fails, or returns 0 for a
+// NOT_READY when retry_allowed; any other type fails.
+static int open_frame(const struct conn *c, struct message *m, struct reader *r, int expected, int retry_allowed) {
+    uint16_t type = recv_frame(c, m, TYPE_NAMES[expected], NULL);
+    r->p = m->payload, r->len = m->length, r->pos = 8, r->frame = TYPE_NAMES[expected];
     if (type == T_ERROR) {
         r->frame = "ERROR";
-        return !error_frame(r, retry_allowed);
+        return !error_frame(r, retry_allowed, "");
     }
     if (type != expected)
-        fail_msg(m, "expected %s (%d), got %s (%u)", TYPE_NAMES[expected], expected, type <= T_BYE ? TYPE_NAMES[type] : "an unknown type", type);
+        fail_msg(m, "expected %s (%d), got %s (%u)", TYPE_NAMES[expected], expected, type_name(type), type);
     return 1;
 }
 
@@ -534,11 +665,58 @@ static unsigned dtype_bits(struct str d) {
     return 0;
 }
 
+static void seal_names(char *out, size_t cap, int seals) {
+    static const struct { int bit; const char *name; } NAMES[] = {
+        {F_SEAL_SEAL, "SEAL"}, {F_SEAL_SHRINK, "SHRINK"}, {F_SEAL_GROW, "GROW"}, {F_SEAL_WRITE, "WRITE"},
+        {F_SEAL_FUTURE_WRITE, "FUTURE_WRITE"}};
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (seals & NAMES[i].bit) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "|" : "", NAMES[i].name);
+    if (!n) snprintf(out, cap, "none");
+}
+
+// docs/protocol.md, "How to map a region": before a memfd region is mapped its seals must make its bytes
+// immutable (SEAL, SHRINK, GROW, and WRITE or FUTURE_WRITE) and it must hold at least the manifest's size.
+// An fd that is no memfd (F_GET_SEALS fails, EINVAL) is refused too.
+static void check_memfd(struct message *m, uint32_t i, const struct region *g) {
+    int seals = fcntl(g->fd, F_GET_SEALS);
+    if (seals < 0) {
+        int e = errno;
+        const char *name = strerrorname_np(e);
+        fail_msg(m, "region %u (%s, fd %d): fcntl(F_GET_SEALS) failed: %s (%s): the fd is no sealed memfd, so its "
+                    "bytes could change under this client; refused", i, KIND_NAMES[g->kind], g->fd, name ? name : "E?",
+                 strerror(e));
+    }
+    char missing[64] = "";
+    size_t n = 0;
+    static const struct { int bits; const char *name; } NEED[] = {
+        {F_SEAL_SEAL, "SEAL"}, {F_SEAL_SHRINK, "SHRINK"}, {F_SEAL_GROW, "GROW"},
+        {F_SEAL_WRITE | F_SEAL_FUTURE_WRITE, "WRITE or FUTURE_WRITE"}};
+    for (size_t k = 0; k < sizeof NEED / sizeof NEED[0]; k++)
+        if (!(seals & NEED[k].bits)) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", NEED[k].name);
+    if (n) {
+        char have[64];
+        seal_names(have, sizeof have, seals);
+        fail_msg(m, "region %u (%s, fd %d): its seals are %s (0x%x) and lack %s, so its bytes could change under "
+                    "this client; refused", i, KIND_NAMES[g->kind], g->fd, have, (unsigned)seals, missing);
+    }
+    struct stat st;
+    if (fstat(g->fd, &st) != 0) fail_errno("fstat", "region fd");
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size < g->size)
+        fail_msg(m, "region %u: the manifest says a %s of %llu bytes but fd %d is %s of %lld bytes", i,
+                 KIND_NAMES[g->kind], (unsigned long long)g->size, g->fd, S_ISREG(st.st_mode) ? "a file" : "not a file",
+                 (long long)st.st_size);
+}
+
 static void parse_manifest(struct message *m, struct reader *r, struct manifest *mf) {
     memset(mf, 0, sizeof *mf);
     memcpy(mf->sha256, take(r, 32, "fingerprint_sha256"), 32);
-    take(r, u32(r, "fingerprint length"), "fingerprint");
+    uint32_t fp = u32(r, "fingerprint length");
+    if (fp > MAX_BLOB) rfail(r, "fingerprint is %u bytes long, more than %u", fp, MAX_BLOB);
+    take(r, fp, "fingerprint");
     mf->regions_n = u32(r, "region_count");
+    if (mf->regions_n > MAX_REGIONS) rfail(r, "region_count %u exceeds the limit of %u", mf->regions_n, MAX_REGIONS);
     if (mf->regions_n != m->fds.n)
         fail_msg(m, "MANIFEST lists %u regions but the message carried %zu fds", mf->regions_n, m->fds.n);
     mf->regions = xcalloc(mf->regions_n, sizeof *mf->regions);
@@ -613,31 +791,30 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
         mf->table_bytes += t->bytes;
     }
     end_frame(r);
-    // A memfd's size is visible: it must match the manifest (the mapping would fault past its end).
-    for (uint32_t i = 0; i < mf->regions_n; i++) {
-        struct region *g = &mf->regions[i];
-        struct stat st;
-        if (g->kind > K_MEMFD_HUGETLB) continue;
-        if (fstat(g->fd, &st) != 0) fail_errno("fstat", "region fd");
-        if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != g->size)
-            fail_msg(m, "region %u: the manifest says a %s of %llu bytes but fd %d is %s of %lld bytes", i,
-                     KIND_NAMES[g->kind], (unsigned long long)g->size, g->fd, S_ISREG(st.st_mode) ? "a file" : "not a file",
-                     (long long)st.st_size);
-    }
+    for (uint32_t i = 0; i < mf->regions_n; i++)
+        if (mf->regions[i].kind <= K_MEMFD_HUGETLB) check_memfd(m, i, &mf->regions[i]);
 }
 
 // ---------------------------------------------------------------------------------------------- one repetition
 
 struct options {
-    const char *socket;
+    const char *socket;                // the resolved path
     int device, cpu_view, reg, repeat, json, verify, wait_ms, ready_line;
+    uint32_t daemon_uids[MAX_DAEMON_UIDS];  // --daemon-uid: uids besides root and this euid whose daemon is trusted
+    int daemon_uids_n;
 };
 
 struct timings {
     double context, handshake, manifest, import, reserve_map, gpu_access, cpu_access, mmap, reg, release, verify;
 };
 
-struct daemon_info { char backend[64], version[64], instance[256]; int32_t pid; uint8_t state; };
+struct daemon_info {
+    char backend[64], version[64], instance[256];
+    int32_t pid;
+    uint8_t state;
+    uint16_t protocol;                 // the version WELCOME chose
+    uint32_t uid;                      // SO_PEERCRED's (and, in version 2, WELCOME's)
+};
 
 static void copy_str(char *dst, size_t cap, struct str s) {
     size_t n = s.n < cap - 1 ? s.n : cap - 1;
@@ -645,49 +822,97 @@ static void copy_str(char *dst, size_t cap, struct str s) {
     dst[n] = 0;
 }
 
-static int connect_and_hello(const struct options *o, struct daemon_info *info) {
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) fail_errno("socket", "AF_UNIX, SOCK_STREAM");
+// "Transport": the client checks the daemon too. Right after connect, the daemon's uid (SO_PEERCRED) must be
+// root's, this client's euid or one given with --daemon-uid; else someone else may be squatting the socket path.
+static void check_daemon_uid(struct conn *c, const struct options *o) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(c->s, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) fail_errno("getsockopt", "SO_PEERCRED");
+    if (len != sizeof cred) fail("getsockopt(SO_PEERCRED) gave %u bytes, not %zu", (unsigned)len, sizeof cred);
+    c->peer_uid = cred.uid, c->peer_pid = cred.pid;
+    uint32_t me = geteuid();
+    if (cred.uid == 0 || cred.uid == me) return;
+    for (int i = 0; i < o->daemon_uids_n; i++)
+        if (o->daemon_uids[i] == cred.uid) return;
+    char allowed[MAX_DAEMON_UIDS * 24 + 64];
+    size_t n = (size_t)snprintf(allowed, sizeof allowed, "0 (root)");
+    if (me != 0) n += (size_t)snprintf(allowed + n, sizeof allowed - n, ", %u (this client's euid)", me);
+    for (int i = 0; i < o->daemon_uids_n; i++)
+        n += (size_t)snprintf(allowed + n, sizeof allowed - n, ", %u (--daemon-uid)", o->daemon_uids[i]);
+    fail("refusing the daemon on %s: its uid (SO_PEERCRED, pid %d) is %u, and this client trusts only the uids %s; "
+         "if that user's daemon is meant to serve you, add --daemon-uid %u", o->socket, (int)cred.pid,
+         (unsigned)cred.uid, allowed, (unsigned)cred.uid);
+}
+
+// connect, the daemon's uid, HELLO (encoded as version 1, versions 1 to 2), WELCOME (encoded in the version it
+// chooses). The first frame may be an ERROR that the daemon sent at accept (NOT_ALLOWED, BUSY) or in answer to
+// HELLO: encoded as version 1, it fails.
+static struct conn connect_and_hello(const struct options *o, struct daemon_info *info) {
+    struct conn c = {socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 0, 0, 0};
+    if (c.s < 0) fail_errno("socket", "AF_UNIX, SOCK_STREAM");
     struct timeval tv = {REPLY_TIMEOUT_S, 0};
-    if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) || setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))
+    if (setsockopt(c.s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) || setsockopt(c.s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv))
         fail_errno("setsockopt", "SO_RCVTIMEO/SO_SNDTIMEO");
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     memcpy(a.sun_path, o->socket, strlen(o->socket));
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (connect(c.s, (struct sockaddr *)&a, sizeof a) != 0) {
         int e = errno;
         if (e == ENOENT || e == ECONNREFUSED)
             fail("no daemon listens on %s: connect failed: %s (%s)", o->socket, strerrorname_np(e), strerror(e));
         errno = e;
         fail_errno("connect", o->socket);
     }
+    check_daemon_uid(&c, o);
     static const char name[] = "engram-attach";
-    uint16_t min = 1, max = 1, n = sizeof name - 1;  // HELLO: min, max, pid, str16 client
+    uint16_t min = VERSION_MIN, max = VERSION_MAX, n = sizeof name - 1;  // HELLO: min, max, pid, str16 client
     int32_t pid = getpid();
     uint8_t body[2 + 2 + 4 + 2 + sizeof name - 1];
     memcpy(body, &min, 2), memcpy(body + 2, &max, 2), memcpy(body + 4, &pid, 4), memcpy(body + 8, &n, 2);
     memcpy(body + 10, name, sizeof name - 1);
-    send_frame(s, T_HELLO, body, sizeof body, 0);
+    // A daemon that refused us at accept has written its ERROR and closed: the HELLO may find the socket gone
+    // (EPIPE, ECONNRESET), and the ERROR is still there to read.
+    send_frame(c.s, 1, T_HELLO, body, sizeof body, 1);
     struct message m;
-    struct reader r;
-    recv_message(s, &m, "WELCOME");
-    open_frame(&m, &r, T_WELCOME, 0);
+    uint16_t header_version;
+    uint16_t type = recv_frame(&c, &m, "WELCOME", &header_version);
+    struct reader r = {m.payload, m.length, 8, "WELCOME"};
+    if (type == T_ERROR) {
+        r.frame = "ERROR";
+        if (header_version != 1)
+            rfail(&r, "the frame header's version is %u, but a frame sent before a version is chosen is version 1",
+                  header_version);
+        error_frame(&r, 0, " before WELCOME");
+    }
+    if (type != T_WELCOME) fail_msg(&m, "expected WELCOME (2), got %s (%u)", type_name(type), type);
     uint16_t version = u16(&r, "version");
+    if (version < VERSION_MIN || version > VERSION_MAX)
+        rfail(&r, "the daemon chose version %u; this client speaks %d to %d", version, VERSION_MIN, VERSION_MAX);
+    if (header_version != version)
+        rfail(&r, "the frame header's version is %u, but the WELCOME's version field chose %u: a WELCOME carries the "
+                  "version it chooses", header_version, version);
+    info->protocol = version;
     info->pid = i32(&r, "pid");
     copy_str(info->version, sizeof info->version, str16(&r, "daemon_version"));
     copy_str(info->backend, sizeof info->backend, str16(&r, "backend"));
     copy_str(info->instance, sizeof info->instance, str16(&r, "instance"));
     info->state = u8(&r, "state");
+    info->uid = c.peer_uid;
+    uint32_t uid = version >= 2 ? u32(&r, "uid") : c.peer_uid;
     end_frame(&r);
-    if (version != VERSION) rfail(&r, "the daemon chose version %u; this client speaks only %d", version, VERSION);
     if (info->state > 3) rfail(&r, "state %u is not 0..3", info->state);
+    if (uid != c.peer_uid)
+        rfail(&r, "uid is %u, but SO_PEERCRED says the daemon's uid is %u (pid %d): refusing a daemon that misstates "
+                  "who it is", uid, c.peer_uid, (int)c.peer_pid);
     message_free(&m);
-    return s;
+    c.version = version;
+    return c;
 }
 
 // IMPORT (expectation any) until a MANIFEST comes; NOT_READY is retried every 100 ms for --wait-ms.
-static void import_manifest(int s, const struct options *o, struct message *m, struct manifest *mf, double *ms) {
+static void import_manifest(const struct conn *c, const struct options *o, struct message *m, struct manifest *mf,
+                            double *ms) {
     double deadline = now_ms() + o->wait_ms;
     // flags 0, device (the client's GPU: its device tensors come too), expectation 0 (any)
     uint8_t body[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -695,10 +920,9 @@ static void import_manifest(int s, const struct options *o, struct message *m, s
     for (int k = 0; k < 4; k++) body[4 + k] = (uint8_t)(dev >> (8 * k));
     for (;;) {
         double t0 = now_ms();
-        send_frame(s, T_IMPORT, body, sizeof body, 0);
+        send_frame(c->s, c->version, T_IMPORT, body, sizeof body, 0);
         struct reader r;
-        recv_message(s, m, "MANIFEST");
-        if (open_frame(m, &r, T_MANIFEST, now_ms() < deadline)) {
+        if (open_frame(c, m, &r, T_MANIFEST, now_ms() < deadline)) {
             parse_manifest(m, &r, mf);
             *ms = now_ms() - t0;
             return;
@@ -800,14 +1024,6 @@ static uint32_t verify_tables(const struct manifest *mf) {
                  t->name.p, (unsigned long long)d, (unsigned long long)t->digest);
         checked++;
     }
-    for (uint32_t i = 0; i < mf->regions_n; i++) {
-        const struct region *g = &mf->regions[i];
-        if (g->kind > K_MEMFD_HUGETLB) continue;
-        int seals = fcntl(g->fd, F_GET_SEALS);
-        int want = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE;
-        if (seals < 0) fail_errno("fcntl", "F_GET_SEALS, a region fd");
-        if ((seals & want) != want) fail("region %u: seals 0x%x lack SHRINK|GROW|FUTURE_WRITE (0x%x)", i, seals, want);
-    }
     return checked;
 }
 
@@ -854,7 +1070,8 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
     if (o->json) {
         printf("{\"rep\":%d,\"backend\":", rep);
         json_str(d->backend);
-        printf(",\"daemon_pid\":%d,\"daemon_state\":\"%s\",\"daemon_version\":", d->pid, STATE_NAMES[d->state]);
+        printf(",\"daemon_pid\":%d,\"daemon_uid\":%u,\"protocol\":%u,\"daemon_state\":\"%s\",\"daemon_version\":",
+               d->pid, d->uid, d->protocol, STATE_NAMES[d->state]);
         json_str(d->version);
         printf(",\"fingerprint\":\"%s\",\"regions\":%u,\"vmm_regions\":%d,\"tables\":%u,\"bytes\":%llu,"
                "\"table_bytes\":%llu,\"device\":%d,\"cpu_view\":%s,\"register\":%s,\"context_ms\":%.3f,"
@@ -868,10 +1085,10 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
         if (o->verify) printf(",\"verified_tables\":%d,\"verify_ms\":%.3f", verified, t->verify);
         printf("}\n");
     } else {
-        printf("rep %d: %u tables, %llu bytes in %u regions (%.3f GiB, %d cuda-vmm) from %s daemon %s (pid %d, %s "
-               "at WELCOME), fingerprint %s\n",
+        printf("rep %d: %u tables, %llu bytes in %u regions (%.3f GiB, %d cuda-vmm) from %s daemon %s (pid %d, uid %u, "
+               "protocol %u, %s at WELCOME), fingerprint %s\n",
                rep, mf->tables_n, (unsigned long long)mf->table_bytes, mf->regions_n, gib, mf->vmm_regions, d->backend,
-               d->version, d->pid, STATE_NAMES[d->state], sha);
+               d->version, d->pid, d->uid, d->protocol, STATE_NAMES[d->state], sha);
         if (t->context > 0) printf("  context        %9.3f ms (dlopen, cuInit, primary context, granularity)\n", t->context);
         printf("  handshake      %9.3f ms (connect, HELLO, WELCOME)\n", t->handshake);
         printf("  manifest       %9.3f ms (IMPORT, MANIFEST and fds, validated)\n", t->manifest);
@@ -890,11 +1107,11 @@ static void run_once(const struct options *o, int rep) {
     memset(&t, 0, sizeof t);
     struct daemon_info d;
     double t0 = now_ms();
-    int s = connect_and_hello(o, &d);
+    struct conn c = connect_and_hello(o, &d);
     t.handshake = now_ms() - t0;
     struct message m;
     struct manifest mf;
-    import_manifest(s, o, &m, &mf, &t.manifest);
+    import_manifest(&c, o, &m, &mf, &t.manifest);
     if (mf.vmm_regions || (o->reg && mf.regions_n)) t.context = cuda_context(o->device);
     CUdeviceptr va = 0;
     if (mf.vmm_regions) attach_vmm(o, &mf, &t, &va);
@@ -913,8 +1130,8 @@ static void run_once(const struct options *o, int rep) {
     release(&mf, va);
     message_free(&m);  // closes the fds
     t.release = now_ms() - r0;
-    send_frame(s, T_BYE, NULL, 0, 1);  // a daemon that stopped meanwhile has ended the lease already
-    close(s);
+    send_frame(c.s, c.version, T_BYE, NULL, 0, 1);  // a daemon that stopped meanwhile has ended the lease already
+    close(c.s);
     report(o, rep, &d, &mf, &t, verified);
 }
 
@@ -968,7 +1185,7 @@ static int bench_peer(const char *path, int device) {
         if (k == 0) break;  // the benchmark is done
         if (k < 0) fail_errno("recv", "bench peer request");
         struct message m;
-        recv_message(s, &m, "bench peer request");
+        recv_message(s, &m, "bench peer request", MAX_PAYLOAD_V1);
         if (m.length != PEER_REQUEST_BYTES) fail_msg(&m, "bench peer request of %u bytes; expected %d", m.length, PEER_REQUEST_BYTES);
         uint32_t op = rd32(m.payload), kind = rd32(m.payload + 4), flags = rd32(m.payload + 8);
         int32_t node = (int32_t)rd32(m.payload + 12);
@@ -988,7 +1205,8 @@ static int bench_peer(const char *path, int device) {
             if (kind > K_VMM_HOST || size == 0 || (flags & ~3u))
                 fail_msg(&m, "bench peer: ATTACH of kind %u, flags 0x%x, %llu bytes is not one this peer serves", kind,
                          flags, (unsigned long long)size);
-            struct options o = {path, device, (int)(flags & 1), (int)((flags >> 1) & 1), 1, 0, 0, 0, 0};
+            struct options o = {.socket = path, .device = device, .cpu_view = (int)(flags & 1),
+                                .reg = (int)((flags >> 1) & 1), .repeat = 1};
             if (kind == K_VMM_HOST || o.reg) cuda_context(device);
             memset(&mf, 0, sizeof mf);
             mf.regions_n = 1;
@@ -1032,10 +1250,14 @@ static int bench_peer(const char *path, int device) {
 // ---------------------------------------------------------------------------------------------- main
 
 static const char USAGE[] =
-    "usage: engram-attach --socket PATH [--device N] [--cpu-view] [--register] [--repeat K] [--json]\n"
-    "                     [--verify] [--wait-ms MS] [--ready-line]\n"
-    "  --socket PATH  the daemon's socket (a resolved path, not a template)\n"
-    "  --device N     GPU ordinal for the CUDA context and access (default 0)\n"
+    "usage: engram-attach [--socket TEMPLATE] [--instance NAME] [--device N] [--daemon-uid UID]... [--cpu-view]\n"
+    "                     [--register] [--repeat K] [--json] [--verify] [--wait-ms MS] [--ready-line]\n"
+    "  --socket TEMPLATE  the daemon's socket: a path, or a template with {instance} and {device} (default: the\n"
+    "                 environment variable ENGRAM_HOST_SOCKET, else /run/engram-host/{instance}.sock for root,\n"
+    "                 $XDG_RUNTIME_DIR/engram-host/{instance}.sock, else /tmp/engram-host-EUID/{instance}.sock)\n"
+    "  --instance NAME  the daemon's instance name for {instance} (default 'default')\n"
+    "  --device N     GPU ordinal for the CUDA context, access, IMPORT and {device} (default 0)\n"
+    "  --daemon-uid UID  also trust a daemon running as UID (repeatable; root's and this euid's always are)\n"
     "  --cpu-view     also give the CPU read access to cuda-vmm host regions (HOST_NUMA)\n"
     "  --register     cuMemHostRegister the memfd mappings (needs a GPU)\n"
     "  --repeat K     connect, import, attach and release K times (default 1)\n"
@@ -1057,9 +1279,78 @@ static long int_arg(int argc, char **argv, int *i, long min, long max) {
     return x;
 }
 
+static int blank(const char *s) {
+    for (; s && *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n') return 0;
+    return 1;
+}
+
+// docs/protocol.md, "Socket path": the template from --socket, else $ENGRAM_HOST_SOCKET, else this euid's default,
+// with {instance} and {device} filled in ({device_uuid} would need the driver's UUID of the GPU: refused). The
+// result must be absolute and at most 107 bytes. Returns a static buffer.
+static const char *resolve_socket(const char *flag, const char *instance, int device) {
+    static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char prefix[4096] = "", out[8192];
+    const char *template, *from;
+    for (const char *c = instance; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._-", *c)))
+            fail("--instance '%s' may hold only letters, digits, '.', '_' and '-'", instance);
+    if (!*instance) fail("--instance: the name is empty");
+    const char *env = getenv("ENGRAM_HOST_SOCKET");
+    if (!blank(flag)) {
+        template = flag, from = "--socket";
+    } else if (!blank(env)) {
+        template = env, from = "ENGRAM_HOST_SOCKET";
+    } else {  // the default: its directory part is literal, not a template
+        uid_t euid = geteuid();
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (euid == 0) {
+            snprintf(prefix, sizeof prefix, "/run/engram-host/");
+        } else if (xdg && xdg[0] == '/') {
+            size_t n = strlen(xdg);
+            while (n > 1 && xdg[n - 1] == '/') n--;
+            if (n >= sizeof prefix - 32) fail("XDG_RUNTIME_DIR is %zu bytes long, too long for a socket path", n);
+            snprintf(prefix, sizeof prefix, "%.*s%sengram-host/", (int)n, xdg, n > 1 ? "/" : "");
+        } else {
+            snprintf(prefix, sizeof prefix, "/tmp/engram-host-%u/", (unsigned)euid);
+        }
+        template = "{instance}.sock", from = "the default socket template";
+    }
+    size_t n = (size_t)snprintf(out, sizeof out, "%s", prefix);
+    for (const char *c = template; *c && n < sizeof out - 1;) {
+        const char *brace = *c == '{' ? strchr(c, '}') : NULL;
+        if (!brace) {  // a '{' with no '}' after it is literal, like any other byte
+            out[n++] = *c++;
+            continue;
+        }
+        size_t len = (size_t)(brace - c - 1);
+        const char *name = c + 1;
+        if (len == 8 && !strncmp(name, "instance", 8)) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%s", instance);
+        } else if (len == 6 && !strncmp(name, "device", 6)) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%d", device);
+        } else if (len == 11 && !strncmp(name, "device_uuid", 11)) {
+            fail("socket template '%s' (from %s) uses {device_uuid}, the GPU's UUID, which engram-attach does not "
+                 "look up; pass the resolved path with --socket", template, from);
+        } else {
+            fail("socket template '%s' (from %s): unknown placeholder {%.*s}; known: {instance}, {device}, {device_uuid}",
+                 template, from, (int)len, name);
+        }
+        c = brace + 1;
+    }
+    if (n >= sizeof out - 1) fail("socket template '%s' (from %s) resolves to more than %zu bytes", template, from, sizeof out);
+    out[n] = 0;
+    if (out[0] != '/') fail("socket path '%s' (from %s) must be absolute", out, from);
+    if (n > sizeof path - 1)
+        fail("socket path '%s' (from %s) is %zu bytes long, more than %zu, the limit of a Unix socket address", out, from,
+             n, sizeof path - 1);
+    memcpy(path, out, n + 1);
+    return path;
+}
+
 int main(int argc, char **argv) {
-    struct options o = {NULL, 0, 0, 0, 1, 0, 0, 0, 0};
-    const char *peer = NULL;
+    struct options o = {.repeat = 1};
+    const char *peer = NULL, *socket_flag = NULL, *instance = "default";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--bench-peer")) {
@@ -1067,8 +1358,14 @@ int main(int argc, char **argv) {
             peer = argv[++i];
         } else if (!strcmp(a, "--socket")) {
             if (i + 1 >= argc) fail("--socket needs a value (see --help)");
-            o.socket = argv[++i];
-        } else if (!strcmp(a, "--device")) o.device = (int)int_arg(argc, argv, &i, 0, 1 << 20);
+            socket_flag = argv[++i];
+        } else if (!strcmp(a, "--instance")) {
+            if (i + 1 >= argc) fail("--instance needs a value (see --help)");
+            instance = argv[++i];
+        } else if (!strcmp(a, "--daemon-uid")) {
+            if (o.daemon_uids_n == MAX_DAEMON_UIDS) fail("--daemon-uid: at most %d of them", MAX_DAEMON_UIDS);
+            o.daemon_uids[o.daemon_uids_n++] = (uint32_t)int_arg(argc, argv, &i, 0, 4294967294L);
+        } else if (!strcmp(a, "--device")) o.device = (int)int_arg(argc, argv, &i, 0, 1023);
         else if (!strcmp(a, "--repeat")) o.repeat = (int)int_arg(argc, argv, &i, 1, 1000000);
         else if (!strcmp(a, "--wait-ms")) o.wait_ms = (int)int_arg(argc, argv, &i, 0, 86400000);
         else if (!strcmp(a, "--cpu-view")) o.cpu_view = 1;
@@ -1082,15 +1379,11 @@ int main(int argc, char **argv) {
         } else fail("unknown argument '%s' (see --help)", a);
     }
     if (peer) {
-        if (o.socket) fail("--bench-peer and --socket exclude each other");
+        if (socket_flag) fail("--bench-peer and --socket exclude each other");
         if (strlen(peer) >= sizeof(((struct sockaddr_un *)0)->sun_path)) fail("--bench-peer: '%s' is too long", peer);
         return bench_peer(peer, o.device);
     }
-    if (!o.socket) fail("--socket PATH is required (see --help)");
-    if (strchr(o.socket, '{')) fail("--socket: '%s' is a template; pass the resolved path", o.socket);
-    if (strlen(o.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-        fail("--socket: '%s' is %zu bytes long; a Unix socket path holds at most %zu", o.socket, strlen(o.socket),
-             sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+    o.socket = resolve_socket(socket_flag, instance, o.device);
     for (int rep = 1; rep <= o.repeat; rep++) run_once(&o, rep);
     return 0;
 }

@@ -1,21 +1,35 @@
 #!/usr/bin/env python3
-"""A scripted daemon side of docs/protocol.md, for the paths of engram-attach that the real daemon
-cannot be made to take cheaply: a MANIFEST of more than 253 fds (the daemon would need >= 254 regions
-of >= 64 MiB) and malformed or refused answers. Written from the document, like the client.
+"""A scripted daemon side of docs/protocol.md (versions 2 and 1), for the paths of engram-attach that the real
+daemon cannot be made to take cheaply: a MANIFEST of more than 253 fds (the daemon would need >= 254 regions of
+>= 64 MiB), a MANIFEST sent in PARTs, refusals before HELLO, memfds without seals, and malformed answers.
+Written from the document, like the client.
 
 Usage: protocol_peer.py SOCKET CASE   (serves one connection, then exits; 0 when the client behaved)
+
+The peer chooses version 2 unless the case starts with 'v1-'. It answers with uid = its own euid (run it as
+another user, e.g. under setpriv, to be a daemon the client must refuse).
 """
+import errno
+import fcntl
 import os
 import socket
 import struct
 import sys
 
 MAGIC, BATCH = 0x4D524745, 253
-HELLO, WELCOME, IMPORT, MANIFEST, ERROR, BYE = 1, 2, 3, 4, 9, 10
+HELLO, WELCOME, IMPORT, MANIFEST, ERROR, BYE, PART = 1, 2, 3, 4, 9, 10, 11
+CONTINUED = 0x8000
+PIECE = 1 << 20  # version 2: the most body bytes in one message
+PAGE = os.sysconf('SC_PAGE_SIZE')
+F_ADD_SEALS, F_GET_SEALS = 1033, 1034
+SEAL, SHRINK, GROW, WRITE, FUTURE_WRITE = 0x1, 0x2, 0x4, 0x8, 0x10
+DAEMON_SEALS = SEAL | SHRINK | GROW | FUTURE_WRITE  # what the daemon sets
+
+VERSION = 2  # the version this connection uses once WELCOME has chosen it (main sets it)
 
 
-def frame(mtype, body, version=1, magic=MAGIC):
-    return struct.pack('<IHH', magic, version, mtype) + body
+def frame(mtype, body, version=None, magic=MAGIC):
+    return struct.pack('<IHH', magic, VERSION if version is None else version, mtype) + body
 
 
 def str16(s):
@@ -34,13 +48,29 @@ def send(conn, payload, fds=(), fillers=None, fd_count=None):
     count = len(fds) if fd_count is None else fd_count
     data = struct.pack('<II', len(payload), count) + payload
     if fds[:BATCH]:
-        assert socket.send_fds(conn, [data], fds[:BATCH]) == len(data)
+        sent = socket.send_fds(conn, [data], fds[:BATCH])  # one sendmsg: the fds ride on its first byte
+        if sent < len(data):
+            conn.sendall(data[sent:])
     else:
         conn.sendall(data)
     rest = fds[BATCH:]
     for i in range(0, len(rest), BATCH):
         filler = fillers[i // BATCH] if fillers else b'\xfd'
         socket.send_fds(conn, [filler], rest[i:i + BATCH])
+
+
+def send_parts(conn, whole, fds=()):
+    """Version 2, "Parts": a frame whose body is over 1 MiB as the first 1 MiB (type | 0x8000, all the fds), then
+    PARTs of at most 1 MiB, continued but the last."""
+    header, body = whole[:8], whole[8:]
+    assert len(body) > PIECE, 'no parts needed'
+    magic, version, mtype = struct.unpack('<IHH', header)
+    send(conn, struct.pack('<IHH', magic, version, mtype | CONTINUED) + body[:PIECE], fds)
+    pos = PIECE
+    while pos < len(body):
+        piece = body[pos:pos + PIECE]
+        pos += len(piece)
+        send(conn, frame(PART | (CONTINUED if pos < len(body) else 0), piece))
 
 
 def recv_exact(conn, n):
@@ -53,57 +83,112 @@ def recv_exact(conn, n):
     return data
 
 
-def recv(conn):
-    """One client message: (type, body), or None at EOF. Clients send no fds."""
+def recv(conn, version):
+    """One client message: (type, body), or None at EOF. Clients send no fds; every frame carries `version`."""
     header = recv_exact(conn, 8)
     if header is None:
         return None
     length, count = struct.unpack('<II', header)
     assert count == 0, f'client sent fd_count {count}'
     payload = recv_exact(conn, length)
-    magic, version, mtype = struct.unpack('<IHH', payload[:8])
-    assert magic == MAGIC and version == 1, (hex(magic), version)
+    magic, v, mtype = struct.unpack('<IHH', payload[:8])
+    assert magic == MAGIC and v == version, f'frame type {mtype}: magic {magic:#x}, version {v}, expected {version}'
     return mtype, payload[8:]
 
 
-def manifest(regions, tables, extra=b''):
-    body = bytes(range(32)) + struct.pack('<I', 4) + b'EGFP' + struct.pack('<I', len(regions))
+def manifest(regions, tables, extra=b'', fingerprint=b'EGFP', version=None):
+    body = [bytes(range(32)), struct.pack('<I', len(fingerprint)), fingerprint, struct.pack('<I', len(regions))]
     for kind, size, numa, device in regions:
-        body += struct.pack('<BQii', kind, size, numa, device)
-    body += struct.pack('<I', len(tables))
+        body.append(struct.pack('<BQii', kind, size, numa, device))
+    body.append(struct.pack('<I', len(tables)))
     for name, dtype, shape, nbytes, region, offset, kind in tables:
-        body += str16(name) + str16(dtype) + struct.pack('<B', len(shape))
-        body += b''.join(struct.pack('<q', d) for d in shape)
-        body += struct.pack('<QiQQBii', nbytes, region, offset, 0, kind, 0, -1)
-    return frame(MANIFEST, body + extra)
+        body += [str16(name), str16(dtype), struct.pack('<B', len(shape))]
+        body += [struct.pack('<q', d) for d in shape]
+        body.append(struct.pack('<QiQQBii', nbytes, region, offset, 0, kind, 0, -1))
+    return frame(MANIFEST, b''.join(body) + extra, version)
 
 
-def error(code, retryable, message, details=()):
+def error(code, retryable, message, details=(), fingerprint=b'', version=None):
     body = struct.pack('<HB', code, retryable) + str32(message) + struct.pack('<I', len(details))
-    body += b''.join(str32(d) for d in details) + struct.pack('<I', 0)
-    return frame(ERROR, body)
+    body += b''.join(str32(d) for d in details) + struct.pack('<I', len(fingerprint)) + fingerprint
+    return frame(ERROR, body, version)
 
 
-def memfds(n, size=4096):
+def memfds(n, size=PAGE, seals=DAEMON_SEALS):
+    """n memfds of size bytes, each sealed with `seals` (None: created without MFD_ALLOW_SEALING)."""
     fds = []
     for i in range(n):
-        fd = os.memfd_create(f'peer.{i}', os.MFD_CLOEXEC)
+        fd = os.memfd_create(f'peer.{i}', os.MFD_CLOEXEC | (0 if seals is None else os.MFD_ALLOW_SEALING))
         os.ftruncate(fd, size)
+        if seals:
+            fcntl.fcntl(fd, F_ADD_SEALS, seals)
         fds.append(fd)
     return fds
 
 
-def regions_and_tables(n, size=4096):
+def regular_file(near):
+    """An fd of a file that is no memfd: F_GET_SEALS fails with EINVAL (not on tmpfs, whose files have seals)."""
+    for d in (os.path.dirname(os.path.abspath(near)), os.path.dirname(os.path.abspath(__file__)), '/var/tmp', '/tmp'):
+        path = os.path.join(d, f'.protocol_peer.{os.getpid()}')
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        except OSError:
+            continue
+        os.unlink(path)
+        os.ftruncate(fd, PAGE)
+        try:
+            fcntl.fcntl(fd, F_GET_SEALS)
+        except OSError as e:
+            if e.errno == errno.EINVAL:
+                return fd
+        os.close(fd)
+    raise SystemExit('protocol_peer: found no directory whose files F_GET_SEALS refuses (all tmpfs?)')
+
+
+def regions_and_tables(n, size=PAGE):
     regions = [(0, size, 0, -1)] * n
     tables = [(f't{i}', 'U8', [size], size, i, 0, 0) for i in range(n)]
     return regions, tables
 
 
-def answer(conn, case):
+def answer(conn, case, path):
     """Answers one IMPORT; returns False when the connection must end (an error answer)."""
-    if case.startswith('batch-'):
-        n = int(case.split('-')[1])
+    one = regions_and_tables(1)
+    if case.startswith('batch-') or case.startswith('v1-batch-'):
+        n = int(case.split('-')[-1])
         send(conn, manifest(*regions_and_tables(n)), memfds(n))
+    elif case == 'parts-520':  # a MANIFEST of ~2.6 MiB: three messages, the fds on the first, pieces cut inside tables
+        regions = [(0, PAGE, 0, -1)] * 520
+        tables = [(f'table.{i:04d}.' + 'x' * 3000, 'U8', [PAGE], PAGE, i, 0, 0) for i in range(520)]
+        send_parts(conn, manifest(regions, tables, fingerprint=b'F' * 1000000), memfds(520))
+    elif case == 'parts-error':  # a mismatch with a fingerprint over 1 MiB comes in parts too
+        send_parts(conn, error(4, 0, 'fingerprint mismatch', ['table t: bytes 1 != 2'], fingerprint=b'P' * 1500000))
+    elif case == 'part-orphan':
+        send(conn, frame(PART, b'stray piece'))
+    elif case == 'part-fds':  # a PART that carries an fd
+        whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
+        send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
+        send(conn, frame(PART, whole[8 + PIECE:]), memfds(1), fd_count=0)  # the fd rides on the header, uncounted
+    elif case == 'part-interrupted':  # a continued MANIFEST, then an ERROR where its PART was due
+        whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
+        send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
+        send(conn, error(7, 0, 'oops'))
+    elif case == 'part-over-1gib':  # continued PARTs past 1 GiB; the client gives up and closes
+        whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
+        send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
+        piece = frame(PART | CONTINUED, b'G' * PIECE)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 20)  # fewer round trips: 1 GiB takes seconds
+        try:
+            for _ in range(1100):
+                send(conn, piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    elif case == 'part-eof':  # the connection ends before the last PART
+        whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
+        send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
+        conn.sendall(struct.pack('<II', 108, 0) + frame(PART, b'short'))
+    elif case == 'wrong-version-after':  # version 2 chosen, the MANIFEST encoded as version 1
+        send(conn, manifest(*one, version=1), memfds(1))
     elif case == 'bad-filler':
         send(conn, manifest(*regions_and_tables(300)), memfds(300), fillers=[b'\x00'])
     elif case == 'empty-filler':  # fd_count 300, 253 fds, then a filler with none
@@ -113,28 +198,83 @@ def answer(conn, case):
         regions, tables = regions_and_tables(3)
         send(conn, manifest(regions, tables), memfds(2))
     elif case == 'outside-region':
-        send(conn, manifest([(0, 4096, 0, -1)], [('t', 'U8', [4000], 4000, 0, 100, 0)]), memfds(1))
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE - 96], PAGE - 96, 0, 100, 0)]), memfds(1))
     elif case == 'wrong-bytes':
-        send(conn, manifest([(0, 4096, 0, -1)], [('t', 'F16', [100], 100, 0, 0, 0)]), memfds(1))
-    elif case == 'wrong-size':  # the manifest says 8192, the memfd holds 4096
-        send(conn, manifest([(0, 8192, 0, -1)], []), memfds(1))
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F16', [100], 100, 0, 0, 0)]), memfds(1))
+    elif case == 'wrong-size':  # the manifest says two pages, the memfd holds one
+        send(conn, manifest([(0, 2 * PAGE, 0, -1)], []), memfds(1))
+    elif case == 'unsealed':  # memfd_create without MFD_ALLOW_SEALING: F_GET_SEALS says SEAL only
+        send(conn, manifest(*one), memfds(1, seals=None))
+    elif case == 'some-seals':  # SHRINK and GROW, neither SEAL nor a write seal
+        send(conn, manifest(*one), memfds(1, seals=SHRINK | GROW))
+    elif case == 'no-seal-seal':  # everything but SEAL: more seals (even removing none) could still be added
+        send(conn, manifest(*one), memfds(1, seals=SHRINK | GROW | FUTURE_WRITE))
+    elif case == 'sealed-write':  # F_SEAL_WRITE instead of FUTURE_WRITE is as good
+        send(conn, manifest(*regions_and_tables(2)), memfds(2, seals=SEAL | SHRINK | GROW | WRITE))
+    elif case == 'regular-file':
+        send(conn, manifest(*one), [regular_file(path)])
     elif case == 'trailing':
-        send(conn, manifest(*regions_and_tables(1), extra=b'\0'), memfds(1))
+        send(conn, manifest(*one, extra=b'\0'), memfds(1))
     elif case == 'bad-magic':
         send(conn, frame(MANIFEST, b'', magic=0x12345678))
     elif case == 'mismatch':
         send(conn, error(4, 0, 'fingerprint mismatch', ['table t: bytes 1 != 2', 'backend: memfd != cuda-vmm']))
-    elif case == 'not-ready':
+    elif case == 'mismatch-101':  # the most details a mismatch has
+        send(conn, error(4, 0, 'fingerprint mismatch', [f'table t{i}: missing' for i in range(100)]
+                         + ['... and 7 more differences']))
+    elif case == 'too-many-details':
+        send(conn, error(4, 0, 'fingerprint mismatch', [f'table t{i}: missing' for i in range(102)]))
+    elif case == 'long-message':
+        send(conn, error(7, 0, 'x' * 4097))
+    elif case == 'unknown-error':
+        send(conn, error(42, 0, 'a code from a later daemon'))
+    elif case == 'timed-out':
+        send(conn, error(10, 0, 'request timeout: 10 s from the first byte of a request to its last'))
+    elif case == 'not-ready' or case == 'v1-not-ready':
         send(conn, error(3, 1, 'still loading 40%'))
         return True
     elif case == 'eof':
         send(conn, manifest(*regions_and_tables(300)), memfds(253), fd_count=300)
     else:
         raise SystemExit(f'protocol_peer: unknown case {case}')
-    return case.startswith('batch-')
+    return case.startswith('batch-') or case.startswith('v1-batch-') or case == 'sealed-write' or case == 'parts-520'
+
+
+# Cases the connection ends in before an IMPORT: the peer's side of them.
+BEFORE_HELLO = {  # an ERROR at accept, encoded as version 1, then close without reading
+    'busy-before-hello': (9, 1, 'connection limit: --max-connections-per-uid 1024 reached'),
+    'not-allowed-before-hello': (5, 0, 'uid 4242 is not admitted (--allow-uid)'),
+    'v2-error-before-hello': (9, 1, 'encoded as version 2 though no version is chosen yet'),
+}
+
+
+def welcome(case, version):
+    chosen = {'bad-version': 3, 'bad-version-body': 3}.get(case, version)
+    body = struct.pack('<Hi', chosen, os.getpid()) + str16('peer') + str16('memfd') + str16('peer') + b'\1'
+    if chosen >= 2:
+        body += struct.pack('<I', 4242 if case == 'welcome-uid' and os.geteuid() != 4242 else os.geteuid())
+    header_version = {'welcome-header-version': 1, 'bad-version-body': 2}.get(case, chosen)
+    return frame(WELCOME, body, header_version)
+
+
+def bench_peer(conn):
+    """Plays the JMH side of `engram-attach --bench-peer` (jmh/.../CPeer.java), which connects to this socket: PING,
+    ATTACH of a memfd (kind 0, no flags: no GPU needed), RELEASE, then EOF, on which the C peer exits 0."""
+    def request(op, kind=0, flags=0, node=0, size=0, fds=()):
+        send(conn, struct.pack('<IIIiQ', op, kind, flags, node, size), fds)
+        length, count = struct.unpack('<II', recv_exact(conn, 8))
+        reply = recv_exact(conn, length).decode()
+        assert count == 0 and reply.startswith('{"op":'), (count, reply)
+        return reply
+    assert request(4) == '{"op":"ping"}'
+    assert '"mmap_ms":' in request(2, 0, 0, -1, 2 * PAGE, memfds(1, 2 * PAGE))
+    assert '"release_ms":' in request(3)
+    conn.shutdown(socket.SHUT_WR)
+    assert recv_exact(conn, 1) is None, 'the C peer sent more'
 
 
 def main():
+    global VERSION
     path, case = sys.argv[1], sys.argv[2]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + '.tmp')
@@ -143,31 +283,50 @@ def main():
     listener.settimeout(20)
     conn, _ = listener.accept()
     conn.settimeout(20)
-    mtype, body = recv(conn)
+    if case == 'bench-peer':
+        bench_peer(conn)
+        print(f'protocol_peer: {case}: PING, ATTACH, RELEASE answered')
+        return
+    if case in BEFORE_HELLO:
+        code, retryable, message = BEFORE_HELLO[case]
+        send(conn, error(code, retryable, message, version=2 if case.startswith('v2-') else 1))
+        conn.close()
+        print(f'protocol_peer: {case}: refused at accept')
+        return
+    msg = recv(conn, 1)
+    if case == 'uid-refused':  # the client must hang up before HELLO, having seen this peer's uid
+        assert msg is None, f'the client sent {msg} to a daemon it should have refused'
+        print(f'protocol_peer: {case}: the client hung up before HELLO')
+        return
+    mtype, body = msg
     assert mtype == HELLO, mtype
     lo, hi, _pid, n = struct.unpack('<HHiH', body[:10])
-    assert (lo, hi) == (1, 1) and len(body) == 10 + n, (lo, hi, n, len(body))
-    version = 2 if case == 'bad-version' else 1
-    send(conn, frame(WELCOME, struct.pack('<Hi', version, os.getpid()) + str16('peer') + str16('memfd')
-                     + str16('peer') + b'\1'))
+    assert (lo, hi) == (1, 2) and len(body) == 10 + n, (lo, hi, n, len(body))
+    VERSION = 1 if case.startswith('v1-') else 2
+    send(conn, welcome(case, VERSION))
     imports = 0
     while True:
-        msg = recv(conn)
+        msg = recv(conn, VERSION)
         if msg is None:
             break
         if msg[0] == BYE:
             assert msg[1] == b'', 'BYE has a body'
-            assert case.startswith('batch-') or case == 'not-ready', f'BYE after a failed {case}'
+            assert answer_ok(case), f'BYE after a failed {case}'
             break
         # IMPORT body: flags 0, the client's device (i32), expectation 0 (any)
         assert msg[0] == IMPORT and len(msg[1]) == 9 and msg[1][:4] == b'\0\0\0\0' and msg[1][8:] == b'\0', msg
         imports += 1
-        if case == 'not-ready' and imports == 3:
+        if case.endswith('not-ready') and imports == 3:
             send(conn, manifest(*regions_and_tables(2)), memfds(2))
             continue
-        if not answer(conn, case):
+        if not answer(conn, case, path):
             break
-    print(f'protocol_peer: {case}: {imports} IMPORT(s)')
+    print(f'protocol_peer: {case}: version {VERSION}, {imports} IMPORT(s)')
+
+
+def answer_ok(case):
+    return (case.startswith('batch-') or case.startswith('v1-batch-') or case.endswith('not-ready')
+            or case in ('sealed-write', 'parts-520'))
 
 
 if __name__ == '__main__':

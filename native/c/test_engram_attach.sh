@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
-# Checks engram-attach (native/c/engram_attach.c) against the real daemon, no GPU needed:
-#   1. builds it (make -C native engram-attach) and, unless --no-package, the daemon (mvn -B -o -DskipTests package);
+# Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
+#   1. builds it (make -C native engram-attach) and, unless --no-package or --peer-only, the daemon
+#      (mvn -B -o -DskipTests package);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
-#   3. runs `engram-attach --json --verify --repeat 2` (and once with --ready-line) and checks: exit 0, one line per repetition,
-#      bytes = the sizes of the daemon's memfds (read from /proc/<pid>/fd), regions = their number,
-#      tables and table_bytes = the checkpoint's (engram-host inspect), fingerprint = the ready file's,
-#      every table's digest verified through the mapping, and the daemon saw a BYE for each lease;
+#   3. runs `engram-attach --json --verify --repeat 2` (and once with --ready-line) and checks: exit 0, one line per
+#      repetition, protocol version 2, the daemon's uid, bytes = the sizes of the daemon's memfds (read from
+#      /proc/<pid>/fd), regions = their number, tables and table_bytes = the checkpoint's (engram-host inspect),
+#      fingerprint = the ready file's, every table's digest verified through the mapping (so every memfd passed
+#      the seal check), and the daemon saw a BYE for each lease;
 #   4. stops the daemon (engram-host stop) and checks it exited 0;
-#   5. with python3 >= 3.9, runs native/c/protocol_peer.py cases: a MANIFEST of 520 fds (two 0xFD
-#      fillers), NOT_READY retried, and malformed answers that must fail with a named cause.
-# Usage: native/c/test_engram_attach.sh [--no-package]     Exit 0 when every check passed.
+#   5. with python3 >= 3.9, runs native/c/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
+#      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
+#      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; the socket path's template and defaults; and
+#      malformed answers, each of which must fail (exit 1) with a named cause. The cases that need another uid run
+#      processes under `setpriv --reuid=65534` and need root; without it they are skipped, and said so.
+# Usage: native/c/test_engram_attach.sh [--no-package] [--peer-only]     Exit 0 when every check passed.
+#   --peer-only   step 1 (engram-attach only) and step 5: no Maven, no real daemon.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
-package=1
-[ "${1:-}" = "--no-package" ] && package=0
+package=1 real=1
+for a in "$@"; do
+    case "$a" in
+        --no-package) package=0 ;;
+        --peer-only) package=0 real=0 ;;
+        *) echo "usage: $0 [--no-package] [--peer-only]" >&2; exit 2 ;;
+    esac
+done
 t_start=$(date +%s.%N)
 
 fail() { echo "test_engram_attach: FAIL: $*" >&2; exit 1; }
 field() { grep -o "\"$1\":[^,}]*" <<<"$2" | head -1 | cut -d: -f2 | tr -d '"'; }
 
 tmp="$(mktemp -d /tmp/engram-attach-test.XXXXXX)"
+other=""  # a directory of uid 65534 for the peer and client that run as that user
 sock="$tmp/d.sock"
 daemon=""
 cleanup() {
@@ -29,100 +42,222 @@ cleanup() {
         wait "$daemon" 2>/dev/null || true
     fi
     rm -rf "$tmp"
+    [ -z "$other" ] || rm -rf "$other"
 }
 trap cleanup EXIT
 
 make -s -C native engram-attach
-attach="$root/native/build/engram-attach"
+attach="${ENGRAM_ATTACH:-$root/native/build/engram-attach}"  # another build (a sanitizer's) with ENGRAM_ATTACH
 if [ "$package" = 1 ]; then
     mvn -B -o -q -DskipTests package >"$tmp/mvn.log" 2>&1 || { tail -40 "$tmp/mvn.log"; fail "mvn package failed"; }
 fi
 
 # --- the real daemon ------------------------------------------------------------------------------------------
-bin/engram-host generate --out "$tmp/ck" --rows 20000 >/dev/null
-bin/engram-host serve --checkpoint "$tmp/ck" --socket "$sock" --numa none >"$tmp/serve.log" 2>&1 &
-daemon=$!
-for _ in $(seq 300); do
-    [ -f "$sock.ready" ] && break
-    kill -0 "$daemon" 2>/dev/null || { cat "$tmp/serve.log"; fail "the daemon exited before it was ready"; }
-    sleep 0.1
-done
-[ -f "$sock.ready" ] || { cat "$tmp/serve.log"; fail "the daemon was not ready after 30 s"; }
+if [ "$real" = 1 ]; then
+    bin/engram-host generate --out "$tmp/ck" --rows 20000 >/dev/null
+    bin/engram-host serve --checkpoint "$tmp/ck" --socket "$sock" --numa none >"$tmp/serve.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 300); do
+        [ -f "$sock.ready" ] && break
+        kill -0 "$daemon" 2>/dev/null || { cat "$tmp/serve.log"; fail "the daemon exited before it was ready"; }
+        sleep 0.1
+    done
+    [ -f "$sock.ready" ] || { cat "$tmp/serve.log"; fail "the daemon was not ready after 30 s"; }
 
-out="$("$attach" --socket "$sock" --json --verify --repeat 2)" || fail "engram-attach exited $? (stdout: $out)"
-echo "$out"
-[ "$(wc -l <<<"$out")" = 2 ] || fail "expected 2 JSON lines (--repeat 2), got: $out"
-ready="$("$attach" --socket "$sock" --json --ready-line)" || fail "engram-attach --ready-line exited $?"
-[ "$(head -1 <<<"$ready")" = "attached 1" ] && grep -q '^{"rep":1,' <<<"$(sed -n 2p <<<"$ready")" \
-    || fail "--ready-line: expected 'attached 1' and then the JSON line, got: $ready"
+    out="$("$attach" --socket "$sock" --json --verify --repeat 2)" || fail "engram-attach exited $? (stdout: $out)"
+    echo "$out"
+    [ "$(wc -l <<<"$out")" = 2 ] || fail "expected 2 JSON lines (--repeat 2), got: $out"
+    ready="$("$attach" --socket "$sock" --json --ready-line)" || fail "engram-attach --ready-line exited $?"
+    [ "$(head -1 <<<"$ready")" = "attached 1" ] && grep -q '^{"rep":1,' <<<"$(sed -n 2p <<<"$ready")" \
+        || fail "--ready-line: expected 'attached 1' and then the JSON line, got: $ready"
 
-# Ground truth from outside the protocol: the daemon's memfds, the checkpoint, the ready file.
-memfd_bytes=0 memfds=0
-for f in /proc/"$daemon"/fd/*; do
-    case "$(readlink "$f" 2>/dev/null)" in
-        /memfd:engram.*) memfd_bytes=$((memfd_bytes + $(stat -L -c %s "$f"))); memfds=$((memfds + 1)) ;;
-    esac
-done
-[ "$memfds" -gt 0 ] || fail "found no memfd:engram.* among the daemon's fds (/proc/$daemon/fd)"
-inspect="$(bin/engram-host inspect --json "$tmp/ck")"
-ck_bytes="$(grep -o '"bytes":[0-9]*' <<<"$inspect" | tail -1 | cut -d: -f2)"
-ck_tables="$(grep -o '"dtype":' <<<"$inspect" | wc -l)"
-ready_fp="$(sed -n 's/^fingerprint=//p' "$sock.ready")"
-while read -r line; do
-    rep="$(field rep "$line")"
-    check() { [ "$(field "$1" "$line")" = "$2" ] || fail "rep $rep: $1 is $(field "$1" "$line"), expected $2 ($3)"; }
-    check bytes "$memfd_bytes" "sum of the daemon's memfd sizes"
-    check regions "$memfds" "the daemon's memfds"
-    check table_bytes "$ck_bytes" "the checkpoint's bytes, engram-host inspect"
-    check tables "$ck_tables" "the checkpoint's tensors"
-    check verified_tables "$ck_tables" "every table's digest checked through the mapping"
-    check fingerprint "$ready_fp" "the ready file"
-    check backend memfd "--backend default"
-done <<<"$out"
-grep -q "lease 1 of pid .* released" "$tmp/serve.log" && grep -q "lease 2 of pid .* released" "$tmp/serve.log" \
-    || { cat "$tmp/serve.log"; fail "the daemon did not log both leases as released by BYE"; }
+    # Ground truth from outside the protocol: the daemon's memfds, the checkpoint, the ready file.
+    memfd_bytes=0 memfds=0
+    for f in /proc/"$daemon"/fd/*; do
+        case "$(readlink "$f" 2>/dev/null)" in
+            /memfd:engram.*) memfd_bytes=$((memfd_bytes + $(stat -L -c %s "$f"))); memfds=$((memfds + 1)) ;;
+        esac
+    done
+    [ "$memfds" -gt 0 ] || fail "found no memfd:engram.* among the daemon's fds (/proc/$daemon/fd)"
+    inspect="$(bin/engram-host inspect --json "$tmp/ck")"
+    ck_bytes="$(grep -o '"bytes":[0-9]*' <<<"$inspect" | tail -1 | cut -d: -f2)"
+    ck_tables="$(grep -o '"dtype":' <<<"$inspect" | wc -l)"
+    ready_fp="$(sed -n 's/^fingerprint=//p' "$sock.ready")"
+    daemon_uid="$(stat -c %u "/proc/$daemon")"
+    while read -r line; do
+        rep="$(field rep "$line")"
+        check() { [ "$(field "$1" "$line")" = "$2" ] || fail "rep $rep: $1 is $(field "$1" "$line"), expected $2 ($3)"; }
+        check protocol 2 "the daemon speaks version 2"
+        check daemon_uid "$daemon_uid" "the daemon process's uid (/proc)"
+        check bytes "$memfd_bytes" "sum of the daemon's memfd sizes"
+        check regions "$memfds" "the daemon's memfds"
+        check table_bytes "$ck_bytes" "the checkpoint's bytes, engram-host inspect"
+        check tables "$ck_tables" "the checkpoint's tensors"
+        check verified_tables "$ck_tables" "every table's digest checked through the mapping"
+        check fingerprint "$ready_fp" "the ready file"
+        check backend memfd "--backend default"
+    done <<<"$out"
+    grep -q "lease 1 of pid .* released" "$tmp/serve.log" && grep -q "lease 2 of pid .* released" "$tmp/serve.log" \
+        || { cat "$tmp/serve.log"; fail "the daemon did not log both leases as released by BYE"; }
 
-err="$("$attach" --socket "$tmp/none.sock" 2>&1)" && fail "a missing socket exited 0"
-grep -q "^engram-attach: no daemon listens on $tmp/none.sock" <<<"$err" || fail "missing socket: unexpected message: $err"
+    err="$("$attach" --socket "$tmp/none.sock" 2>&1)" && fail "a missing socket exited 0"
+    grep -q "^engram-attach: no daemon listens on $tmp/none.sock" <<<"$err" || fail "missing socket: unexpected message: $err"
 
-bin/engram-host stop --socket "$sock" >/dev/null
-wait "$daemon" || fail "the daemon exited $? after stop"
-daemon=""
-echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables)"
+    bin/engram-host stop --socket "$sock" >/dev/null
+    wait "$daemon" || fail "the daemon exited $? after stop"
+    daemon=""
+    echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables)"
+else
+    echo "test_engram_attach: SKIP real daemon (--peer-only)"
+fi
 
 # --- the protocol peer ----------------------------------------------------------------------------------------
 if ! python3 -c 'import sys, socket; sys.exit(0 if hasattr(socket, "send_fds") else 1)' 2>/dev/null; then
     echo "test_engram_attach: SKIP protocol peer cases: python3 >= 3.9 (socket.send_fds) not found"
-else
-    peer() {  # peer CASE EXPECTED_RC PATTERN [engram-attach options]
-        local case=$1 want=$2 pattern=$3 psock="$tmp/peer.sock" rc=0 prc=0 pout
-        shift 3
-        rm -f "$psock"
-        python3 native/c/protocol_peer.py "$psock" "$case" >"$tmp/peer.out" 2>&1 &
-        local pp=$!
-        for _ in $(seq 200); do [ -S "$psock" ] && break; sleep 0.02; done
-        pout="$("$attach" --socket "$psock" --json "$@" 2>&1)" || rc=$?
-        wait "$pp" || prc=$?
-        [ "$rc" = "$want" ] || fail "peer $case: engram-attach exited $rc, expected $want: $pout"
-        [ "$prc" = 0 ] || fail "peer $case: the peer failed: $(cat "$tmp/peer.out")"
-        grep -qE "$pattern" <<<"$pout" || fail "peer $case: output does not match /$pattern/: $pout"
-    }
-    peer batch-520 0 '"regions":520,.*"bytes":2129920,'
-    peer batch-254 0 '"regions":254,'
-    peer batch-2 1 "table 't0': the mapped bytes digest to [0-9a-f]{16} but the manifest says 0{16}" --verify
-    peer not-ready 0 '"regions":2,' --wait-ms 5000
-    peer not-ready 1 'ERROR NOT_READY \(3, retryable\): still loading'
-    peer bad-filler 1 'MANIFEST: filler 1 is 0x00, not 0xFD'
-    peer empty-filler 1 'filler 1 carried no fds \(253 of 300'
-    peer eof 1 'closed the connection while sending MANIFEST'
-    peer count-mismatch 1 'lists 3 regions but the message carried 2 fds'
-    peer outside-region 1 "table 't': \[100, 100 \+ 4000\) is outside region 0 of 4096 bytes"
-    peer wrong-bytes 1 "bytes is 100 but F16 x shape needs 200"
-    peer wrong-size 1 'manifest says a memfd of 8192 bytes but fd [0-9]+ is a file of 4096 bytes'
-    peer trailing 1 '1 trailing bytes after the frame'
-    peer bad-magic 1 'bad magic 0x12345678'
-    peer bad-version 1 'the daemon chose version 2'
-    peer mismatch 1 'ERROR FINGERPRINT_MISMATCH \(4\): fingerprint mismatch'
-    echo "test_engram_attach: protocol peer: ok (16 cases)"
+    echo "test_engram_attach: PASS in $(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
+    exit 0
 fi
+python="$(python3 -c 'import sys; print(sys.executable)')"  # not a shim (pyenv's costs half a second a start)
+page="$(getconf PAGESIZE)"
+nobody=65534
+cases=0 skipped=0
+# What the next peer() call uses; reset after each call:
+#   psock        the peer's socket;  socket_args  how engram-attach is told of it (empty: it resolves the path itself)
+#   peer_as      a prefix for the peer (setpriv ...);  client_as  a prefix for engram-attach (setpriv ..., env ...)
+reset_peer() { psock="$tmp/peer.sock"; socket_args=(--socket "$psock"); peer_as=(); client_as=(); py="$python"; }
+reset_peer
+as_nobody=(setpriv --reuid=$nobody --regid=$nobody --clear-groups)
+peer() {  # peer CASE EXPECTED_RC PATTERN [engram-attach options]
+    local case=$1 want=$2 pattern=$3 rc=0 prc=0 pout
+    shift 3
+    rm -f "$psock"
+    "${peer_as[@]}" "$py" native/c/protocol_peer.py "$psock" "$case" >"$tmp/peer.out" 2>&1 &
+    local pp=$!
+    for _ in $(seq 250); do [ -S "$psock" ] && break; sleep 0.02; done
+    [ -S "$psock" ] || { kill "$pp" 2>/dev/null || true; fail "peer $case: no socket at $psock: $(cat "$tmp/peer.out")"; }
+    local t0=$EPOCHREALTIME
+    pout="$("${client_as[@]}" "$attach" "${socket_args[@]}" --json "$@" 2>&1)" || rc=$?
+    [ -z "${TEST_VERBOSE:-}" ] || echo "peer $case: $rc in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }') s: ${pout:0:200}"
+    wait "$pp" || prc=$?
+    [ "$rc" = "$want" ] || fail "peer $case: engram-attach exited $rc, expected $want: $pout"
+    [ "$prc" = 0 ] || fail "peer $case: the peer failed: $(cat "$tmp/peer.out")"
+    grep -qE -- "$pattern" <<<"$pout" || fail "peer $case: output does not match /$pattern/: $pout"
+    cases=$((cases + 1))
+    reset_peer
+}
+alone() {  # alone NAME EXPECTED_RC PATTERN COMMAND...: engram-attach without a peer (socket path resolution)
+    local name=$1 want=$2 pattern=$3 rc=0 out
+    shift 3
+    out="$("$@" 2>&1)" || rc=$?
+    [ "$rc" = "$want" ] || fail "$name: exited $rc, expected $want: $out"
+    grep -qE -- "$pattern" <<<"$out" || fail "$name: output does not match /$pattern/: $out"
+    cases=$((cases + 1))
+}
+
+# Version 2: fds, fillers, parts.
+peer batch-520 0 "\"protocol\":2,.*\"regions\":520,.*\"bytes\":$((520 * page)),"
+peer batch-254 0 '"regions":254,'
+peer batch-2 1 "table 't0': the mapped bytes digest to [0-9a-f]{16} but the manifest says 0{16}" --verify
+peer parts-520 0 "\"protocol\":2,.*\"regions\":520,\"vmm_regions\":0,\"tables\":520,\"bytes\":$((520 * page)),"
+peer parts-error 1 'ERROR FINGERPRINT_MISMATCH \(4\): fingerprint mismatch'
+peer part-orphan 1 'MANIFEST: a PART \(type 0x000B\) arrived without a continued frame before it'
+peer part-fds 1 'MANIFEST, PART 1: 1 fds arrived with it, but a frame.s fds all ride on its first message'
+peer part-interrupted 1 "MANIFEST, PART 1: type 0x0009 \(ERROR\) where a PART \(11\) was due"
+peer part-eof 1 'the daemon closed the connection while sending MANIFEST, PART 1'
+peer part-over-1gib 1 'MANIFEST, PART 1023: the frame grows past 1073741824 bytes \(1 GiB\)'
+peer not-ready 0 '"regions":2,' --wait-ms 5000
+peer not-ready 1 'ERROR NOT_READY \(3, retryable\): still loading'
+peer bad-filler 1 'MANIFEST: filler 1 is 0x00, not 0xFD'
+peer empty-filler 1 'filler 1 carried no fds \(253 of 300'
+peer eof 1 'closed the connection while sending MANIFEST'
+peer count-mismatch 1 'lists 3 regions but the message carried 2 fds'
+peer outside-region 1 "table 't': \[100, 100 \+ $((page - 96))\) is outside region 0 of $page bytes"
+peer wrong-bytes 1 "bytes is 100 but F16 x shape needs 200"
+peer trailing 1 '1 trailing bytes after the frame'
+peer bad-magic 1 'bad magic 0x12345678'
+# Not the daemon protocol: --bench-peer serves the JMH AttachBench on its socket (its own framing, unchanged).
+socket_args=(--bench-peer "$psock")
+peer bench-peer 0 '^$'
+# Versions: what is chosen, and that every later frame carries it.
+peer bad-version 1 "WELCOME at byte 4: the frame header's version is 3; this client speaks 1 to 2"
+peer bad-version-body 1 'WELCOME at byte 10: the daemon chose version 3; this client speaks 1 to 2'
+peer welcome-header-version 1 "WELCOME at byte 10: the frame header's version is 1, but the WELCOME's version field chose 2"
+peer wrong-version-after 1 "MANIFEST at byte 4: the frame header's version is 1, but version 2 was chosen"
+peer v1-batch-520 0 "\"protocol\":1,.*\"regions\":520,.*\"bytes\":$((520 * page)),"
+peer v1-not-ready 0 '"protocol":1,.*"regions":2,' --wait-ms 5000
+# ERRORs: before HELLO is answered, codes new in version 2 and unknown ones, the documented limits.
+peer busy-before-hello 1 'the daemon answered before WELCOME: ERROR BUSY \(9, retryable\): connection limit: --max-connections-per-uid 1024'
+peer not-allowed-before-hello 1 'the daemon answered before WELCOME: ERROR NOT_ALLOWED \(5\): uid 4242 is not admitted'
+peer v2-error-before-hello 1 "ERROR at byte 8: the frame header's version is 2, but a frame sent before a version is chosen is version 1"
+peer timed-out 1 'ERROR TIMED_OUT \(10\): request timeout'
+peer unknown-error 1 'ERROR 42 \(a code unknown to this client\): a code from a later daemon'
+peer mismatch 1 'ERROR FINGERPRINT_MISMATCH \(4\): fingerprint mismatch'
+peer mismatch-101 1 '^  \.\.\. and 7 more differences$'
+peer too-many-details 1 'ERROR at byte [0-9]+: detail_count 102 exceeds the limit of 101'
+peer long-message 1 'ERROR at byte [0-9]+: message is 4097 bytes long, more than 4096'
+# Seals and sizes of memfd regions.
+peer unsealed 1 'region 0 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE or FUTURE_WRITE'
+peer some-seals 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW \(0x6\) and lack SEAL, WRITE or FUTURE_WRITE'
+peer no-seal-seal 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW\|FUTURE_WRITE \(0x16\) and lack SEAL,'
+peer regular-file 1 'region 0 \(memfd, fd [0-9]+\): fcntl\(F_GET_SEALS\) failed: EINVAL'
+peer sealed-write 0 '"regions":2,'
+peer wrong-size 1 "manifest says a memfd of $((2 * page)) bytes but fd [0-9]+ is a file of $page bytes"
+peer welcome-uid 1 "WELCOME at byte [0-9]+: uid is 4242, but SO_PEERCRED says the daemon's uid is $(id -u)"
+# The socket path: a template from ENGRAM_HOST_SOCKET or --socket, {instance} and {device} filled in.
+psock="$tmp/alpha-gpu3.sock" socket_args=() client_as=(env ENGRAM_HOST_SOCKET="$tmp/{instance}-gpu{device}.sock")
+peer batch-2 0 '"regions":2,.*"device":3,' --instance alpha --device 3
+psock="$tmp/beta.sock" socket_args=(--socket "$tmp/{instance}.sock") client_as=(env ENGRAM_HOST_SOCKET=/nowhere/x.sock)
+peer batch-2 0 '"regions":2,' --instance beta
+alone device-uuid 1 'socket template .*\{device_uuid\}.* \(from ENGRAM_HOST_SOCKET\) uses \{device_uuid\}' \
+    env ENGRAM_HOST_SOCKET="$tmp/{device_uuid}.sock" "$attach"
+alone bad-instance 1 "--instance 'a/b' may hold only letters, digits" "$attach" --instance a/b
+alone bad-placeholder 1 'unknown placeholder \{gpu\}' "$attach" --socket "$tmp/{gpu}.sock"
+alone relative 1 "socket path 'x.sock' \(from --socket\) must be absolute" "$attach" --socket x.sock
+alone too-long 1 'bytes long, more than 107' "$attach" --socket "/$(printf 'x%.0s' $(seq 110))"
+if [ "$(id -u)" = 0 ] && [ ! -e /run/engram-host/default.sock ]; then
+    alone default-root 1 '^engram-attach: no daemon listens on /run/engram-host/default.sock:' \
+        env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR=/ignored/for/root "$attach"
+fi
+
+# Another uid: a daemon the client must refuse (and admit with --daemon-uid), and a non-root user's default path.
+py_nobody=""
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    for c in "$(command -v python3)" "$(python3 -c 'import sys; print(sys.executable)')" /usr/bin/python3 /usr/local/bin/python3; do
+        if [ -x "$c" ] && "${as_nobody[@]}" "$c" -c 'import sys, socket; sys.exit(0 if hasattr(socket, "send_fds") else 1)' 2>/dev/null; then
+            py_nobody="$c"
+            break
+        fi
+    done
+fi
+if [ -z "$py_nobody" ]; then
+    echo "test_engram_attach: SKIP the cases of another uid: they need root, setpriv and a python3 >= 3.9 that uid $nobody can run"
+    skipped=7
+else
+    other="$(mktemp -d /tmp/engram-attach-uid.XXXXXX)"
+    chown "$nobody:$nobody" "$other"
+    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
+    peer uid-refused 1 "refusing the daemon on $other/d.sock: its uid \(SO_PEERCRED, pid [0-9]+\) is $nobody, and this client trusts only the uids 0 \(root\); if that user's daemon is meant to serve you, add --daemon-uid $nobody"
+    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
+    peer uid-refused 1 "its uid \(SO_PEERCRED, pid [0-9]+\) is $nobody, and this client trusts only the uids 0 \(root\), 4242 \(--daemon-uid\), 4343 \(--daemon-uid\);" \
+        --daemon-uid 4242 --daemon-uid 4343
+    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
+    peer batch-2 0 "\"daemon_uid\":$nobody,\"protocol\":2,.*\"regions\":2," --daemon-uid 4242 --daemon-uid $nobody
+    # As that user: XDG_RUNTIME_DIR/engram-host/{instance}.sock when it is absolute, else /tmp/engram-host-<euid>/.
+    "${as_nobody[@]}" mkdir -p "$other/xdg/engram-host"
+    psock="$other/xdg/engram-host/default.sock" socket_args=() peer_as=("${as_nobody[@]}") py="$py_nobody"
+    client_as=("${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR="$other/xdg/")
+    peer batch-2 0 "\"daemon_uid\":$nobody,.*\"regions\":2,"
+    psock="$other/xdg/engram-host/eu-1.sock" socket_args=() peer_as=("${as_nobody[@]}") py="$py_nobody"
+    client_as=("${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR="$other/xdg")
+    peer batch-2 0 '"regions":2,' --instance eu-1
+    if [ ! -e "/tmp/engram-host-$nobody/default.sock" ]; then
+        alone default-no-xdg 1 "^engram-attach: no daemon listens on /tmp/engram-host-$nobody/default.sock:" \
+            "${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET -u XDG_RUNTIME_DIR "$attach"
+        alone default-relative-xdg 1 "^engram-attach: no daemon listens on /tmp/engram-host-$nobody/default.sock:" \
+            "${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR=run/user "$attach"
+    else
+        skipped=$((skipped + 2))
+    fi
+fi
+echo "test_engram_attach: protocol peer: ok ($cases cases$([ "$skipped" = 0 ] || echo ", $skipped skipped"))"
 echo "test_engram_attach: PASS in $(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
