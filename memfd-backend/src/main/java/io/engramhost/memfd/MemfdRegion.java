@@ -12,12 +12,14 @@ import java.util.function.Consumer;
 
 /**
  * One memfd owned by the daemon. While loading it also owns a writable shared mapping of the
- * whole memfd; {@link #seal()} adds SHRINK, GROW and FUTURE_WRITE, so every later mapping (every
- * client's) is read-only and the size is fixed, then drops the writable mapping.
+ * whole memfd; {@link #seal()} adds SHRINK, GROW, FUTURE_WRITE and SEAL, so every later mapping
+ * (every client's) is read-only, the size is fixed and no seal can be added any more, then drops
+ * the writable mapping. Clients refuse a memfd without all of them (docs/protocol.md).
  */
 public final class MemfdRegion implements AutoCloseable {
-    /** The seals every served memfd carries. */
-    public static final int SEALS = Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW | Posix.F_SEAL_FUTURE_WRITE;
+    /** The seals every served memfd carries; SEAL last of all, so the set is final. */
+    public static final int SEALS = Posix.F_SEAL_SEAL | Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW
+            | Posix.F_SEAL_FUTURE_WRITE;
 
     private final Fd fd;
     private final long size;
@@ -104,7 +106,7 @@ public final class MemfdRegion implements AutoCloseable {
         return writable == null;
     }
 
-    /** Seals the memfd against writes, growth and shrinking, and unmaps the writable view. */
+    /** Seals the memfd against writes, growth, shrinking and further seals, and unmaps the writable view. */
     public void seal() {
         Posix.addSeals(fd, SEALS);
         writable.close();

@@ -30,6 +30,10 @@ class MemfdRegionTest {
             MEM.putLong(region.writable().address() + PAGE, 0x0123456789abcdefL);
             region.seal();
             assertEquals(MemfdRegion.SEALS, Posix.getSeals(region.fd()) & MemfdRegion.SEALS);
+            assertTrue((Posix.getSeals(region.fd()) & Posix.F_SEAL_SEAL) != 0, "SEAL: the seals are final");
+            NativeException reseal = assertThrows(NativeException.class,
+                    () -> Posix.addSeals(region.fd(), Posix.F_SEAL_WRITE));
+            assertEquals("EPERM", reseal.errnoName(), "no seal can be added once SEAL is set");
             assertThrows(IllegalStateException.class, region::writable);
             try (Mapping ro = ReadOnlyMapping.map(region.fd(), 2 * PAGE, true)) {
                 assertEquals(0x0123456789abcdefL, MEM.getLong(ro.address() + PAGE));
