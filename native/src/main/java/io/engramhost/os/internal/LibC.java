@@ -83,4 +83,22 @@ public interface LibC {
     long write(int fd, Pointer buf, long count);
 
     int geteuid();
+
+    // Files next to the daemon's socket, reached through a directory fd without following a symlink
+    // (io.engramhost.os.DirFd).
+    int openat(int dirfd, String path, int flags, int mode);
+
+    int mkdirat(int dirfd, String path, int mode);
+
+    int unlinkat(int dirfd, String path, int flags);
+
+    int renameat(int olddirfd, String oldpath, int newdirfd, String newpath);
+
+    int statx(int dirfd, String path, int flags, int mask, Pointer statxbuf);
+
+    int fchmod(int fd, int mode);
+
+    int fchmodat(int dirfd, String path, int mode, int flags);
+
+    int fsync(int fd);
 }
