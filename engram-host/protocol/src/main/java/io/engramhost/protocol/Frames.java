@@ -16,8 +16,9 @@ public final class Frames {
         return new FrameWriter(MessageType.STATUS_REPLY, version).longString(json).toBuffer();
     }
 
+    /** Decodes a STATUS_REPLY: its json is at most 1 GiB (docs/protocol.md; in version 2 it arrives in parts). */
     public static String decodeStatusReply(FrameReader r) {
-        String json = r.longString("status_json");
+        String json = r.longString("status_json", ProtocolDescriptor.MAX_FRAME - ProtocolDescriptor.HEADER_BYTES - 4);
         r.end();
         return json;
     }

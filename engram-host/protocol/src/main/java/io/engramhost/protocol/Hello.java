@@ -14,9 +14,11 @@ public record Hello(int minVersion, int maxVersion, int pid, String client) {
         r.requireVersion(1);
         Hello h = new Hello(r.u16("min_version"), r.u16("max_version"), r.i32("pid"), r.shortString("client"));
         r.end();
-        if (h.minVersion < 1 || h.minVersion > h.maxVersion) {
-            throw new ProtocolException("HELLO: version range " + h.minVersion + "-" + h.maxVersion
-                    + " is empty or starts below 1");
+        if (h.minVersion < 1) {
+            throw new ProtocolException("HELLO: min_version " + h.minVersion + " is below 1");
+        }
+        if (h.minVersion > h.maxVersion) {
+            throw new ProtocolException("HELLO: min_version " + h.minVersion + " is above max_version " + h.maxVersion);
         }
         return h;
     }

@@ -64,7 +64,7 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
         int regionCount = r.count("region_count", ProtocolDescriptor.MAX_FDS);
         List<Region> regions = new ArrayList<>(regionCount);
         for (int i = 0; i < regionCount; i++) {
-            Region region = new Region(RegionKind.of(r.u8("region kind")), r.i64("region size"), r.i32("region numa_node"),
+            Region region = new Region(kind(r, "region kind"), r.i64("region size"), r.i32("region numa_node"),
                     r.i32("region device"));
             if (region.size() <= 0) {
                 throw new ProtocolException("MANIFEST: region " + i + " has size " + region.size());
@@ -85,13 +85,22 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
                 shape[d] = r.i64("table shape");
             }
             Table t = new Table(name, dtype, shape, r.i64("table bytes"), r.i32("table region"), r.i64("table offset"),
-                    r.i64("table digest"), RegionKind.of(r.u8("table kind")), r.i32("table numa_node"),
+                    r.i64("table digest"), kind(r, "table kind"), r.i32("table numa_node"),
                     r.i32("table device"));
             checkPlacement(t, regions);
             tables.add(t);
         }
         r.end();
         return new Manifest(sha, fp, List.copyOf(regions), List.copyOf(tables));
+    }
+
+    /** A region kind as the wire carries it: 0 to 3 (DISK is local only, never on the wire). */
+    private static RegionKind kind(FrameReader r, String field) {
+        int code = r.u8(field);
+        if (code == RegionKind.DISK.code()) {
+            throw new ProtocolException("MANIFEST: " + field + " " + code + " is not a region kind on the wire");
+        }
+        return RegionKind.of(code);
     }
 
     private static void checkPlacement(Table t, List<Region> regions) {
