@@ -1279,15 +1279,17 @@ static long int_arg(int argc, char **argv, int *i, long min, long max) {
     return x;
 }
 
-static int blank(const char *s) {
+static int blank(const char *s) {  // NULL, empty or only white space (Java's isBlank, for ASCII)
     for (; s && *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\n') return 0;
+        if (!strchr(" \t\n\v\f\r", *s)) return 0;
     return 1;
 }
 
 // docs/protocol.md, "Socket path": the template from --socket, else $ENGRAM_HOST_SOCKET, else this euid's default,
 // with {instance} and {device} filled in ({device_uuid} would need the driver's UUID of the GPU: refused). The
-// result must be absolute and at most 107 bytes. Returns a static buffer.
+// result must be absolute and at most 107 bytes. Returns a static buffer. Resolved as the Java SocketPaths does
+// (blank sources skipped, an XDG_RUNTIME_DIR with a brace counts as unset, an empty instance is 'default'), except
+// that {device} is --device's value, 0 by default, as for everything else here.
 static const char *resolve_socket(const char *flag, const char *instance, int device) {
     static char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     char prefix[4096] = "", out[8192];
@@ -1295,18 +1297,18 @@ static const char *resolve_socket(const char *flag, const char *instance, int de
     for (const char *c = instance; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || strchr("._-", *c)))
             fail("--instance '%s' may hold only letters, digits, '.', '_' and '-'", instance);
-    if (!*instance) fail("--instance: the name is empty");
+    if (!*instance) instance = "default";
     const char *env = getenv("ENGRAM_HOST_SOCKET");
     if (!blank(flag)) {
         template = flag, from = "--socket";
     } else if (!blank(env)) {
         template = env, from = "ENGRAM_HOST_SOCKET";
-    } else {  // the default: its directory part is literal, not a template
+    } else {  // the default: its directory part is literal
         uid_t euid = geteuid();
         const char *xdg = getenv("XDG_RUNTIME_DIR");
         if (euid == 0) {
             snprintf(prefix, sizeof prefix, "/run/engram-host/");
-        } else if (xdg && xdg[0] == '/') {
+        } else if (xdg && xdg[0] == '/' && !strpbrk(xdg, "{}")) {  // a brace could not be in a template: unset
             size_t n = strlen(xdg);
             while (n > 1 && xdg[n - 1] == '/') n--;
             if (n >= sizeof prefix - 32) fail("XDG_RUNTIME_DIR is %zu bytes long, too long for a socket path", n);

@@ -231,7 +231,7 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
 fi
 if [ -z "$py_nobody" ]; then
     echo "test_engram_attach: SKIP the cases of another uid: they need root, setpriv and a python3 >= 3.9 that uid $nobody can run"
-    skipped=7
+    skipped=9
 else
     other="$(mktemp -d /tmp/engram-attach-uid.XXXXXX)"
     chown "$nobody:$nobody" "$other"
@@ -255,8 +255,12 @@ else
             "${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET -u XDG_RUNTIME_DIR "$attach"
         alone default-relative-xdg 1 "^engram-attach: no daemon listens on /tmp/engram-host-$nobody/default.sock:" \
             "${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR=run/user "$attach"
+        alone default-brace-xdg 1 "^engram-attach: no daemon listens on /tmp/engram-host-$nobody/default.sock:" \
+            "${as_nobody[@]}" env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR='/run/{user}' "$attach"
+        alone blank-sources 1 "^engram-attach: no daemon listens on /tmp/engram-host-$nobody/default.sock:" \
+            "${as_nobody[@]}" env -u XDG_RUNTIME_DIR ENGRAM_HOST_SOCKET=' ' "$attach" --socket '' --instance ''
     else
-        skipped=$((skipped + 2))
+        skipped=$((skipped + 4))
     fi
 fi
 echo "test_engram_attach: protocol peer: ok ($cases cases$([ "$skipped" = 0 ] || echo ", $skipped skipped"))"
