@@ -4,7 +4,6 @@ import io.engramhost.os.PeerCredentials;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
-import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
 import io.engramhost.protocol.Hello;
@@ -35,11 +34,11 @@ final class Requests {
         }
     }
 
-    /** Structured expectations over 1 MiB are decoded one at a time, so a burst of them stays small. */
-    private static final int LARGE_EXPECTATION = 1 << 20;
+    /** Requests over 1 MiB (IMPORTs with a large expectation) are answered one at a time, so their copies stay few. */
+    private static final int LARGE_REQUEST = 1 << 20;
 
     private final Daemon daemon;
-    private final Semaphore largeDecode = new Semaphore(1);
+    private final Semaphore largeRequests = new Semaphore(1);
     /** Each manifest encoded once per version: key = device * 4 + version. */
     private final Map<Long, byte[]> manifests = new ConcurrentHashMap<>();
     private volatile Catalog manifestsOf;
@@ -49,6 +48,18 @@ final class Requests {
     }
 
     Answer handle(Connection.Phase phase, int version, PeerCredentials peer, byte[] payload) {
+        if (payload.length <= LARGE_REQUEST) {
+            return decide(phase, version, peer, payload);
+        }
+        largeRequests.acquireUninterruptibly();
+        try {
+            return decide(phase, version, peer, payload);
+        } finally {
+            largeRequests.release();
+        }
+    }
+
+    private Answer decide(Connection.Phase phase, int version, PeerCredentials peer, byte[] payload) {
         try {
             FrameReader r = FrameReader.of(payload);
             return phase == Connection.Phase.HELLO ? hello(r) : request(r, version, peer);
@@ -116,7 +127,7 @@ final class Requests {
             return Answer.of(error(ErrorReply.of(state == DaemonState.FAILED ? ErrorCode.LOAD_FAILED : ErrorCode.STOPPING,
                     "daemon is " + state.wireName()), version), Next.CLOSE, version);
         }
-        List<String> differences = differences(catalog, request.expectation());
+        List<String> differences = catalog.differences(request.expectation());
         if (!differences.isEmpty()) {
             return Answer.of(error(new ErrorReply(ErrorCode.FINGERPRINT_MISMATCH, "fingerprint mismatch: the daemon serves "
                     + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()), version), Next.SESSION,
@@ -125,18 +136,6 @@ final class Requests {
         Catalog.Served served = catalog.servedTo(request.device());
         byte[] frame = manifestFrame(catalog, request.device(), served, version);
         return Answer.of(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version);
-    }
-
-    private List<String> differences(Catalog catalog, Expectation expectation) {
-        if (expectation.kind() != Expectation.Kind.STRUCTURED || expectation.bytes().length <= LARGE_EXPECTATION) {
-            return catalog.differences(expectation);
-        }
-        largeDecode.acquireUninterruptibly();
-        try {
-            return catalog.differences(expectation);
-        } finally {
-            largeDecode.release();
-        }
     }
 
     private byte[] manifestFrame(Catalog catalog, int device, Catalog.Served served, int version) {

@@ -9,6 +9,12 @@ import java.util.List;
 
 /** Compares a client's expectation with the daemon's fingerprint. */
 final class FingerprintMatch implements Catalog.FingerprintCheck {
+    /**
+     * Structured expectations up to this size are decoded and their differences listed; larger ones
+     * are compared by their SHA-256 only, so that no request makes the daemon build a large object graph.
+     */
+    static final int DETAILED_EXPECTATION = 1 << 20;
+
     private final Fingerprint served;
     private final String sha;
 
@@ -27,6 +33,12 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
                         : List.of("expected fingerprint " + expected + " but the daemon serves " + sha);
             }
             case STRUCTURED -> {
+                if (expectation.bytes().length > DETAILED_EXPECTATION) {
+                    String hex = HexFormat.of().formatHex(sha256(expectation.bytes()));
+                    yield hex.equals(sha) ? List.of() : List.of("expected fingerprint " + hex + " but the daemon serves "
+                            + sha + " (an expectation over " + DETAILED_EXPECTATION + " bytes is compared by its"
+                            + " SHA-256 only)");
+                }
                 Fingerprint expected;
                 try {
                     expected = Fingerprint.decode(expectation.bytes());
@@ -37,5 +49,13 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
                 yield expected.differences(served, ErrorReply.MAX_LISTED);
             }
         };
+    }
+
+    private static byte[] sha256(byte[] b) {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(b);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+        }
     }
 }
