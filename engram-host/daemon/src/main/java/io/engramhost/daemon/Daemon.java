@@ -9,10 +9,7 @@ import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.Units;
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -70,34 +67,28 @@ public final class Daemon implements AutoCloseable {
      * listens, and starts answering in state {@code loading}.
      */
     public static Daemon start(DaemonContext context, Path socket) {
-        RuntimeDir.prepare(socket.getParent(), !context.allowUids().isEmpty());
-        DaemonLock lock = DaemonLock.acquire(SocketPaths.lockFile(socket), socket);
+        // The directory is checked once and then reached only through its fd (RuntimeDir, docs/security.md).
+        boolean othersAdmitted = !context.allowUids().isEmpty();
+        DaemonLock lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
         UnixListener listener = null;
         try {
-            Path ready = SocketPaths.readyFile(socket);
-            for (Path stale : List.of(socket, ready)) {
-                if (Files.deleteIfExists(stale)) {
-                    DaemonLog.info("removed " + stale + ", left by a daemon that is gone");
-                }
+            for (Path stale : List.of(socket, SocketPaths.readyFile(socket))) {
+                lock.dir().removeStale(stale.getFileName().toString());
             }
-            listener = UnixListener.bind(socket, 4096);
-            Files.setPosixFilePermissions(socket,
-                    PosixFilePermissions.fromString(context.allowUids().isEmpty() ? "rw-------" : "rw-rw-rw-"));
+            listener = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
+            lock.dir().protectSocket(socket.getFileName().toString(), othersAdmitted);
             Posix.raiseNoFileLimit();
             Daemon d = new Daemon(context, socket, lock, listener);
             d.loop.start();
             DaemonLog.info("listening on " + socket + " (pid " + d.pid + ", backend " + context.backend() + ")");
             return d;
-        } catch (IOException | RuntimeException e) {
+        } catch (RuntimeException e) {
             if (listener != null) {
                 listener.close();
-                deleteQuietly(socket);
+                lock.dir().removeQuietly(socket.getFileName().toString());
             }
             lock.close();
-            if (e instanceof RuntimeException r) {
-                throw r;
-            }
-            throw new IllegalStateException("cannot start on " + socket + ": " + e, e);
+            throw e;
         }
     }
 
@@ -133,7 +124,8 @@ public final class Daemon implements AutoCloseable {
         progress.finish(catalog.totalBytes());
         progress.put("ready_s", seconds);
         state = DaemonState.READY;
-        ReadyFile.write(SocketPaths.readyFile(socket), pid, catalog.fingerprintSha256(), catalog.backend(), socket);
+        ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
+                catalog.fingerprintSha256(), catalog.backend(), socket);
         DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
                 + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
                 + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
@@ -200,12 +192,9 @@ public final class Daemon implements AutoCloseable {
         DaemonLog.info("stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
     }
 
-    private static void deleteQuietly(Path p) {
-        try {
-            Files.deleteIfExists(p);
-        } catch (IOException e) {
-            DaemonLog.warn("cannot remove " + p + ": " + e.getMessage());
-        }
+    /** Removes a file next to the socket through the checked directory's fd, never following a symlink. */
+    private void deleteQuietly(Path p) {
+        lock.dir().removeQuietly(p.getFileName().toString());
     }
 
     public DaemonContext context() {

@@ -1,62 +1,140 @@
 package io.engramhost.daemon;
 
+import io.engramhost.os.DirFd;
 import io.engramhost.os.Fd;
+import io.engramhost.os.FileStat;
+import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
-import java.io.IOException;
-import java.io.UncheckedIOException;
+import io.engramhost.protocol.SocketPaths;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
 
 /**
  * Who owns a socket path: an exclusive flock on {@code <socket>.lock}, which holds the owner's pid.
  * The kernel drops the lock when the owner dies, so a dead daemon (or a zombie) never blocks a new
  * one, and a live one is never clobbered, unlike a check with {@code kill(pid, 0)} alone.
+ *
+ * <p>The lock file is opened through the checked socket directory's fd ({@link RuntimeDir}) with
+ * {@code O_NOFOLLOW}, and used only when it is a regular file with one link that belongs to this
+ * daemon's uid or root. A lock file of any other uid was put there by someone else: it is refused with
+ * a message naming its owner, and its content (the pid it claims) is never repeated. The lock owns the
+ * directory's fd and closes it last.
  */
 public final class DaemonLock implements AutoCloseable {
+    /** The most of a lock file that is read for its pid. */
+    private static final int PID_BYTES = 32;
+
     private final Fd fd;
     private final Path path;
+    private final RuntimeDir dir;
 
-    private DaemonLock(Fd fd, Path path) {
+    private DaemonLock(Fd fd, Path path, RuntimeDir dir) {
         this.fd = fd;
         this.path = path;
+        this.dir = dir;
     }
 
-    /** Takes the lock or throws {@link AlreadyRunningException} naming the live owner's pid. */
-    public static DaemonLock acquire(Path lockFile, Path socket) {
-        Fd fd = Posix.open(lockFile, Posix.O_RDWR | Posix.O_CREAT, 0600);
+    /**
+     * Takes the lock of {@code socket} in {@code dir}, which it then owns (and closes, also when this
+     * fails).
+     *
+     * @throws AlreadyRunningException naming the live owner's pid, when a daemon of this uid or root holds it
+     * @throws IllegalStateException when the lock file is not one this daemon may use: a symlink, not a
+     *     regular file, another uid's, or with more than one link
+     */
+    public static DaemonLock acquire(RuntimeDir dir, Path socket) {
         try {
-            if (!Posix.flock(fd, Posix.LOCK_EX | Posix.LOCK_NB)) {
-                throw new AlreadyRunningException(socket, readPid(lockFile));
+            Path lockFile = SocketPaths.lockFile(socket);
+            Fd fd = open(dir, lockFile);
+            try {
+                check(fd, lockFile);
+                if (!Posix.flock(fd, Posix.LOCK_EX | Posix.LOCK_NB)) {
+                    throw new AlreadyRunningException(socket, readPid(fd));
+                }
+                Posix.ftruncate(fd, 0);
+                DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
+                return new DaemonLock(fd, lockFile, dir);
+            } catch (RuntimeException e) {
+                fd.close();
+                throw e;
             }
-            Files.writeString(lockFile, Posix.getpid() + "\n", StandardCharsets.US_ASCII);
-            return new DaemonLock(fd, lockFile);
-        } catch (IOException e) {
-            fd.close();
-            throw new UncheckedIOException("cannot write lock file " + lockFile + ": " + e, e);
         } catch (RuntimeException e) {
-            fd.close();
+            dir.close();
             throw e;
         }
     }
 
-    /** The pid written in a lock file, or -1 when it holds none. */
-    public static int readPid(Path lockFile) {
+    private static Fd open(RuntimeDir dir, Path lockFile) {
+        String name = lockFile.getFileName().toString();
         try {
-            String s = Files.readString(lockFile, StandardCharsets.US_ASCII).trim();
-            return s.matches("\\d+") ? Integer.parseInt(s) : -1;
-        } catch (IOException e) {
-            return -1;
+            return dir.fd().openFile(name, Posix.O_RDWR | Posix.O_CREAT, 0600);
+        } catch (NativeException e) {
+            FileStat st = dir.fd().statAt(name);
+            if (st != null && st.isSymlink()) {
+                throw new IllegalStateException("refusing the lock file " + lockFile + ": it is a symbolic link (owned by "
+                        + RuntimeDir.who(st.uid(), lockFile) + "), which is not followed; remove it, or use a private"
+                        + " socket directory", e);
+            }
+            if (st != null && !RuntimeDir.trusted(st.uid())) {
+                throw foreign(lockFile, st, null);
+            }
+            throw new IllegalStateException("cannot open the lock file " + lockFile + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The file opened must be a regular file of this uid or root, with one link. */
+    private static void check(Fd fd, Path lockFile) {
+        FileStat st = DirFd.stat(fd);
+        if (!RuntimeDir.trusted(st.uid())) {
+            boolean held = !Posix.flock(fd, Posix.LOCK_SH | Posix.LOCK_NB);
+            throw foreign(lockFile, st, held);
+        }
+        if (!st.isRegular()) {
+            throw new IllegalStateException("refusing the lock file " + lockFile + ": it is " + st.typeName()
+                    + ", not a regular file; remove it");
+        }
+        if (st.nlink() != 1) {
+            throw new IllegalStateException("refusing the lock file " + lockFile + ": it has " + st.nlink() + " hard links,"
+                    + " so another name points at the same file and writing it would change that file too; remove "
+                    + lockFile);
+        }
+    }
+
+    /** A lock file of another uid: its owner is named, its content is not trusted and not repeated. */
+    private static IllegalStateException foreign(Path lockFile, FileStat st, Boolean held) {
+        String owner = RuntimeDir.who(st.uid(), lockFile);
+        String why = owner + " is neither this daemon's uid (" + DirFd.geteuid() + ") nor root, so the file's content"
+                + " is not trusted; remove " + lockFile + " (as root or its owner), or use a private socket directory";
+        if (Boolean.TRUE.equals(held)) {
+            return new IllegalStateException("another process holds the lock " + lockFile + " (owner " + owner + "): "
+                    + why);
+        }
+        return new IllegalStateException("refusing the lock file " + lockFile + ", which belongs to " + owner + " ("
+                + st.typeName() + "): " + why);
+    }
+
+    /** The pid written in the lock file (through its fd), or -1 when it holds none. */
+    private static int readPid(Fd fd) {
+        String s = new String(DirFd.readUpTo(fd, PID_BYTES), StandardCharsets.US_ASCII).trim();
+        return s.matches("\\d{1,9}") ? Integer.parseInt(s) : -1;
     }
 
     public Path path() {
         return path;
     }
 
+    /** The checked socket directory, which this lock owns. */
+    public RuntimeDir dir() {
+        return dir;
+    }
+
     @Override
     public void close() {
-        fd.close();
+        try {
+            fd.close();
+        } finally {
+            dir.close();
+        }
     }
 
     /** A live daemon owns the socket path. */

@@ -1,0 +1,363 @@
+package io.engramhost.daemon;
+
+import static io.engramhost.daemon.Attacker.q;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.EngramClient;
+import io.engramhost.memfd.MemfdRegion;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.os.Fd;
+import io.engramhost.os.ProcessProbe;
+import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.ReadyFile;
+import io.engramhost.protocol.RegionKind;
+import io.engramhost.protocol.SocketPaths;
+import io.engramhost.store.Catalog;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.FileTime;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The daemon (this process, root) against a local user (uid 65534, separate processes through
+ * setpriv) who squats its socket path: a directory of their own, symlinks planted next to the socket
+ * (in a sticky directory, where they may create files, and in a plain world-writable one, which is
+ * refused outright), and a lock file they hold. Real sockets, real files; every refusal must name what
+ * was wrong, and no file outside the socket directory may change. docs/security.md lists the checks.
+ */
+@Timeout(60)
+class SocketPathAttackTest {
+    private static final String PRECIOUS = "precious\n";
+
+    @TempDir
+    Path base;
+    private Path sticky;
+    private Path victim;
+    private FileTime victimTime;
+    private int ownedFds;
+    private int openFds = -2;
+
+    private static DaemonContext context(Set<Integer> allowUids) {
+        return new DaemonContext(List.of(Path.of("unused")), List.of(), "memfd", "none", null, null, null, allowUids, 2,
+                new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
+                null).conclude();
+    }
+
+    private static DaemonContext context() {
+        return context(Set.of());
+    }
+
+    /** One sealed memfd with one table. */
+    private static Catalog catalog() {
+        MemfdRegion region = MemfdRegion.create("engram.attack", 4096, PageKind.SMALL, null);
+        region.seal();
+        Manifest manifest = new Manifest(new byte[32], new byte[0],
+                List.of(new Manifest.Region(RegionKind.MEMFD, 4096, 0, -1)),
+                List.of(new Manifest.Table("t.weight", "I64", new long[] {16}, 128, 0, 0, 7, RegionKind.MEMFD, 0, -1)));
+        return new Catalog(manifest, List.of(region.fd()), "00".repeat(32), e -> List.of(), "memfd", region);
+    }
+
+    @BeforeEach
+    void setUp() throws Exception {
+        Attacker.assumeAvailable();
+        Files.setPosixFilePermissions(base, PosixFilePermissions.fromString("rwxr-xr-x"));
+        victim = base.resolve("victim");
+        Files.writeString(victim, PRECIOUS);
+        Files.setPosixFilePermissions(victim, PosixFilePermissions.fromString("rw-r--r--"));
+        victimTime = Files.getLastModifiedTime(victim);
+        sticky = Files.createDirectory(base.resolve("sticky"));
+        Files.setAttribute(sticky, "unix:mode", 01777); // like /tmp
+        Attacker.run("test -w " + q(sticky) + " && test -r " + q(victim));
+        ownedFds = Fd.openCount();
+        openFds = openFds();
+    }
+
+    @AfterEach
+    void noFdLeft() throws InterruptedException {
+        if (openFds == -2) {
+            return; // skipped before it began
+        }
+        assertEquals(ownedFds, Fd.openCount(), "owned fds");
+        // The JVM reads its cgroup's files now and then: those fds come and go on their own.
+        for (int i = 0; i < 100 && openFds() != openFds; i++) {
+            Thread.sleep(20);
+        }
+        assertEquals(openFds, openFds(), "open fds: " + ProcessProbe.openFds());
+    }
+
+    private static int openFds() {
+        return (int) ProcessProbe.openFds().stream().filter(f -> !f.contains(" -> /sys/")).count();
+    }
+
+    /** The attacker's target: neither its content, nor its mode, nor its time changed. */
+    private void assertVictimUntouched() throws Exception {
+        assertEquals(PRECIOUS, Files.readString(victim), "the symlink's target was written");
+        assertEquals("rw-r--r--", PosixFilePermissions.toString(Files.getPosixFilePermissions(victim)),
+                "the symlink's target had its mode changed");
+        assertEquals(victimTime, Files.getLastModifiedTime(victim));
+        assertEquals(1, ((Number) Files.getAttribute(victim, "unix:nlink")).intValue());
+    }
+
+    private static Set<String> names(Path dir) throws Exception {
+        try (Stream<Path> s = Files.list(dir)) {
+            return new TreeSet<>(s.map(p -> p.getFileName().toString()).toList());
+        }
+    }
+
+    private static IllegalStateException refused(Path socket) {
+        return refused(socket, Set.of());
+    }
+
+    private static IllegalStateException refused(Path socket, Set<Integer> allowUids) {
+        return assertThrows(IllegalStateException.class, () -> Daemon.start(context(allowUids), socket).close());
+    }
+
+    private static void assertContains(String message, String... parts) {
+        for (String p : parts) {
+            assertTrue(message.contains(p), "'" + p + "' missing from: " + message);
+        }
+    }
+
+    private static String mode(Path p) throws Exception {
+        return PosixFilePermissions.toString(Files.getPosixFilePermissions(p, LinkOption.NOFOLLOW_LINKS));
+    }
+
+    // --- the socket's directory ---
+
+    @Test
+    void shouldRefuseASocketDirectoryOfAnotherUser() throws Exception {
+        Path evil = sticky.resolve("evil");
+        Path hidden = sticky.resolve("hidden");
+        Path open = sticky.resolve("open");
+        Attacker.run("mkdir -m 0755 " + q(evil) + " && mkdir -m 0700 " + q(hidden) + " && mkdir -m 1777 " + q(open));
+        for (Path dir : List.of(evil, hidden, open)) {
+            String m = refused(dir.resolve("d.sock")).getMessage();
+            assertContains(m, "socket directory " + dir + " belongs to uid 65534 (nobody)", "not to this daemon's uid 0 or"
+                    + " root", "remove it");
+            assertEquals(Set.of(), names(dir), "nothing was created in " + dir);
+        }
+        String m = refused(evil.resolve("d.sock"), Set.of(Attacker.UID)).getMessage();
+        assertContains(m, "belongs to uid 65534 (nobody)");
+    }
+
+    @Test
+    void shouldNotFollowASymlinkAtTheSocketDirectory() throws Exception {
+        Path rootDir = Files.createDirectory(base.resolve("root-only"));
+        Path link = sticky.resolve("run");
+        Attacker.run("ln -s " + q(rootDir) + " " + q(link));
+        String m = refused(link.resolve("d.sock")).getMessage();
+        assertContains(m, "socket directory " + link + " is a symbolic link (to " + rootDir + ", owned by uid 65534 (nobody))",
+                "not followed");
+        assertEquals(Set.of(), names(rootDir), "nothing was created where the link points");
+
+        Path file = sticky.resolve("file");
+        Attacker.run("touch " + q(file));
+        assertContains(refused(file.resolve("d.sock")).getMessage(), "socket directory " + file
+                + " exists but is not a directory (it is a regular file owned by uid 65534 (nobody))");
+    }
+
+    @Test
+    void shouldRefuseADirectoryWhoseParentAnotherUserControls() throws Exception {
+        Path evil = sticky.resolve("evil");
+        Attacker.run("mkdir -m 0755 " + q(evil));
+        Path sub = Files.createDirectory(evil.resolve("sub")); // root's, inside the attacker's directory
+        String m = refused(sub.resolve("d.sock")).getMessage();
+        assertContains(m, "socket directory " + sub + ": its parent " + evil.toRealPath() + " belongs to uid 65534 (nobody)");
+        assertEquals(Set.of(), names(sub));
+
+        Path plain = Files.createDirectory(base.resolve("plain"));
+        Files.setAttribute(plain, "unix:mode", 0777);
+        Path inPlain = Files.createDirectory(plain.resolve("sub"));
+        m = refused(inPlain.resolve("d.sock")).getMessage();
+        assertContains(m, "socket directory " + inPlain + ": its parent " + plain.toRealPath()
+                + " is writable by others (drwxrwxrwx) without the sticky bit");
+        assertEquals(Set.of(), names(inPlain));
+    }
+
+    @Test
+    void shouldRefuseADirectoryWritableByOthersWithoutTheStickyBit() throws Exception {
+        Path plain = Files.createDirectory(base.resolve("plain"));
+        Files.setAttribute(plain, "unix:mode", 0777);
+        Path socket = plain.resolve("d.sock");
+        for (String name : List.of("d.sock.lock", "d.sock.ready.tmp", "d.sock.ready", "d.sock")) {
+            Attacker.run("ln -s " + q(victim) + " " + q(plain.resolve(name)));
+        }
+        Set<String> planted = names(plain);
+        assertContains(refused(socket).getMessage(), "socket directory " + plain + " is writable by others (drwxrwxrwx",
+                "without the sticky bit");
+        assertContains(refused(socket, Set.of(Attacker.UID)).getMessage(), "is writable by others");
+        assertEquals(planted, names(plain), "nothing created or removed");
+        assertVictimUntouched();
+
+        Path group = Files.createDirectory(base.resolve("group"));
+        Files.setAttribute(group, "unix:mode", 0770);
+        assertContains(refused(group.resolve("d.sock")).getMessage(), "is writable by others (drwxrwx---");
+    }
+
+    @Test
+    void shouldCreateAMissingDirectoryWithTheDocumentedMode() throws Exception {
+        for (boolean others : new boolean[] {false, true}) {
+            Path socket = base.resolve(others ? "shared/run/d.sock" : "private/run/d.sock");
+            try (Daemon d = Daemon.start(context(others ? Set.of(Attacker.UID) : Set.of()), socket)) {
+                assertEquals(others ? "rwxr-xr-x" : "rwx------", mode(socket.getParent()));
+                assertEquals(others ? "rw-rw-rw-" : "rw-------", mode(socket));
+                assertEquals("rw-------", mode(SocketPaths.lockFile(socket)));
+                assertEquals(Integer.toString(d.pid()), Files.readString(SocketPaths.lockFile(socket)).trim());
+            }
+        }
+    }
+
+    // --- files next to the socket, in a sticky directory the attacker may write ---
+
+    @Test
+    void shouldRefuseASymlinkAtTheLockFile() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Attacker.run("ln -s " + q(victim) + " " + q(SocketPaths.lockFile(socket)));
+        String m = refused(socket).getMessage();
+        assertContains(m, "refusing the lock file " + SocketPaths.lockFile(socket) + ": it is a symbolic link (owned by"
+                + " uid 65534 (nobody)), which is not followed");
+        assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS), "no socket bound");
+        assertVictimUntouched();
+    }
+
+    @Test
+    void shouldRefuseALockFileWithASecondLink() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        // An attacker where fs.protected_hardlinks is 0 may link a file of root's: made here by root.
+        Files.createLink(SocketPaths.lockFile(socket), victim);
+        String m = refused(socket).getMessage();
+        assertContains(m, "refusing the lock file " + SocketPaths.lockFile(socket) + ": it has 2 hard links");
+        Files.delete(SocketPaths.lockFile(socket));
+        assertVictimUntouched();
+    }
+
+    @Test
+    void shouldRefuseAFifoAtTheLockFile() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Attacker.run("mkfifo " + q(SocketPaths.lockFile(socket)));
+        assertContains(refused(socket).getMessage(), "refusing the lock file " + SocketPaths.lockFile(socket)
+                + ", which belongs to uid 65534 (nobody) (a fifo)");
+    }
+
+    @Test
+    void shouldStartSafelyPastSymlinksAtTheSocketAndReadyFiles() throws Exception {
+        for (boolean others : new boolean[] {false, true}) {
+            Path socket = sticky.resolve(others ? "o.sock" : "p.sock");
+            Path ready = SocketPaths.readyFile(socket);
+            Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
+            for (Path p : List.of(socket, ready, tmp)) {
+                Attacker.run("ln -s " + q(victim) + " " + q(p));
+            }
+            ByteArrayOutputStream log = new ByteArrayOutputStream();
+            DaemonLog.output(new PrintStream(log, true, StandardCharsets.UTF_8));
+            try (Daemon d = Daemon.start(context(others ? Set.of(Attacker.UID) : Set.of()), socket)) {
+                assertTrue((((Number) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS)).intValue()
+                        & 0170000) == 0140000, "a socket, bound where the link was");
+                assertEquals(others ? "rw-rw-rw-" : "rw-------", mode(socket));
+                assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS), "the planted ready link was removed");
+                d.load(p -> catalog());
+                assertFalse(Files.isSymbolicLink(ready));
+                assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
+                assertFalse(Files.exists(tmp, LinkOption.NOFOLLOW_LINKS), "the temporary file was renamed");
+                assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"ready\"");
+            } finally {
+                DaemonLog.output(System.err);
+            }
+            assertContains(log.toString(StandardCharsets.UTF_8), "removed " + socket + " (a symbolic link owned by uid 65534,"
+                    + " not a daemon's file)", "removed " + ready + " (a symbolic link");
+            assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS));
+            assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS));
+            assertVictimUntouched();
+        }
+    }
+
+    @Test
+    void shouldNotFollowSymlinksPlantedWhileLoading() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Path ready = SocketPaths.readyFile(socket);
+        Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
+        try (Daemon d = Daemon.start(context(), socket)) {
+            Attacker.run("ln -s " + q(victim) + " " + q(tmp) + " && ln -s " + q(victim) + " " + q(ready));
+            d.load(p -> catalog());
+            assertFalse(Files.isSymbolicLink(ready), "renameat replaced the link");
+            assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
+            assertEquals("0", Files.getAttribute(ready, "unix:uid").toString(), "the daemon's own file");
+        }
+        assertVictimUntouched();
+    }
+
+    @Test
+    void shouldRemoveAnotherUsersFileAtTheSocketPathButRefuseADirectory() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Attacker.run("echo squat > " + q(socket));
+        try (Daemon d = Daemon.start(context(), socket)) {
+            assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"loading\"");
+        }
+        Path ready = SocketPaths.readyFile(socket);
+        Attacker.run("mkdir " + q(ready));
+        assertContains(refused(socket).getMessage(), "cannot take " + ready + ": it is a directory owned by uid 65534");
+        Files.delete(ready);
+        Daemon.start(context(), socket).close(); // the refusal released the lock
+    }
+
+    // --- the lock ---
+
+    @Test
+    void shouldRefuseALockHeldByAnotherUserWithoutRepeatingItsContent() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Path lock = SocketPaths.lockFile(socket);
+        try (Attacker a = Attacker.holding("exec 9>" + q(lock) + "; echo 1 >&9; flock -n 9 || exit 3; echo ready;"
+                + " exec sleep 60")) {
+            IllegalStateException e = refused(socket);
+            assertContains(e.getMessage(), "another process holds the lock " + lock + " (owner uid 65534 (nobody))",
+                    "not trusted");
+            assertFalse(e.getMessage().contains("pid=1"), e.getMessage());
+            assertFalse(e.getMessage().contains("already running"), e.getMessage());
+            assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS));
+        }
+        String m = refused(socket).getMessage();
+        assertContains(m, "refusing the lock file " + lock + ", which belongs to uid 65534 (nobody) (a regular file)");
+        assertFalse(m.contains("pid="), m);
+        assertEquals("1\n", Files.readString(lock), "the attacker's file was not written either");
+    }
+
+    @Test
+    void shouldNameThePidOfADaemonOfItsOwnUid() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Path lock = SocketPaths.lockFile(socket);
+        // Another root process holds the lock: the legitimate case, whose pid is trusted and named.
+        Process holder = new ProcessBuilder("sh", "-c", "exec 9>" + q(lock) + "; echo 4242 >&9; flock -n 9 || exit 3;"
+                + " echo ready; exec sleep 60").redirectErrorStream(true).start();
+        try {
+            assertEquals('r', holder.getInputStream().read());
+            DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
+                    () -> Daemon.start(context(), socket).close());
+            assertEquals("engram-host is already running (pid=4242) on " + socket, e.getMessage());
+        } finally {
+            holder.destroyForcibly();
+            holder.waitFor();
+        }
+        Files.writeString(lock, "not a pid, left by a dead daemon");
+        try (Daemon d = Daemon.start(context(), socket)) {
+            assertEquals(d.pid() + "\n", Files.readString(lock), "the daemon's own lock file is rewritten");
+        }
+    }
+}
