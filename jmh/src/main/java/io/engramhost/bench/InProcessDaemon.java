@@ -1,5 +1,6 @@
 package io.engramhost.bench;
 
+import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.store.Catalog;
@@ -24,6 +25,10 @@ final class InProcessDaemon implements AutoCloseable {
     }
 
     static InProcessDaemon start(Supplier<Catalog> catalog) {
+        return start(catalog, ConnectionLimits.defaults());
+    }
+
+    static InProcessDaemon start(Supplier<Catalog> catalog, ConnectionLimits limits) {
         Path dir;
         try {
             dir = Files.createTempDirectory("engram-bench-");
@@ -31,7 +36,7 @@ final class InProcessDaemon implements AutoCloseable {
             throw new UncheckedIOException("cannot create a directory for the benchmark daemon's socket", e);
         }
         DaemonContext context = new DaemonContext(List.of(dir.resolve("unused")), List.of(), "memfd", "none", null,
-                null, null, Set.of(), 1, 10_000, List.of(), null).conclude();
+                null, null, Set.of(), 1, limits, List.of(), null).conclude();
         Daemon daemon = null;
         try {
             daemon = Daemon.start(context, dir.resolve("run/engram.sock"));
