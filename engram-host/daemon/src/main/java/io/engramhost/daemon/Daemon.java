@@ -37,6 +37,7 @@ public final class Daemon implements AutoCloseable {
     private final SessionLoop loop;
     private final LoadProgress progress = new LoadProgress(DaemonLog::info);
     private final CountDownLatch stopRequested = new CountDownLatch(1);
+    private final CountDownLatch closeDone = new CountDownLatch(1);
     private final AtomicBoolean closed = new AtomicBoolean();
     private final AtomicBoolean dying = new AtomicBoolean();
     private final long startNanos = System.nanoTime();
@@ -167,12 +168,29 @@ public final class Daemon implements AutoCloseable {
         }
     }
 
-    /** Removes the ready file and the socket, ends every lease and frees every table. Idempotent. */
+    /**
+     * Removes the ready file and the socket, ends every lease and frees every table. Idempotent; a
+     * second caller (a signal's shutdown hook racing the main thread) waits until the first is done,
+     * so the JVM never halts half-way through.
+     */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
+            try {
+                closeDone.await(30, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
             return;
         }
+        try {
+            closeOnce();
+        } finally {
+            closeDone.countDown();
+        }
+    }
+
+    private void closeOnce() {
         state = DaemonState.STOPPING;
         stopRequested.countDown();
         deleteQuietly(SocketPaths.readyFile(socket));
