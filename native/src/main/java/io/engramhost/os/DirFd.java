@@ -198,6 +198,13 @@ public final class DirFd implements AutoCloseable {
         }
     }
 
+    /** fchmod of the file {@code fd} is open on. */
+    public static void chmod(FdRef fd, int mode) {
+        if (LIBC.fchmod(fd.get(), mode) != 0) {
+            throw new NativeException("fchmod(" + fd.what() + ", 0" + Integer.toOctalString(mode) + ")", LibCHolder.errno());
+        }
+    }
+
     /**
      * Changes the mode of {@code name} in this directory without following a symlink there: the name is
      * opened with {@code O_PATH|O_NOFOLLOW}, checked to be no symlink, and changed through

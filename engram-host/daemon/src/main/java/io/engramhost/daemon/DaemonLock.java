@@ -51,6 +51,9 @@ public final class DaemonLock implements AutoCloseable {
                 if (!Posix.flock(fd, Posix.LOCK_EX | Posix.LOCK_NB)) {
                     throw new AlreadyRunningException(socket, readPid(fd));
                 }
+                if ((DirFd.stat(fd).mode() & 0077) != 0) {
+                    DirFd.chmod(fd, 0600); // no one else may open it, and so hold it with a read-only fd
+                }
                 Posix.ftruncate(fd, 0);
                 DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
                 return new DaemonLock(fd, lockFile, dir);

@@ -305,6 +305,31 @@ class SocketPathAttackTest {
     }
 
     @Test
+    void shouldNeverBindThroughASymlinkPlantedAtTheSocketPath() throws Exception {
+        // The window between removing a stale entry and bind: whatever appears there makes bind fail.
+        Path socket = sticky.resolve("d.sock");
+        Path target = base.resolve("made-by-bind");
+        Attacker.run("ln -s " + q(target) + " " + q(socket));
+        io.engramhost.os.NativeException e = assertThrows(io.engramhost.os.NativeException.class,
+                () -> io.engramhost.os.UnixListener.bind(socket, 1).close());
+        assertEquals(io.engramhost.os.Errno.EADDRINUSE, e.errno());
+        assertFalse(Files.exists(target, LinkOption.NOFOLLOW_LINKS), "bind did not create the link's target");
+        assertTrue(Files.isSymbolicLink(socket));
+    }
+
+    @Test
+    void shouldMakeItsLockFilePrivate() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Path lock = Files.writeString(SocketPaths.lockFile(socket), "123\n");
+        Files.setPosixFilePermissions(lock, PosixFilePermissions.fromString("rw-r--r--"));
+        try (Daemon d = Daemon.start(context(), socket)) {
+            assertEquals("rw-------", mode(lock), "no one else can open it to hold it");
+            String out = Attacker.run("flock -n -s " + q(lock) + " true 2>&1; echo rc=$?");
+            assertTrue(out.contains("Permission denied") && !out.contains("rc=0"), out);
+        }
+    }
+
+    @Test
     void shouldRemoveAnotherUsersFileAtTheSocketPathButRefuseADirectory() throws Exception {
         Path socket = sticky.resolve("d.sock");
         Attacker.run("echo squat > " + q(socket));
