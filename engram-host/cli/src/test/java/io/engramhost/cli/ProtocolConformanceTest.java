@@ -112,6 +112,21 @@ class ProtocolConformanceTest {
         return new RawClient.Frame(type, version);
     }
 
+    // ============================================================================================ transport
+
+    @Test
+    void theSocketIsPrivateAndTheReadyFileNamesTheDaemon() throws Exception {
+        assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(
+                java.nio.file.Files.getPosixFilePermissions(d.socket)), "mode 0600 without --allow-uid");
+        assertEquals("rwx------", java.nio.file.attribute.PosixFilePermissions.toString(
+                java.nio.file.Files.getPosixFilePermissions(d.socket.getParent())), "a directory it created: 0700");
+        List<String> ready = java.nio.file.Files.readAllLines(io.engramhost.protocol.SocketPaths.readyFile(d.socket));
+        assertTrue(ready.contains("pid=" + d.pid()), ready.toString());
+        assertTrue(ready.contains("fingerprint=" + d.status().get("fingerprint")), ready.toString());
+        assertTrue(ready.contains("backend=memfd"), ready.toString());
+        assertTrue(ready.contains("socket=" + d.socket), ready.toString());
+    }
+
     // ============================================================================================ HELLO
 
     @Test

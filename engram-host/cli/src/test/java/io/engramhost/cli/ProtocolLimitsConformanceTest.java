@@ -34,6 +34,9 @@ import org.junit.jupiter.api.io.TempDir;
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
 class ProtocolLimitsConformanceTest {
     static final int PER_UID = 4;
+    static final int REQUEST_MS = 1000;
+    /** The least --request-memory allows: one IMPORT of the largest size (16,842,752 bytes). */
+    static final int REQUEST_MEMORY = 16_842_752;
 
     @TempDir
     static Path dir;
@@ -48,7 +51,8 @@ class ProtocolLimitsConformanceTest {
     static void startDaemon() throws Exception {
         checkpoint = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 300, 64, 5));
         d = ConformanceDaemon.launch(dir, "l", "--checkpoint", checkpoint.toString(), "--numa", "none",
-                "--max-connections-per-uid", Integer.toString(PER_UID));
+                "--max-connections-per-uid", Integer.toString(PER_UID), "--request-timeout-ms",
+                Integer.toString(REQUEST_MS), "--request-memory", Integer.toString(REQUEST_MEMORY));
         big = ConformanceDaemon.launch(dir, "s", "--checkpoint", checkpoint.toString(), "--numa", "none");
         d.ready();
         big.ready();
@@ -153,6 +157,40 @@ class ProtocolLimitsConformanceTest {
         }
     }
 
+    /**
+     * "all connections together hold at most --request-memory bytes of unfinished payloads ... A connection
+     * whose next bytes would exceed that waits, and its deadline keeps running."
+     */
+    @Test
+    void aConnectionWaitingForRequestMemoryStillMeetsItsDeadline() throws Exception {
+        RawClient hog = connect(d);
+        hog.handshake(1, 2);
+        byte[] head = RawClient.importAny(2);
+        byte[] part = new byte[12 << 20]; // more than half: the hog's buffer grows to the whole announced length
+        System.arraycopy(head, 0, part, 0, head.length);
+        hog.write(RawClient.header(REQUEST_MEMORY, 0)).write(part);
+        Thread.sleep(100);
+        RawClient starved = connect(d);
+        starved.handshake(1, 2);
+        long t0 = System.nanoTime();
+        starved.write(RawClient.header(100_000, 0)).write(java.util.Arrays.copyOf(head, 50_000));
+        starved.assertErrorThenClosed(REQUEST_MS + 3000, ErrorCode.TIMED_OUT, 2, "request");
+        long ms = (System.nanoTime() - t0) / 1_000_000;
+        assertTrue(ms >= REQUEST_MS - 200 && ms < REQUEST_MS + 2000, "the waiting connection's deadline ran: " + ms);
+        hog.assertErrorThenClosed(3000, ErrorCode.TIMED_OUT, 2, "request");
+        // The memory is given back: a request of 10 MB goes through again (a structured expectation over 1 MiB,
+        // compared by its SHA-256: a mismatch).
+        RawClient again = connect(d);
+        again.handshake(1, 2);
+        again.send(new RawClient.Frame(3, 2).i32(0).i32(-1).u8(2).blob32(new byte[10 << 20]).bytes());
+        RawClient.Joined answer = again.nextFrame(5000);
+        assertEquals(ErrorCode.FINGERPRINT_MISMATCH, io.engramhost.protocol.ErrorReply.decode(answer.reader()).code());
+        again.send(RawClient.empty(10, 2));
+        again.assertClosedWithNothingMore(2000);
+        Map<String, Object> s = d.status();
+        assertTrue(counter(s, "request_memory_used") <= 8, "nothing but this STATUS's own 8 bytes: " + s.get("connections"));
+    }
+
     @Test
     @Order(1)
     void aLeaseEndsAtOnceOnByeEvenWithThirtyConnectionsStalledMidHello() throws Exception {
@@ -172,7 +210,7 @@ class ProtocolLimitsConformanceTest {
         int leases = big.leases();
         long ms = (System.nanoTime() - t0) / 1_000_000;
         assertEquals(0, leases, "STATUS no longer lists the lease");
-        assertTrue(ms < 250, "the lease ended at once: " + ms + " ms");
+        assertTrue(ms < 250, "the lease ended at once (this includes a STATUS round trip): " + ms + " ms");
         for (RawClient c : stalled) {
             assertNothingFor(c, 1); // still waiting on their HELLO deadline
         }
