@@ -31,6 +31,9 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     @Mixin
     SocketOptions socket;
 
+    @Mixin
+    DaemonTrustOptions trust;
+
     static final class Expect {
         @Option(names = "--expect", paramLabel = "SHA256", description = "Expected fingerprint (short form).")
         String sha;
@@ -63,7 +66,8 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     long holdMillis;
 
     @Option(names = "--fallback-checkpoint", arity = "1..*", paramLabel = "PATH",
-            description = "When no daemon socket exists (only then), load this checkpoint in-process instead.")
+            description = "When no daemon listens on the socket (no socket file, or connection refused), and only "
+                    + "then, load this checkpoint in-process instead.")
     List<Path> fallback;
 
     @Option(names = "--gpu", description = "Give every table a GPU view on --device (default 0): memfd tables are "
@@ -93,6 +97,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         }
         ClientOptions options = ClientOptions.defaults().withName("engram-host import").withNotReadyWait(waitMillis)
                 .withPopulate(populate);
+        options = trust.apply(options);
         if (gpu) {
             options = options.withGpu(socket.device == null ? 0 : socket.device, cpuView);
         }

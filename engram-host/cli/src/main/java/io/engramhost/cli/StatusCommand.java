@@ -16,12 +16,16 @@ final class StatusCommand implements Callable<Integer> {
     @Mixin
     SocketOptions socket;
 
+    @Mixin
+    DaemonTrustOptions trust;
+
     @Option(names = "--json", description = "Print the daemon's status document as JSON.")
     boolean json;
 
     @Override
     public Integer call() {
-        String doc = EngramClient.status(socket.resolve(), ClientOptions.defaults().withName("engram-host status"));
+        String doc = EngramClient.status(socket.resolve(),
+                trust.apply(ClientOptions.defaults().withName("engram-host status")));
         if (json) {
             System.out.println(doc);
             return 0;

@@ -13,10 +13,13 @@ final class StopCommand implements Callable<Integer> {
     @Mixin
     SocketOptions socket;
 
+    @Mixin
+    DaemonTrustOptions trust;
+
     @Override
     public Integer call() {
         Path path = socket.resolve();
-        EngramClient.stop(path, ClientOptions.defaults().withName("engram-host stop"));
+        EngramClient.stop(path, trust.apply(ClientOptions.defaults().withName("engram-host stop")));
         System.out.println("stop acknowledged by the daemon on " + path);
         return 0;
     }

@@ -1,5 +1,11 @@
 package io.engramhost.client;
 
+import java.util.Collection;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.Consumer;
+
 /**
  * How a client connects and what views it wants.
  *
@@ -12,27 +18,56 @@ package io.engramhost.client;
  *                             cuda-vmm: import, map, set access)
  * @param cpuView              give every host table a CPU address (free for memfd; for cuda-vmm a HOST_NUMA
  *                             access grant that costs about 3x the GPU one)
+ * @param daemonUids           uids whose daemon this client trusts besides root's and its own effective uid's
+ *                             (the CLI's {@code --daemon-uid}); a daemon of any other uid (SO_PEERCRED) is
+ *                             refused before a byte is sent to it, since it may be squatting the socket path
+ * @param notices              where the client says what it did on its own, in one line (today: that it
+ *                             falls back to a disk load because no daemon listens); standard error by default
  */
 public record ClientOptions(int requestTimeoutMillis, int notReadyWaitMillis, boolean populate, String clientName,
-        int device, boolean gpuView, boolean cpuView) {
+        int device, boolean gpuView, boolean cpuView, Set<Integer> daemonUids, Consumer<String> notices) {
+    public ClientOptions {
+        daemonUids = Set.copyOf(daemonUids);
+        Objects.requireNonNull(notices, "notices");
+    }
+
     public static ClientOptions defaults() {
-        return new ClientOptions(10_000, 0, false, "engram-client", -1, false, true);
+        return new ClientOptions(10_000, 0, false, "engram-client", -1, false, true, Set.of(), System.err::println);
     }
 
     public ClientOptions withNotReadyWait(int millis) {
-        return new ClientOptions(requestTimeoutMillis, millis, populate, clientName, device, gpuView, cpuView);
+        return new ClientOptions(requestTimeoutMillis, millis, populate, clientName, device, gpuView, cpuView, daemonUids,
+                notices);
     }
 
     public ClientOptions withPopulate(boolean p) {
-        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, p, clientName, device, gpuView, cpuView);
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, p, clientName, device, gpuView, cpuView,
+                daemonUids, notices);
     }
 
     public ClientOptions withName(String name) {
-        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, name, device, gpuView, cpuView);
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, name, device, gpuView, cpuView,
+                daemonUids, notices);
     }
 
     /** GPU views on {@code gpu}; a CPU view too only when {@code withCpuView}. */
     public ClientOptions withGpu(int gpu, boolean withCpuView) {
-        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, gpu, true, withCpuView);
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, gpu, true, withCpuView,
+                daemonUids, notices);
+    }
+
+    /**
+     * Also trusts a daemon running as one of {@code uids} (root's and this process's effective uid's
+     * daemons always are). Replaces the uids given before.
+     */
+    public ClientOptions withDaemonUids(Collection<Integer> uids) {
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, device, gpuView, cpuView,
+                new TreeSet<>(uids), notices);
+    }
+
+    /** Where the client's own one-line notices go (e.g. a logger instead of standard error). */
+    public ClientOptions withNotices(Consumer<String> sink) {
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, device, gpuView, cpuView,
+                daemonUids, sink);
     }
 }

@@ -1,18 +1,51 @@
 package io.engramhost.client;
 
+import io.engramhost.os.Errno;
 import java.nio.file.Path;
 
-/** No socket exists at the path: no daemon serves here. The one case a caller may fall back to a disk load. */
+/**
+ * No daemon listens at the path: {@code connect} failed with ENOENT (no socket file) or ECONNREFUSED
+ * (a socket file nobody listens on, as a daemon killed with SIGKILL leaves behind). The one case a
+ * caller may fall back to a disk load; anything a live daemon says is an {@link EngramClientException}.
+ */
 public final class DaemonAbsentException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     private final transient Path socket;
+    private final int errno;
 
+    /** No socket file at {@code socket} (ENOENT). */
     public DaemonAbsentException(Path socket) {
-        super("no engram-host daemon: " + socket + " does not exist");
+        this(socket, Errno.ENOENT, null);
+    }
+
+    /** {@code connect(socket)} failed with {@code errno}, ENOENT or ECONNREFUSED. */
+    public DaemonAbsentException(Path socket, int errno, Throwable cause) {
+        super("no engram-host daemon listens on " + socket + " (" + reason(errno) + ")" + hint(errno), cause);
         this.socket = socket;
+        this.errno = errno;
+    }
+
+    private static String reason(int errno) {
+        return errno == Errno.ECONNREFUSED ? "connection refused" : errno == Errno.ENOENT ? "no such socket"
+                : Errno.describe(errno);
+    }
+
+    private static String hint(int errno) {
+        return errno == Errno.ECONNREFUSED ? ": the socket file is left from a daemon that is gone; the next daemon"
+                + " on this path removes it" : "";
     }
 
     public Path socket() {
         return socket;
+    }
+
+    /** The errno of the failed connect: {@link Errno#ENOENT} or {@link Errno#ECONNREFUSED}. */
+    public int errno() {
+        return errno;
+    }
+
+    /** Why no daemon listens, in a few words: "no such socket" or "connection refused". */
+    public String reason() {
+        return reason(errno);
     }
 }

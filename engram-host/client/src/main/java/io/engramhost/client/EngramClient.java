@@ -5,6 +5,7 @@ import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
+import io.engramhost.os.PeerCredentials;
 import io.engramhost.os.Posix;
 import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
@@ -18,6 +19,7 @@ import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.MessageType;
 import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
+import io.engramhost.protocol.ProtocolException;
 import io.engramhost.protocol.Welcome;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -25,6 +27,7 @@ import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Collectors;
 
 /** The client library's entry points: import tables, ask for status, stop a daemon. */
 public final class EngramClient {
@@ -32,11 +35,14 @@ public final class EngramClient {
     }
 
     /**
-     * Connects to the daemon at {@code socket}, checks {@code expectation}, receives the manifest and
-     * fds and maps every host table read-only. The connection stays open as the lease.
+     * Connects to the daemon at {@code socket}, checks that it is the daemon (its uid, then every
+     * memfd's seals), checks {@code expectation}, receives the manifest and fds and maps every host
+     * table read-only. The connection stays open as the lease.
      *
-     * @throws DaemonAbsentException when no socket exists at the path (a caller may load from disk)
-     * @throws EngramClientException on a refusal, a mismatch, "not ready" past the wait, or a timeout
+     * @throws DaemonAbsentException when no daemon listens at the path: no socket file (ENOENT), or one
+     *     nobody listens on (ECONNREFUSED); a caller may load from disk
+     * @throws EngramClientException on a refusal, a mismatch, "not ready" past the wait, a timeout, a
+     *     daemon this client does not trust (uid, seals) or one that breaks the protocol
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
         long t0 = System.nanoTime();
@@ -61,8 +67,8 @@ public final class EngramClient {
             try (ProtocolChannel.Incoming in = requestImport(c, expectation, options)) {
                 manifest = Manifest.decode(in.reader());
                 if (in.fdCount() != manifest.regions().size()) {
-                    throw new EngramClientException(ErrorCode.BAD_REQUEST, "manifest lists " + manifest.regions().size()
-                            + " regions but " + in.fdCount() + " fds arrived", List.of());
+                    throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
+                            + in.fdCount() + " fds arrived");
                 }
                 fds = in.takeFds();
             }
@@ -83,11 +89,16 @@ public final class EngramClient {
             timings.putAll(attached.timings);
             timings.put("attach_ms", (t3 - t2b) / 1e6);
             timings.put("total_ms", (t3 - t0) / 1e6);
-            int daemonPid = c.channel.connection().peerCredentials().pid();
+            int daemonPid = c.peer.pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
             return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
                     timings, attached.perRegion, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
                     guard, daemonPid);
+        } catch (ProtocolException e) {
+            EngramClientException wrapped = protocolError(socket, e);
+            closeAll(resources, wrapped);
+            c.channel.close();
+            throw wrapped;
         } catch (RuntimeException e) {
             closeAll(resources, e);
             c.channel.close();
@@ -96,15 +107,21 @@ public final class EngramClient {
     }
 
     /**
-     * {@link #connect}, or, only when no daemon socket exists, a load of {@code checkpoint} into this
-     * process's own memory. {@link ImportedTables#source()} says which happened. Any other failure (a
-     * refusal, a mismatch, a timeout) throws: it is never silently turned into a slow disk load.
+     * {@link #connect}, or, only when no daemon listens at {@code socket} (no socket file, or a socket
+     * file whose connect is refused, as a killed daemon leaves), a load of {@code checkpoint} into this
+     * process's own memory, said in one line to {@link ClientOptions#notices()}. {@link
+     * ImportedTables#source()} says which happened. Whatever a live daemon answers (a refusal, a
+     * mismatch, BUSY, a timeout) and a daemon this client does not trust throw: none of them is ever
+     * silently turned into a slow disk load. The daemon's lock file is never touched.
      */
     public static ImportedTables connectOrLoad(Path socket, Expectation expectation, ClientOptions options,
             List<Path> checkpoint, List<String> tables, int threads) {
         try {
             return connect(socket, expectation, options);
         } catch (DaemonAbsentException absent) {
+            options.notices().accept("engram-host: no daemon listens on " + socket + " (" + absent.reason()
+                    + "): loading " + checkpoint.stream().map(Path::toString).collect(Collectors.joining(", "))
+                    + " from disk");
             return DiskLoad.load(checkpoint, tables, threads);
         }
     }
@@ -124,10 +141,12 @@ public final class EngramClient {
         Connected c = handshake(socket, options);
         try (c.channel) {
             c.channel.send(Frames.empty(MessageType.STATUS, c.version));
-            try (ProtocolChannel.Incoming in = receive(c, options, socket)) {
+            try (ProtocolChannel.Incoming in = receive(c, options)) {
                 expect(in, MessageType.STATUS_REPLY, socket);
                 return Frames.decodeStatusReply(in.reader());
             }
+        } catch (ProtocolException e) {
+            throw protocolError(socket, e);
         }
     }
 
@@ -136,40 +155,62 @@ public final class EngramClient {
         Connected c = handshake(socket, options);
         try (c.channel) {
             c.channel.send(Frames.empty(MessageType.STOP, c.version));
-            try (ProtocolChannel.Incoming in = receive(c, options, socket)) {
+            try (ProtocolChannel.Incoming in = receive(c, options)) {
                 expect(in, MessageType.STOP_ACK, socket);
             }
+        } catch (ProtocolException e) {
+            throw protocolError(socket, e);
         }
     }
 
-    record Connected(ProtocolChannel channel, Welcome welcome, int version) {
+    /**
+     * A connection after HELLO/WELCOME. {@code version} is the chosen one, or 0 before WELCOME, when
+     * only an ERROR encoded as version 1 may arrive.
+     */
+    record Connected(Path socket, ProtocolChannel channel, PeerCredentials peer, Welcome welcome, int version) {
     }
 
+    /**
+     * connect, the daemon's uid (SO_PEERCRED, before anything is sent), HELLO (versions 1 to 2), and
+     * WELCOME: encoded in a version this client offered, and in version 2 naming the uid SO_PEERCRED
+     * gave. The first frame may be an ERROR the daemon sent at accept (NOT_ALLOWED, BUSY).
+     */
     static Connected handshake(Path socket, ClientOptions options) {
         Warmup.start();
         UnixConnection conn;
         try {
             conn = UnixConnection.connect(socket);
         } catch (NativeException e) {
-            if (e.errno() == Errno.ENOENT) {
-                throw new DaemonAbsentException(socket);
-            }
-            if (e.errno() == Errno.ECONNREFUSED) {
-                throw new EngramClientException("connection to " + socket + " refused: the socket exists but no daemon"
-                        + " listens (it may have died; a new daemon cleans it up)", e);
+            if (e.errno() == Errno.ENOENT || e.errno() == Errno.ECONNREFUSED) {
+                throw new DaemonAbsentException(socket, e.errno(), e);
             }
             throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage(), e);
         }
         ProtocolChannel channel = new ProtocolChannel(conn);
         try {
-            channel.send(new Hello(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION, Posix.getpid(),
-                    options.clientName()).encode());
-            Connected pre = new Connected(channel, null, ProtocolDescriptor.MIN_VERSION);
-            try (ProtocolChannel.Incoming in = receive(pre, options, socket)) {
-                expect(in, MessageType.WELCOME, socket);
-                Welcome w = Welcome.decode(in.reader());
-                return new Connected(channel, w, w.version());
+            PeerCredentials peer = conn.peerCredentials();
+            DaemonTrust.checkPeer(socket, peer, options);
+            Connected pre = new Connected(socket, channel, peer, null, 0);
+            try {
+                channel.send(new Hello(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION, Posix.getpid(),
+                        options.clientName()).encode());
+            } catch (PeerClosedException closed) {
+                // A daemon that refuses at accept writes its ERROR and closes: the ERROR is still there to read.
             }
+            try (ProtocolChannel.Incoming in = receive(pre, options)) {
+                expect(in, MessageType.WELCOME, socket);
+                int v = in.reader().version();
+                if (v < ProtocolDescriptor.MIN_VERSION || v > ProtocolDescriptor.MAX_VERSION) {
+                    throw new ProtocolException("WELCOME chose version " + v + ", but this client offered versions "
+                            + ProtocolDescriptor.MIN_VERSION + " to " + ProtocolDescriptor.MAX_VERSION);
+                }
+                Welcome w = Welcome.decode(in.reader());
+                DaemonTrust.checkWelcome(socket, peer, w);
+                return new Connected(socket, channel, peer, w, w.version());
+            }
+        } catch (ProtocolException e) {
+            channel.close();
+            throw protocolError(socket, e);
         } catch (RuntimeException e) {
             channel.close();
             throw e;
@@ -180,7 +221,7 @@ public final class EngramClient {
         long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         while (true) {
             c.channel.send(new ImportRequest(0, options.device(), expectation).encode(c.version));
-            ProtocolChannel.Incoming in = receive(c, options, null);
+            ProtocolChannel.Incoming in = receive(c, options);
             if (in.type() == MessageType.ERROR) {
                 ErrorReply e = ErrorReply.decode(in.reader());
                 in.close();
@@ -192,20 +233,46 @@ public final class EngramClient {
             }
             if (in.type() != MessageType.MANIFEST) {
                 in.close();
-                throw new EngramClientException(ErrorCode.BAD_REQUEST, "expected MANIFEST, got " + in.type(), List.of());
+                throw new ProtocolException("expected MANIFEST, got " + in.type());
             }
             return in;
         }
     }
 
-    private static ProtocolChannel.Incoming receive(Connected c, ClientOptions options, Path socket) {
+    /**
+     * One frame from the daemon, whole (parts joined), checked: before WELCOME only an ERROR encoded as
+     * version 1 or a WELCOME (checked by the caller); after it, every frame in the chosen version; fds
+     * with MANIFEST only. A frame that fails a check is closed with its fds.
+     */
+    private static ProtocolChannel.Incoming receive(Connected c, ClientOptions options) {
+        int maxPayload = c.version >= 2 ? ProtocolDescriptor.MAX_PART_BODY + ProtocolDescriptor.HEADER_BYTES
+                : ProtocolDescriptor.MAX_PAYLOAD;
+        ProtocolChannel.Incoming in;
         try {
-            return c.channel.receive(ProtocolDescriptor.MAX_FDS, options.requestTimeoutMillis());
+            in = c.channel.receive(maxPayload, ProtocolDescriptor.MAX_FDS, options.requestTimeoutMillis());
         } catch (ReceiveTimeoutException e) {
-            throw new EngramClientException("the daemon did not answer within " + options.requestTimeoutMillis()
-                    + " ms", e);
+            throw new EngramClientException("the daemon on " + c.socket + " did not answer within "
+                    + options.requestTimeoutMillis() + " ms", e);
         } catch (PeerClosedException e) {
-            throw new EngramClientException("the daemon closed the connection: " + e.getMessage(), e);
+            throw new EngramClientException("the daemon on " + c.socket + " closed the connection: " + e.getMessage(), e);
+        }
+        try {
+            if (c.version == 0) {
+                if (in.type() == MessageType.ERROR && in.reader().version() != ProtocolDescriptor.MIN_VERSION) {
+                    throw new ProtocolException("ERROR encoded as version " + in.reader().version()
+                            + " before a version was chosen; it must be version 1");
+                }
+            } else {
+                in.reader().requireVersion(c.version);
+            }
+            if (in.fdCount() > 0 && in.type() != MessageType.MANIFEST) {
+                throw new ProtocolException(in.type() + " arrived with " + in.fdCount() + " fds; only MANIFEST carries"
+                        + " fds");
+            }
+            return in;
+        } catch (RuntimeException e) {
+            in.close();
+            throw e;
         }
     }
 
@@ -214,9 +281,16 @@ public final class EngramClient {
             throw refusal(ErrorReply.decode(in.reader()));
         }
         if (in.type() != type) {
-            throw new EngramClientException(ErrorCode.BAD_REQUEST, "expected " + type + " from " + socket + ", got "
-                    + in.type(), List.of());
+            throw new ProtocolException("expected " + type + ", got " + in.type());
         }
+    }
+
+    /** A frame from the daemon that breaks docs/protocol.md: the connection is unusable, nothing is retried. */
+    private static EngramClientException protocolError(Path socket, ProtocolException e) {
+        EngramClientException wrapped = new EngramClientException("the daemon on " + socket + " broke the protocol: "
+                + e.getMessage());
+        wrapped.initCause(e);
+        return wrapped;
     }
 
     private static EngramClientException refusal(ErrorReply e) {
@@ -226,7 +300,7 @@ public final class EngramClient {
             details.addAll(daemonRecord(e.daemonFingerprint()));
         }
         ErrorReply withRecord = new ErrorReply(e.code(), e.wireCode(), e.message(), details, e.daemonFingerprint());
-        return new EngramClientException(e.code(), e.codeName() + ": " + withRecord.describe(), details);
+        return new EngramClientException(e.code(), e.wireCode(), e.codeName() + ": " + withRecord.describe(), details);
     }
 
     /** The daemon's fingerprint, one line per file and table, for a mismatch report. */

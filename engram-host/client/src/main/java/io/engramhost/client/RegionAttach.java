@@ -17,7 +17,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Attaches a manifest's regions in the client: memfds are mapped read-only (and registered with CUDA
+ * Attaches a manifest's regions in the client: memfds are checked ({@link SealCheck}: sealed, big
+ * enough; all of them before the first is mapped), then mapped read-only (and registered with CUDA
  * for a GPU view); cuda-vmm fds are imported into one VA range and given GPU access (and HOST_NUMA
  * access for a CPU view). Every resource goes into {@code resources}, in the order to undo in reverse.
  * The fds are closed once attached: the mappings and imports keep the memory.
@@ -40,6 +41,11 @@ final class RegionAttach {
     static RegionAttach attach(Manifest manifest, List<Fd> fds, ClientOptions options, List<AutoCloseable> resources) {
         RegionAttach a = new RegionAttach(fds.size());
         try {
+            for (int i = 0; i < fds.size(); i++) {
+                if (manifest.regions().get(i).kind().memfd()) {
+                    SealCheck.check(manifest, i, fds.get(i)); // every memfd, before any is mapped
+                }
+            }
             List<Integer> vmmHost = new ArrayList<>();
             List<Integer> vmmDevice = new ArrayList<>();
             long mapNanos = 0;

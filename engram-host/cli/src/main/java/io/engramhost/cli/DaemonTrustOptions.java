@@ -1,0 +1,31 @@
+package io.engramhost.cli;
+
+import io.engramhost.client.ClientOptions;
+import java.util.ArrayList;
+import java.util.List;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+/** --daemon-uid: whose daemon the client commands trust besides root's and their own (docs/protocol.md, "Transport"). */
+final class DaemonTrustOptions {
+    @Spec(Spec.Target.MIXEE)
+    CommandSpec spec;
+
+    @Option(names = "--daemon-uid", paramLabel = "UID",
+            description = "Also trust a daemon running as UID (repeatable); root's and this user's always are. "
+                    + "A daemon of any other uid (SO_PEERCRED) is refused: it may be squatting the socket path.")
+    List<Long> daemonUids = new ArrayList<>();
+
+    ClientOptions apply(ClientOptions options) {
+        List<Integer> uids = new ArrayList<>();
+        for (long uid : daemonUids) {
+            if (uid < 0 || uid >= 0xFFFFFFFFL) {
+                throw new ParameterException(spec.commandLine(), "--daemon-uid: " + uid + " is not a uid");
+            }
+            uids.add((int) uid);
+        }
+        return options.withDaemonUids(uids);
+    }
+}
