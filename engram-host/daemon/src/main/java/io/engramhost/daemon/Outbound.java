@@ -28,7 +28,13 @@ final class Outbound {
     /** The messages that carry {@code frame} in {@code version}, fds with the first (docs/protocol.md). */
     static Outbound frame(List<Parts.Slice> frame, int version, List<Fd> fds) {
         Outbound out = new Outbound();
-        List<Parts.Message> messages = Parts.split(frame, version);
+        List<Parts.Message> messages;
+        try {
+            messages = Parts.split(frame, version);
+        } catch (io.engramhost.protocol.ProtocolException e) {
+            // an answer too large for the client's version: the daemon's limit, not the client's mistake (INTERNAL)
+            throw new IllegalStateException(e.getMessage(), e);
+        }
         int[] raw = new int[fds.size()];
         for (int i = 0; i < raw.length; i++) {
             raw[i] = fds.get(i).get();

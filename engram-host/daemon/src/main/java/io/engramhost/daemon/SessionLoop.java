@@ -332,30 +332,40 @@ final class SessionLoop implements AutoCloseable {
         }
         int expected = versionOf(c);
         if (version != expected) {
-            throw new ProtocolException("frame of type " + type + " encoded as version " + version + ", but version "
+            throw new ProtocolException(typeName(type) + " encoded as version " + version + ", but version "
                     + expected + (c.phase == Connection.Phase.HELLO ? " is required for HELLO" : " was chosen"));
         }
         switch (c.phase) {
             case HELLO -> {
                 if (type != MessageType.HELLO.code()) {
-                    throw new ProtocolException("expected HELLO first, got type " + type);
+                    throw new ProtocolException("expected HELLO first, got " + typeName(type));
                 }
             }
             case SESSION, LEASE -> {
                 boolean empty = type == MessageType.STATUS.code() || type == MessageType.STOP.code()
                         || type == MessageType.BYE.code();
                 if (empty && length != ProtocolDescriptor.HEADER_BYTES) {
-                    throw new ProtocolException("type " + type + " has an empty body, but the message holds "
+                    throw new ProtocolException(typeName(type) + " has an empty body, but the message holds "
                             + (length - ProtocolDescriptor.HEADER_BYTES) + " bytes after the frame header");
                 }
                 if (c.phase == Connection.Phase.LEASE && type != MessageType.BYE.code()) {
-                    throw new ProtocolException("unexpected type " + type + " on a lease");
+                    throw new ProtocolException("unexpected " + typeName(type) + " on a lease");
                 }
                 if (!empty && type != MessageType.IMPORT.code()) {
-                    throw new ProtocolException("type " + type + " is not a request a client may send now");
+                    throw new ProtocolException(typeName(type) + " is not a request a client may send now");
                 }
             }
         }
+    }
+
+    /** A type code as a name where it is one ("STATUS (type 5)"), else "type N". */
+    private static String typeName(int type) {
+        for (MessageType t : MessageType.values()) {
+            if (t.code() == type) {
+                return t + " (type " + type + ")";
+            }
+        }
+        return "type " + type;
     }
 
     private void dispatch(Connection c) {
