@@ -26,8 +26,10 @@ public final class ImportChild {
     public static void main(String[] args) {
         Map<String, String> out = new LinkedHashMap<>();
         try (UnixConnection c = UnixConnection.connect(Path.of(args[0]))) {
+            int fdsBefore = Fd.openCount(); // the connection's own, open until the report is sent
             try {
                 run(c, out);
+                out.put("fdsOpen", Integer.toString(Fd.openCount() - fdsBefore));
             } catch (Throwable t) {
                 t.printStackTrace();
                 out.put("error", String.valueOf(t).replace('\n', ' '));
@@ -68,7 +70,6 @@ public final class ImportChild {
             r.fds().forEach(Fd::close);
         }
         out.put("cudaLive", Integer.toString(CudaResources.live()));
-        out.put("fdsOpen", Integer.toString(Fd.openCount()));
     }
 
     /** {@code host=1,2\ndevice=3} into lists of sizes. */
