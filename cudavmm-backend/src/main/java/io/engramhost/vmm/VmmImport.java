@@ -8,6 +8,7 @@ import io.engramhost.cuda.VaRange;
 import io.engramhost.os.Fd;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
+import io.engramhost.util.Lap;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -78,14 +79,16 @@ public final class VmmImport implements AutoCloseable {
         List<VaMapping> mappings = new ArrayList<>();
         VaRange range = null;
         try {
-            long[][] each = new long[fds.size()][4];
-            long t0 = System.nanoTime();
+            List<HandleSteps> steps = new ArrayList<>();
+            Lap phases = Lap.start();
             for (int i = 0; i < fds.size(); i++) {
-                long s0 = System.nanoTime();
+                HandleSteps one = new HandleSteps();
+                steps.add(one);
+                Lap lap = Lap.start();
                 handles.add(MemHandle.importFd(fds.get(i), sizes.get(i), device, "table part " + i));
-                each[i][0] = System.nanoTime() - s0;
+                one.importNanos = lap.lap();
             }
-            long t1 = System.nanoTime();
+            long importNanos = phases.lap();
             long[] offsets = new long[handles.size()];
             long alignment = 0;
             long end = 0;
@@ -103,37 +106,50 @@ public final class VmmImport implements AutoCloseable {
             }
             range = VaRange.reserve(end, alignment, device, "tables of " + handles.size() + " fds");
             for (int i = 0; i < handles.size(); i++) {
-                long s0 = System.nanoTime();
+                Lap lap = Lap.start();
                 mappings.add(VaMapping.map(range, offsets[i], handles.get(i)));
-                each[i][1] = System.nanoTime() - s0;
+                steps.get(i).mapNanos = lap.lap();
             }
-            long t2 = System.nanoTime();
+            long reserveMapNanos = phases.lap();
             for (int i = 0; i < mappings.size(); i++) {
-                long s0 = System.nanoTime();
+                Lap lap = Lap.start();
                 mappings.get(i).setAccess(Location.device(device), access.gpuWrite());
-                each[i][2] = System.nanoTime() - s0;
+                steps.get(i).gpuAccessNanos = lap.lap();
             }
-            long t3 = System.nanoTime();
+            long gpuAccessNanos = phases.lap();
+            long cpuAccessNanos = 0;
             if (access.cpuView()) {
                 for (int i = 0; i < mappings.size(); i++) {
-                    long s0 = System.nanoTime();
+                    Lap lap = Lap.start();
                     mappings.get(i).setAccess(handles.get(i).location(), access.gpuWrite());
-                    each[i][3] = System.nanoTime() - s0;
+                    steps.get(i).cpuAccessNanos = lap.lap();
                 }
+                cpuAccessNanos = phases.lap();
             }
-            long t4 = System.nanoTime();
             long bytes = handles.stream().mapToLong(MemHandle::size).sum();
-            AttachTimings timings = new AttachTimings(t1 - t0, t2 - t1, t3 - t2, access.cpuView() ? t4 - t3 : 0,
+            AttachTimings timings = new AttachTimings(importNanos, reserveMapNanos, gpuAccessNanos, cpuAccessNanos,
                     bytes, handles.size());
             List<AttachTimings> perHandle = new ArrayList<>();
             for (int i = 0; i < handles.size(); i++) {
-                perHandle.add(new AttachTimings(each[i][0], each[i][1], each[i][2], each[i][3], handles.get(i).size(), 1));
+                perHandle.add(steps.get(i).timings(handles.get(i).size()));
             }
             return new VmmImport(List.copyOf(handles), range, List.copyOf(mappings), device, access, timings,
                     List.copyOf(perHandle));
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, openingOrder(handles, range, mappings));
             throw e;
+        }
+    }
+
+    /** What one handle's calls took while {@link #attach} runs; 0 for a step not taken (no CPU view). */
+    private static final class HandleSteps {
+        long importNanos;
+        long mapNanos;
+        long gpuAccessNanos;
+        long cpuAccessNanos;
+
+        AttachTimings timings(long bytes) {
+            return new AttachTimings(importNanos, mapNanos, gpuAccessNanos, cpuAccessNanos, bytes, 1);
         }
     }
 
