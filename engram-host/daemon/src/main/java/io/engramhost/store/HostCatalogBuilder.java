@@ -81,13 +81,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             int[] regionNode = verifyPlacement(regions, progress);
             regions.forEach(HostRegion::seal);
             long t4 = System.nanoTime();
-            Map<String, Object> load = new LinkedHashMap<>();
-            load.put("create_s", (t1 - t0) / 1e9);
-            load.put("read_s", (t2 - t1) / 1e9);
-            load.put("read_gib_s", t2 > t1 ? total / ((t2 - t1) / 1e9) / (1L << 30) : 0.0);
-            load.put("digest_s", (t3 - t2) / 1e9);
-            load.put("verify_seal_s", (t4 - t3) / 1e9);
-            progress.put("load", load);
+            progress.loadTimings(new LoadTimings(t1 - t0, t2 - t1, total, t3 - t2, t4 - t3));
 
             ManifestAssembler manifests = new ManifestAssembler(fingerprint);
             for (int i = 0; i < regions.size(); i++) {

@@ -16,6 +16,7 @@ public final class LoadProgress {
     private volatile long total;
     private volatile long phaseStart = System.nanoTime();
     private final Map<String, Object> facts = new LinkedHashMap<>();
+    private LoadTimings loadTimings;
 
     public LoadProgress(Consumer<String> log) {
         this.log = log;
@@ -43,6 +44,17 @@ public final class LoadProgress {
     /** Sets the bytes done; reports may arrive out of order from several threads, so it only grows. */
     public void done(long bytes) {
         done.accumulateAndGet(bytes, Math::max);
+    }
+
+    /** Records the host tables' load timings: STATUS's {@code load} object ({@link LoadTimings#toMap()}). */
+    public synchronized void loadTimings(LoadTimings timings) {
+        this.loadTimings = timings;
+        facts.put("load", timings.toMap());
+    }
+
+    /** The host tables' load timings, or null before they are loaded. */
+    public synchronized LoadTimings loadTimings() {
+        return loadTimings;
     }
 
     /** Records a fact for status: a timing, the placement, the GPU tensors... */
