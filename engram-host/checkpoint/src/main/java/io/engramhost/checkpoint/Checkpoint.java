@@ -10,6 +10,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Function;
 import java.util.stream.Stream;
 
 /**
@@ -37,12 +38,17 @@ public final class Checkpoint {
     }
 
     public static Checkpoint open(List<Path> paths) {
+        return open(paths, SafetensorsFile::open);
+    }
+
+    /** Opens each safetensors file through {@code opener} (an {@link OpenCheckpoint} keeps their fds). */
+    static Checkpoint open(List<Path> paths, Function<Path, SafetensorsFile> opener) {
         if (paths.isEmpty()) {
             throw new CheckpointException("no checkpoint path given");
         }
         Map<Path, SafetensorsFile> files = new LinkedHashMap<>();
         for (Path p : paths) {
-            for (SafetensorsFile f : resolve(p)) {
+            for (SafetensorsFile f : resolve(p, opener)) {
                 Path key = f.path().toAbsolutePath().normalize();
                 if (files.putIfAbsent(key, f) != null) {
                     throw new CheckpointException(f.path() + ": given more than once (via " + p + ")");
@@ -66,24 +72,24 @@ public final class Checkpoint {
         return open(List.of(paths));
     }
 
-    private static List<SafetensorsFile> resolve(Path p) {
+    private static List<SafetensorsFile> resolve(Path p, Function<Path, SafetensorsFile> opener) {
         if (Files.isDirectory(p)) {
-            return directory(p);
+            return directory(p, opener);
         }
         String name = p.getFileName() == null ? "" : p.getFileName().toString();
         if (!Files.exists(p)) {
             throw new CheckpointException(p + ": no such file or directory");
         }
         if (name.endsWith(INDEX_SUFFIX)) {
-            return ShardIndex.open(p);
+            return ShardIndex.open(p, opener);
         }
         if (name.endsWith(FILE_SUFFIX)) {
-            return List.of(SafetensorsFile.open(p));
+            return List.of(opener.apply(p));
         }
         throw new CheckpointException(p + ": not a " + FILE_SUFFIX + " file, a *" + INDEX_SUFFIX + " or a directory");
     }
 
-    private static List<SafetensorsFile> directory(Path dir) {
+    private static List<SafetensorsFile> directory(Path dir, Function<Path, SafetensorsFile> opener) {
         List<Path> indexes = new ArrayList<>();
         List<Path> shards = new ArrayList<>();
         try (Stream<Path> entries = Files.list(dir)) {
@@ -103,12 +109,12 @@ public final class Checkpoint {
                     + indexes.stream().map(i -> i.getFileName().toString()).toList() + ": name the one to use");
         }
         if (indexes.size() == 1) {
-            return ShardIndex.open(indexes.get(0));
+            return ShardIndex.open(indexes.get(0), opener);
         }
         if (shards.isEmpty()) {
             throw new CheckpointException(dir + ": holds no *" + FILE_SUFFIX + " file and no *" + INDEX_SUFFIX);
         }
-        return shards.stream().map(SafetensorsFile::open).toList();
+        return shards.stream().map(opener).toList();
     }
 
     /** The files, in the order they were given (shards of an index or a directory by name). */

@@ -1,12 +1,15 @@
 package io.engramhost.checkpoint;
 
+import io.engramhost.os.Errno;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.NativeException;
+import io.engramhost.os.Posix;
+import io.engramhost.os.RawMemory;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.channels.FileChannel;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.Collections;
@@ -19,11 +22,13 @@ import java.util.TreeMap;
  * One validated safetensors file: an 8-byte little-endian header length n, n bytes of JSON header, then
  * the data section. {@link #open} checks everything (see {@link SafetensorsHeader}) before any tensor is
  * exposed, so a TensorInfo from here always lies inside the file and covers exactly dtype x shape bytes.
- * Holds no open file: it is a description.
+ * Holds no open file: it is a description (an {@link OpenCheckpoint} keeps the fd it was read from).
  */
 public final class SafetensorsFile {
     /** The largest header accepted, as in the reference implementation (100 MiB). */
     public static final long MAX_HEADER_LENGTH = 100L << 20;
+    /** O_NONBLOCK, the same number on x86-64 and aarch64: opening a FIFO by mistake must not hang. */
+    private static final int O_NONBLOCK = 0x800;
 
     private final Path path;
     private final long fileSize;
@@ -31,62 +36,96 @@ public final class SafetensorsFile {
     private final byte[] headerSha256;
     private final Map<String, String> metadata;
     private final Map<String, TensorInfo> tensors;
+    private final FileState opened;
 
     private SafetensorsFile(Path path, long fileSize, long headerLength, byte[] headerSha256,
-            Map<String, String> metadata, Map<String, TensorInfo> tensors) {
+            Map<String, String> metadata, Map<String, TensorInfo> tensors, FileState opened) {
         this.path = path;
         this.fileSize = fileSize;
         this.headerLength = headerLength;
         this.headerSha256 = headerSha256;
         this.metadata = metadata;
         this.tensors = tensors;
+        this.opened = opened;
     }
 
-    /** Reads and validates the header of {@code path}; throws {@link CheckpointException} naming the problem. */
+    /**
+     * Reads and validates the header of {@code path}; throws {@link CheckpointException} naming the problem.
+     * The file is opened once ({@code O_RDONLY|O_CLOEXEC}) and closed before this returns.
+     */
     public static SafetensorsFile open(Path path) {
-        String where = path.toString();
-        try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
-            long size = ch.size();
-            if (size < 8) {
-                throw new CheckpointException(where + ": file is " + size
-                        + " bytes, too short for the 8-byte header length");
-            }
-            ByteBuffer len = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
-            readFully(ch, len, 0);
-            long n = len.getLong(0);
-            if (n < 0 || n > MAX_HEADER_LENGTH) {
-                throw new CheckpointException(where + ": header length " + Long.toUnsignedString(n)
-                        + " exceeds the limit of " + MAX_HEADER_LENGTH + " bytes (100 MiB)");
-            }
-            if (8 + n > size) {
-                throw new CheckpointException(where + ": header length " + n + " runs past the end of the file ("
-                        + size + " bytes)");
-            }
-            ByteBuffer header = ByteBuffer.allocate((int) n);
-            readFully(ch, header, 8);
-            byte[] bytes = header.array();
-            long dataOffset = 8 + n;
-            SafetensorsHeader parsed = SafetensorsHeader.parse(where, path, bytes, dataOffset, size - dataOffset);
-            Map<String, TensorInfo> byName = new TreeMap<>();
-            for (TensorInfo t : parsed.tensors()) {
-                byName.put(t.name(), t);
-            }
-            return new SafetensorsFile(path, size, n, sha256(bytes), parsed.metadata(),
-                    Collections.unmodifiableMap(byName));
-        } catch (NoSuchFileException e) {
-            throw new CheckpointException(where + ": no such file", e);
-        } catch (IOException e) {
-            throw new CheckpointException(where + ": cannot read: " + e, e);
+        try (Fd fd = openFd(path)) {
+            return read(path, fd);
         }
     }
 
-    private static void readFully(FileChannel ch, ByteBuffer buf, long position) throws IOException {
-        while (buf.hasRemaining()) {
-            int n = ch.read(buf, position + buf.position());
-            if (n < 0) {
-                throw new IOException("unexpected end of file at " + (position + buf.position()));
+    /** Opens {@code path} for reading: O_RDONLY, O_CLOEXEC, and O_NONBLOCK so that a FIFO cannot hang us. */
+    static Fd openFd(Path path) {
+        try {
+            return Posix.open(path, Posix.O_RDONLY | O_NONBLOCK, 0);
+        } catch (NativeException e) {
+            if (e.errno() == Errno.ENOENT) {
+                throw new CheckpointException(path + ": no such file", e);
             }
+            throw new CheckpointException(path + ": cannot open: " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Validates the safetensors file open on {@code fd} ({@code path} names it in messages): its size comes
+     * from {@code fstat} of the fd, its header from positioned reads of the fd, and the state of the file
+     * at that moment is kept ({@link #opened()}) so a later check can tell whether it changed.
+     */
+    static SafetensorsFile read(Path path, Fd fd) {
+        String where = path.toString();
+        FileState state;
+        try {
+            state = FileState.of(fd);
+        } catch (IOException e) {
+            throw new CheckpointException(where + ": cannot stat the open file: " + e, e);
+        }
+        if (!state.regular()) {
+            throw new CheckpointException(where + ": not a regular file");
+        }
+        long size = state.size();
+        if (size < 8) {
+            throw new CheckpointException(where + ": file is " + size
+                    + " bytes, too short for the 8-byte header length");
+        }
+        long n = ByteBuffer.wrap(readBytes(where, fd, 0, 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        if (n < 0 || n > MAX_HEADER_LENGTH) {
+            throw new CheckpointException(where + ": header length " + Long.toUnsignedString(n)
+                    + " exceeds the limit of " + MAX_HEADER_LENGTH + " bytes (100 MiB)");
+        }
+        if (8 + n > size) {
+            throw new CheckpointException(where + ": header length " + n + " runs past the end of the file ("
+                    + size + " bytes)");
+        }
+        byte[] bytes = readBytes(where, fd, 8, (int) n);
+        long dataOffset = 8 + n;
+        SafetensorsHeader parsed = SafetensorsHeader.parse(where, path, bytes, dataOffset, size - dataOffset);
+        Map<String, TensorInfo> byName = new TreeMap<>();
+        for (TensorInfo t : parsed.tensors()) {
+            byName.put(t.name(), t);
+        }
+        return new SafetensorsFile(path, size, n, sha256(bytes), parsed.metadata(),
+                Collections.unmodifiableMap(byName), state);
+    }
+
+    /** {@code length} bytes of {@code fd} at {@code offset}, by pread through a scratch mapping. */
+    static byte[] readBytes(String where, Fd fd, long offset, int length) {
+        byte[] out = new byte[length];
+        if (length == 0) {
+            return out;
+        }
+        try (Mapping scratch = Posix.mmapAnonymous(length, "header of " + where)) {
+            Posix.preadFully(fd, scratch.address(), length, offset);
+            RawMemory.copy(scratch.address(), out, 0, length);
+        } catch (NativeException e) {
+            throw new CheckpointException(where + ": cannot read " + length + " bytes at offset " + offset + ": "
+                    + e.getMessage(), e);
+        }
+        return out;
     }
 
     static byte[] sha256(byte[] bytes) {
@@ -131,6 +170,11 @@ public final class SafetensorsFile {
 
     public String headerSha256Hex() {
         return HexFormat.of().formatHex(headerSha256);
+    }
+
+    /** The file's state when it was opened, before its header was read. */
+    FileState opened() {
+        return opened;
     }
 
     /** {@code __metadata__}, or an empty map. */

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.function.Function;
 
 /**
  * A sharded checkpoint's {@code *.safetensors.index.json}: its {@code weight_map} maps each tensor name
@@ -24,7 +25,7 @@ final class ShardIndex {
     }
 
     /** The shards, in file-name order, after checking them against the weight map. */
-    static List<SafetensorsFile> open(Path index) {
+    static List<SafetensorsFile> open(Path index, Function<Path, SafetensorsFile> opener) {
         String where = index.toString();
         Map<String, String> weightMap = weightMap(where, read(index));
         Path dir = index.toAbsolutePath().getParent();
@@ -37,7 +38,7 @@ final class ShardIndex {
                 throw new CheckpointException(where + ": weight_map names shard '" + shardName + "' (for tensor '"
                         + tensor + "'), but " + shard + " does not exist");
             }
-            shards.put(shardName, SafetensorsFile.open(shard));
+            shards.put(shardName, opener.apply(shard));
         }
         for (Map.Entry<String, String> e : weightMap.entrySet()) {
             if (shards.get(e.getValue()).tensor(e.getKey()) == null) {
