@@ -26,7 +26,8 @@ import java.util.List;
 final class FingerprintCodec {
     static final byte[] MAGIC = {'E', 'G', 'F', 'P'};
     static final int VERSION = 1;
-    static final int MAX_RANK = 64;
+    /** The same rank limit as everywhere else ({@link Limits#MAX_RANK}). */
+    static final int MAX_RANK = Limits.MAX_RANK;
 
     private FingerprintCodec() {
     }
@@ -127,9 +128,29 @@ final class FingerprintCodec {
         return new Fingerprint(layout, backend, patterns, files, tables);
     }
 
-    /** Code point order: the order of the UTF-8 bytes. */
+    /**
+     * Code point order: the order of the UTF-8 bytes. Without allocating (sorting thousands of 4 KiB names
+     * must not cost gigabytes of garbage): UTF-16 order is code point order except where both differing
+     * chars are at or above U+D800, where surrogates (supplementary code points) must sort after U+E000..U+FFFF.
+     */
     static int compareNames(String a, String b) {
-        return Arrays.compare(a.codePoints().toArray(), b.codePoints().toArray());
+        int n = Math.min(a.length(), b.length());
+        for (int i = 0; i < n; i++) {
+            char x = a.charAt(i);
+            char y = b.charAt(i);
+            if (x != y) {
+                if (x >= 0xD800 && y >= 0xD800) {
+                    return codePointRank(x) - codePointRank(y);
+                }
+                return x - y;
+            }
+        }
+        return a.length() - b.length();
+    }
+
+    /** For a char at or above U+D800: surrogates moved above U+E000..U+FFFF, keeping each range's order. */
+    private static int codePointRank(char c) {
+        return c >= 0xE000 ? c - 0x800 : c + 0x2000;
     }
 
     private static final class Out {

@@ -32,6 +32,29 @@ class FingerprintTest {
     }
 
     @Test
+    void shouldOrderNamesByCodePointsLikeTheirUtf8Bytes() {
+        java.util.Random rnd = new java.util.Random(17);
+        String[] alphabet = {"a", "z", "\u00e9", "\ud7ff", "\ue000", "\uffff", "\ud800\udc00", "\udbff\udfff",
+                "\ud83d\ude00", "\uff21"};
+        for (int i = 0; i < 20_000; i++) {
+            StringBuilder a = new StringBuilder();
+            StringBuilder b = new StringBuilder();
+            String common = alphabet[rnd.nextInt(alphabet.length)];
+            a.append(common);
+            b.append(common);
+            for (int k = rnd.nextInt(3); k >= 0; k--) {
+                a.append(alphabet[rnd.nextInt(alphabet.length)]);
+                b.append(alphabet[rnd.nextInt(alphabet.length)]);
+            }
+            String x = a.toString();
+            String y = b.toString();
+            int bytes = java.util.Arrays.compareUnsigned(x.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                    y.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            assertEquals(Integer.signum(bytes), Integer.signum(FingerprintCodec.compareNames(x, y)), x + " vs " + y);
+        }
+    }
+
+    @Test
     void shouldDescribeTheSelectedTablesAndTheirFilesOnly() throws IOException {
         Path index = CheckpointGenerator.writeSharded(dir, new CheckpointGenerator.Spec(List.of(1, 14), 8, 64, 3));
         Checkpoint c = Checkpoint.open(index);
@@ -136,8 +159,8 @@ class FingerprintTest {
         int tableAt = sizeAt + 8 + 32 + 4;
         assertDecodeError(patch(good, tableAt + 4 + 1 + 4 + 1, (byte) '9'),
                 "fingerprint at byte " + (tableAt + 5) + ": table 't': unknown dtype 'F9'");
-        assertDecodeError(patch(good, tableAt + 4 + 1 + 4 + 2, (byte) 65),
-                "fingerprint at byte " + (tableAt + 11) + ": table 't': rank 65 exceeds 64");
+        assertDecodeError(patch(good, tableAt + 4 + 1 + 4 + 2, (byte) 17),
+                "fingerprint at byte " + (tableAt + 11) + ": table 't': rank 17 exceeds 16");
         assertDecodeError(patch(good, good.length - 8, (byte) 3),
                 "fingerprint at byte " + (good.length - 8) + ": table 't': F4 [2, 2] is 2 bytes, not 3");
     }
