@@ -2,6 +2,8 @@ package io.engramhost.store;
 
 import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.Limits;
+import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.CudaDevice;
@@ -21,9 +23,9 @@ import java.util.stream.IntStream;
 
 /**
  * Turns a daemon's settings into the load it will run: opens and validates the checkpoint, selects
- * the tables, computes the fingerprint, resolves the NUMA policy, checks the GPUs and the memory
- * budget, and picks the backend. Everything that can be wrong with the input fails here, before the
- * daemon takes its socket.
+ * the tables, computes the fingerprint, checks the limits every message must respect, resolves the
+ * NUMA policy, checks the GPUs and the memory budget, and picks the backend. Everything that can be
+ * wrong with the input fails here, before the daemon takes its socket.
  */
 public final class CatalogFactory {
     private CatalogFactory() {
@@ -34,22 +36,41 @@ public final class CatalogFactory {
             CatalogBuilder builder, String budget) {
     }
 
+    /**
+     * Validates everything about {@code ctx} that can be wrong: the checkpoint (opened once; its fds go to
+     * the builder, which reads through them and closes them), the selection, the limits
+     * ({@link Limits}), the NUMA policy, the GPUs and the memory budget.
+     */
     public static Prepared prepare(StoreSettings ctx) {
-        Checkpoint checkpoint = Checkpoint.open(ctx.checkpoints());
+        OpenCheckpoint open = OpenCheckpoint.open(ctx.checkpoints());
+        try {
+            return prepare(ctx, open);
+        } catch (RuntimeException | Error e) {
+            try {
+                open.close();
+            } catch (RuntimeException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+    }
+
+    private static Prepared prepare(StoreSettings ctx, OpenCheckpoint open) {
+        Checkpoint checkpoint = open.checkpoint();
         List<TensorInfo> selected = checkpoint.select(ctx.tables());
-        DeviceTensors device = null;
         List<String> patterns = new ArrayList<>(ctx.tables());
+        List<TensorInfo> onGpu = List.of();
         if (!ctx.deviceTensors().isEmpty()) {
-            List<TensorInfo> onGpu = checkpoint.select(ctx.deviceTensors());
+            onGpu = checkpoint.select(ctx.deviceTensors());
             Set<String> names = new HashSet<>();
             onGpu.forEach(t -> names.add(t.name()));
             selected = selected.stream().filter(t -> !names.contains(t.name())).toList();
-            device = new DeviceTensors(onGpu, gpus(ctx));
             if (!patterns.isEmpty()) {
                 patterns.addAll(ctx.deviceTensors());
             }
         }
-        Fingerprint fingerprint = Fingerprint.of(checkpoint, patterns, ctx.backend(), Fingerprint.LAYOUT_VERSION);
+        Fingerprint fingerprint = Limits.checkServed(checkpoint, patterns, ctx.backend());
+        DeviceTensors device = onGpu.isEmpty() ? null : new DeviceTensors(onGpu, gpus(ctx));
         Topology topology = Topology.read();
         PolicySpec spec = PolicySpec.parse(ctx.numa() == null ? "auto" : ctx.numa());
         HostRegionFactory factory;
@@ -74,8 +95,9 @@ public final class CatalogFactory {
             default -> throw new IllegalArgumentException("--backend: '" + ctx.backend() + "' is not one of "
                     + String.join(", ", StoreSettings.BACKENDS));
         }
-        HostCatalogBuilder builder = new HostCatalogBuilder(selected, fingerprint, factory, ctx.backend(), device,
+        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, factory, ctx.backend(), device,
                 ctx.threads());
+        Limits.checkRegions(builder.regionCount());
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend().equals("memfd-hugetlb"),
                         factory.granule(), topology);

@@ -1,7 +1,6 @@
 package io.engramhost.store;
 
-import io.engramhost.checkpoint.CheckpointLoader;
-import io.engramhost.checkpoint.ContentDigest;
+import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
@@ -32,9 +31,20 @@ final class DeviceTensors {
         return tensors;
     }
 
-    void load(ManifestAssembler manifests, Regions<AutoCloseable> owned, LoadProgress progress, int threads) {
-        RegionPlan plan = RegionPlan.plan(tensors.stream().map(TensorInfo::length).toList(),
+    private RegionPlan plan() {
+        return RegionPlan.plan(tensors.stream().map(TensorInfo::length).toList(),
                 HostCatalogBuilder.OWN_REGION_BYTES, HostCatalogBuilder.PACK_LIMIT_BYTES, 256, 2L << 20);
+    }
+
+    /** The device regions (fds) one GPU's manifest carries. */
+    int regionCount() {
+        return plan().regionSizes().size();
+    }
+
+    /** Reads the tensors through {@code source}'s validated fds, then copies them into each GPU. */
+    void load(OpenCheckpoint source, ManifestAssembler manifests, Regions<AutoCloseable> owned, LoadProgress progress,
+            int threads) {
+        RegionPlan plan = plan();
         long total = tensors.stream().mapToLong(TensorInfo::length).sum();
         progress.phase("loading " + tensors.size() + " device tensors for GPUs " + gpus, total);
         List<Mapping> staging = new ArrayList<>();
@@ -47,12 +57,8 @@ final class DeviceTensors {
                 RegionPlan.Slot s = plan.slots().get(i);
                 address.put(tensors.get(i), s.region() < 0 ? 0L : staging.get(s.region()).address() + s.offset());
             }
-            new CheckpointLoader(threads, CheckpointLoader.DEFAULT_CHUNK, (done, all) -> progress.done(done))
-                    .load(tensors, address::get);
-            long[] digests = new long[tensors.size()];
-            for (int i = 0; i < tensors.size(); i++) {
-                digests[i] = ContentDigest.digestParallel(address.get(tensors.get(i)), tensors.get(i).length(), threads);
-            }
+            HostCatalogBuilder.loader(threads, progress).load(source, tensors, address::get);
+            long[] digests = HostCatalogBuilder.digests(tensors, address, threads, new LoadProgress(line -> { }));
             for (int gpu : gpus) {
                 for (int r = 0; r < staging.size(); r++) {
                     DeviceAllocation a = owned.add(DeviceAllocation.create(staging.get(r).length(), gpu,

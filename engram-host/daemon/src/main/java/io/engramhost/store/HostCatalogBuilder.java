@@ -1,29 +1,54 @@
 package io.engramhost.store;
 
+import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
 import io.engramhost.protocol.Manifest;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Loads the selected host tables into one backend's regions and, when asked, the device tensors into
  * GPU memory: plans the regions (large tensors alone, small ones packed), creates them (NUMA policy
  * before the first touch), reads the checkpoint straight into them, digests, verifies placement and
  * seals. The memory budget is checked by the caller before the daemon takes its socket.
+ *
+ * <p>Every byte is read through the fds the checkpoint was validated from ({@link OpenCheckpoint}), and
+ * once everything is read each file is checked unchanged (size, times, header, and the path still naming
+ * it); a file that changed fails the load with one line, so what is served is what was validated.
+ * The builder owns those fds and closes them when {@link #build} returns or throws.
  */
 public final class HostCatalogBuilder implements CatalogBuilder {
     /** Tensors at least this large get a region of their own. */
     static final long OWN_REGION_BYTES = 64L << 20;
     /** Packed regions are closed at this size. */
     static final long PACK_LIMIT_BYTES = 1L << 30;
+    /**
+     * TEST ONLY: {@code before-read:PATH} holds the load before its first read, {@code after-chunk:PATH} after
+     * each chunk read (so after the first), until PATH exists; the daemon says so once on stderr. Tests use
+     * it to change a checkpoint at a known point of a load; nothing else should set it.
+     */
+    public static final String TEST_LOAD_GATE = "ENGRAM_HOST_TEST_LOAD_GATE";
+    /** What a load that found its checkpoint changed says after the file and the change. */
+    static final String CHANGED_CONSEQUENCE = "refusing to serve it; restart the daemon once the file is stable";
+    private static final AtomicBoolean GATE_ANNOUNCED = new AtomicBoolean();
 
+    private final OpenCheckpoint source;
     private final List<TensorInfo> tensors;
     private final Fingerprint fingerprint;
     private final HostRegionFactory factory;
@@ -32,8 +57,9 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private final int threads;
     private final RegionPlan plan;
 
-    HostCatalogBuilder(List<TensorInfo> tensors, Fingerprint fingerprint, HostRegionFactory factory, String backend,
-            DeviceTensors deviceTensors, int threads) {
+    HostCatalogBuilder(OpenCheckpoint source, List<TensorInfo> tensors, Fingerprint fingerprint,
+            HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads) {
+        this.source = source;
         this.tensors = List.copyOf(tensors);
         this.fingerprint = fingerprint;
         this.factory = factory;
@@ -46,6 +72,42 @@ public final class HostCatalogBuilder implements CatalogBuilder {
 
     long plannedBytes() {
         return plan.totalBytes();
+    }
+
+    /** The fds a client's manifest carries at most: the host regions and one GPU's device regions. */
+    int regionCount() {
+        return plan.regionSizes().size() + (deviceTensors == null ? 0 : deviceTensors.regionCount());
+    }
+
+    /** The loader the daemon uses, held at each chunk while a test gate says so ({@link #TEST_LOAD_GATE}). */
+    static CheckpointLoader loader(int threads, LoadProgress progress) {
+        CheckpointLoader loader = new CheckpointLoader(threads, CheckpointLoader.DEFAULT_CHUNK,
+                (done, all) -> progress.done(done));
+        return testGate("after-chunk") ? loader.withAfterChunkHook(HostCatalogBuilder::holdAtTestGate) : loader;
+    }
+
+    private static boolean testGate(String when) {
+        String gate = System.getenv(TEST_LOAD_GATE);
+        return gate != null && gate.startsWith(when + ":");
+    }
+
+    /** TEST ONLY: waits until the gate's path exists ({@link #TEST_LOAD_GATE}). */
+    private static void holdAtTestGate() {
+        String gate = System.getenv(TEST_LOAD_GATE);
+        Path path = Path.of(gate.substring(gate.indexOf(':') + 1));
+        if (GATE_ANNOUNCED.compareAndSet(false, true)) {
+            System.err.println("engram-host: TEST ONLY (" + TEST_LOAD_GATE + "=" + gate + "): load held until " + path
+                    + " exists");
+            System.err.flush();
+        }
+        while (!Files.exists(path)) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new CheckpointException("load interrupted while held by " + TEST_LOAD_GATE);
+            }
+        }
     }
 
     @Override
@@ -66,16 +128,13 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 RegionPlan.Slot slot = plan.slots().get(i);
                 address.put(tensors.get(i), slot.region() < 0 ? 0L : regions.get(slot.region()).address() + slot.offset());
             }
-            new CheckpointLoader(threads, CheckpointLoader.DEFAULT_CHUNK, (done, all) -> progress.done(done))
-                    .load(tensors, address::get);
+            if (testGate("before-read")) {
+                holdAtTestGate();
+            }
+            loader(threads, progress).load(source, tensors, address::get);
             long t2 = System.nanoTime();
             progress.phase("digesting", total);
-            long[] digests = new long[tensors.size()];
-            for (int i = 0; i < tensors.size(); i++) {
-                TensorInfo t = tensors.get(i);
-                digests[i] = ContentDigest.digestParallel(address.get(t), t.length(), threads);
-                progress.advance(t.length());
-            }
+            long[] digests = digests(tensors, address, threads, progress);
             long t3 = System.nanoTime();
             progress.phase("verifying placement", 0);
             int[] regionNode = verifyPlacement(regions, progress);
@@ -95,13 +154,61 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                         s.offset(), digests[i], factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
             }
             if (deviceTensors != null) {
-                deviceTensors.load(manifests, owned, progress, threads);
+                deviceTensors.load(source, manifests, owned, progress, threads);
             }
+            progress.phase("checking the checkpoint is unchanged", 0);
+            source.checkUnchanged("during the load", CHANGED_CONSEQUENCE);
             return new Catalog(manifests.build(), fingerprint.sha256Hex(), new FingerprintMatch(fingerprint), backend,
                     owned);
         } catch (Exception e) {
             owned.close();
             throw e;
+        } finally {
+            source.close();
+        }
+    }
+
+    /**
+     * engram digest v1 of every tensor on one pool of {@code threads} threads: a tensor of more than one
+     * chunk has its chunks spread over the pool, smaller ones are one task each (a pool per tensor would
+     * cost more than the hashing for thousands of small tables).
+     */
+    static long[] digests(List<TensorInfo> tensors, Map<TensorInfo, Long> address, int threads, LoadProgress progress) {
+        long[] out = new long[tensors.size()];
+        ExecutorService pool = Executors.newFixedThreadPool(threads, r -> {
+            Thread t = new Thread(r, "engram-digest");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            List<Future<Long>> small = new ArrayList<>(java.util.Collections.nCopies(tensors.size(), null));
+            for (int i = 0; i < tensors.size(); i++) {
+                TensorInfo t = tensors.get(i);
+                long at = address.get(t);
+                if (t.length() > ContentDigest.CHUNK) {
+                    out[i] = ContentDigest.digestParallel(at, t.length(), pool);
+                    progress.advance(t.length());
+                } else {
+                    small.set(i, pool.submit(() -> {
+                        long d = ContentDigest.digest(at, t.length());
+                        progress.advance(t.length());
+                        return d;
+                    }));
+                }
+            }
+            for (int i = 0; i < tensors.size(); i++) {
+                if (small.get(i) != null) {
+                    out[i] = small.get(i).get();
+                }
+            }
+            return out;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while digesting", e);
+        } catch (ExecutionException e) {
+            throw new IllegalStateException("digesting failed: " + e.getCause(), e.getCause());
+        } finally {
+            pool.shutdownNow();
         }
     }
 
