@@ -124,7 +124,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             out.put("source", imported.source().name().toLowerCase(java.util.Locale.ROOT));
             out.put("fingerprint", imported.fingerprintSha256());
             out.put("daemon_pid", imported.daemonPid());
-            Map<String, Object> timings = new LinkedHashMap<>(imported.timings());
+            Map<String, Object> timings = new LinkedHashMap<>(imported.timings().toMap());
             timings.put("import_ms", importMs);
             out.put("timings", timings);
             out.put("tables", rows);
@@ -167,7 +167,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             }
             m.put("region", t.entry().region());
             if (t.entry().region() >= 0) {
-                m.put("attach", imported.regionTimings(t.entry().region()));
+                m.put("attach", imported.regionTimings(t.entry().region()).toMap());
             }
             m.put("digest", String.format("%016x", t.digest()));
             if (!t.hasCpuView()) {

@@ -52,6 +52,19 @@ class CliIntegrationTest {
         return out;
     }
 
+    /** {@code import --json} names its timings as it always has (ImportTimings and RegionTimings turned into maps). */
+    private static void assertTimingKeys(String importJson) {
+        Map<?, ?> doc = (Map<?, ?>) JsonReader.parse(importJson.strip());
+        Map<?, ?> timings = (Map<?, ?>) doc.get("timings");
+        assertEquals(List.of("native_init_ms", "handshake_ms", "manifest_ms", "map_ms", "attach_ms", "total_ms",
+                "import_ms"), List.copyOf(timings.keySet()), importJson);
+        for (Object t : (List<?>) doc.get("tables")) {
+            Map<?, ?> attach = (Map<?, ?>) ((Map<?, ?>) t).get("attach");
+            assertEquals(List.of("mmap_ms"), List.copyOf(attach.keySet()), importJson);
+            assertTrue(((Number) attach.get("mmap_ms")).doubleValue() >= 0, importJson);
+        }
+    }
+
     private static void assertDigestsMatch(Path checkpoint, String importJson) throws Exception {
         Map<String, Map<String, Object>> tables = importedTables(importJson);
         Checkpoint cp = Checkpoint.open(List.of(checkpoint));
@@ -87,9 +100,13 @@ class CliIntegrationTest {
                     "--expect-checkpoint", index.toString());
             assertEquals(0, r.exit(), r.err());
             assertDigestsMatch(index, r.out());
+            assertTimingKeys(r.out());
             CliRun status = CliRun.of("status", "--socket", socket.toString(), "--json");
             assertEquals(0, status.exit(), status.err());
             assertTrue(status.out().contains("\"state\":\"ready\""), status.out());
+            Map<?, ?> load = (Map<?, ?>) ((Map<?, ?>) JsonReader.parse(status.out().strip())).get("load");
+            assertEquals(List.of("create_s", "read_s", "read_gib_s", "digest_s", "verify_seal_s"),
+                    List.copyOf(load.keySet()), status.out());
             CliRun stop = CliRun.of("stop", "--socket", socket.toString());
             assertEquals(0, stop.exit(), stop.err());
             assertTrue(d.process.waitFor(20, java.util.concurrent.TimeUnit.SECONDS));

@@ -9,10 +9,10 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.util.Lap;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -22,7 +22,7 @@ final class DiskLoad {
     }
 
     static ImportedTables load(List<Path> checkpoint, List<String> tables, int threads) {
-        long t0 = System.nanoTime();
+        Lap lap = Lap.start();
         Checkpoint cp = Checkpoint.open(checkpoint);
         List<TensorInfo> selected = cp.select(tables);
         Fingerprint fp = Fingerprint.of(cp, tables, "", Fingerprint.LAYOUT_VERSION);
@@ -51,11 +51,8 @@ final class DiskLoad {
             }
             Manifest manifest = new Manifest(new byte[32], new byte[0], List.of(), entries);
             Guard guard = ImportedTables.guardFor("tables loaded from " + checkpoint, resources);
-            Map<String, Double> timings = new LinkedHashMap<>();
-            timings.put("disk_load_ms", (System.nanoTime() - t0) / 1e6);
-            timings.put("total_ms", (System.nanoTime() - t0) / 1e6);
-            return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard), timings,
-                    List.of(), fp.sha256Hex(), null, null, guard, -1);
+            return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard),
+                    ImportTimings.disk(lap.total()), List.of(), fp.sha256Hex(), null, null, guard, -1);
         } catch (RuntimeException e) {
             for (int i = resources.size() - 1; i >= 0; i--) {
                 try {

@@ -21,12 +21,11 @@ import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.ProtocolException;
 import io.engramhost.protocol.Welcome;
+import io.engramhost.util.Lap;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.stream.Collectors;
 
 /** The client library's entry points: import tables, ask for status, stop a daemon. */
@@ -45,11 +44,11 @@ public final class EngramClient {
      *     daemon this client does not trust (uid, seals) or one that breaks the protocol
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
-        long t0 = System.nanoTime();
+        Lap lap = Lap.start();
         Warmup.start();
         GpuPreparation gpu = options.gpuView() ? GpuPreparation.start(options.device()) : null;
         Posix.raiseNoFileLimit(); // the first native call of a process also loads the bindings
-        long tInit = System.nanoTime();
+        long nativeInitNanos = lap.lap();
         Connected c;
         try {
             c = handshake(socket, options);
@@ -59,7 +58,7 @@ public final class EngramClient {
             }
             throw e;
         }
-        long t1 = System.nanoTime();
+        long handshakeNanos = lap.lap();
         List<AutoCloseable> resources = new ArrayList<>();
         try {
             Manifest manifest;
@@ -72,27 +71,23 @@ public final class EngramClient {
                 }
                 fds = in.takeFds();
             }
-            long t2 = System.nanoTime();
-            Map<String, Double> gpuTimings = gpu == null ? Map.of() : gpu.await();
-            long t2b = System.nanoTime();
-            RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
-            long t3 = System.nanoTime();
-            Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
-            Map<String, Double> timings = new LinkedHashMap<>();
-            timings.put("native_init_ms", (tInit - t0) / 1e6);
-            timings.put("handshake_ms", (t1 - tInit) / 1e6);
-            timings.put("manifest_ms", (t2 - t1) / 1e6);
-            timings.putAll(gpuTimings);
+            long manifestNanos = lap.lap();
+            long gpuPrepareNanos = ImportTimings.NOT_MEASURED;
+            long gpuPrepareWaitNanos = ImportTimings.NOT_MEASURED;
             if (gpu != null) {
-                timings.put("gpu_prepare_wait_ms", (t2b - t2) / 1e6);
+                gpuPrepareNanos = gpu.await();
+                gpuPrepareWaitNanos = lap.lap();
             }
-            timings.putAll(attached.timings);
-            timings.put("attach_ms", (t3 - t2b) / 1e6);
-            timings.put("total_ms", (t3 - t0) / 1e6);
+            RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
+            long attachNanos = lap.lap();
+            ImportTimings timings = new ImportTimings(nativeInitNanos, handshakeNanos, manifestNanos, gpuPrepareNanos,
+                    gpuPrepareWaitNanos, attached.mapNanos, attached.registerNanos, attached.vmm, attached.device,
+                    attachNanos, ImportTimings.NOT_MEASURED, lap.total());
+            Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             int daemonPid = c.peer.pid();
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
             return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
-                    timings, attached.perRegion, HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
+                    timings, List.of(attached.perRegion), HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
                     guard, daemonPid);
         } catch (ProtocolException e) {
             EngramClientException wrapped = protocolError(socket, e);

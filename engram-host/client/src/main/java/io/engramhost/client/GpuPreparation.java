@@ -1,7 +1,7 @@
 package io.engramhost.client;
 
+import io.engramhost.util.Lap;
 import io.engramhost.vmm.VmmImport;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 
@@ -11,17 +11,17 @@ import java.util.concurrent.CompletionException;
  * the handshake instead of after it.
  */
 final class GpuPreparation {
-    private final CompletableFuture<Double> done;
+    private final CompletableFuture<Long> done;
 
-    private GpuPreparation(CompletableFuture<Double> done) {
+    private GpuPreparation(CompletableFuture<Long> done) {
         this.done = done;
     }
 
     static GpuPreparation start(int device) {
         return new GpuPreparation(CompletableFuture.supplyAsync(() -> {
-            long t0 = System.nanoTime();
+            Lap lap = Lap.start();
             VmmImport.prepare(device);
-            return (System.nanoTime() - t0) / 1e6;
+            return lap.lap();
         }, r -> {
             Thread t = new Thread(r, "engram-gpu-prepare");
             t.setDaemon(true);
@@ -29,10 +29,13 @@ final class GpuPreparation {
         }));
     }
 
-    /** Waits for the preparation; its failure (no driver, no such GPU) is rethrown as it happened. */
-    Map<String, Double> await() {
+    /**
+     * Waits for the preparation and returns the nanoseconds it took; its failure (no driver, no such
+     * GPU) is rethrown as it happened.
+     */
+    long await() {
         try {
-            return Map.of("gpu_prepare_ms", done.join());
+            return done.join();
         } catch (CompletionException e) {
             if (e.getCause() instanceof RuntimeException r) {
                 throw r;

@@ -23,23 +23,23 @@ public final class ImportedTables implements AutoCloseable {
 
     private final Source source;
     private final Map<String, TableView> tables;
-    private final Map<String, Double> timings;
+    private final ImportTimings timings;
     private final String fingerprintSha256;
     private final ProtocolChannel lease;
     private final DaemonWatch watch;
     private final Guard guard;
     private final int daemonPid;
-    private final List<Map<String, Double>> regionTimings;
+    private final List<RegionTimings> regionTimings;
 
-    ImportedTables(Source source, List<TableView> views, Map<String, Double> timings, List<Map<String, Double>>
-            regionTimings, String fingerprintSha256, ProtocolChannel lease, DaemonWatch watch, Guard guard,
+    ImportedTables(Source source, List<TableView> views, ImportTimings timings, List<RegionTimings> regionTimings,
+            String fingerprintSha256, ProtocolChannel lease, DaemonWatch watch, Guard guard,
             int daemonPid) {
-        this.regionTimings = regionTimings;
+        this.regionTimings = List.copyOf(regionTimings);
         this.source = source;
         Map<String, TableView> m = new LinkedHashMap<>();
         views.forEach(v -> m.put(v.name(), v));
         this.tables = Collections.unmodifiableMap(m);
-        this.timings = Collections.unmodifiableMap(new LinkedHashMap<>(timings));
+        this.timings = timings;
         this.fingerprintSha256 = fingerprintSha256;
         this.lease = lease;
         this.watch = watch;
@@ -84,17 +84,22 @@ public final class ImportedTables implements AutoCloseable {
         return t;
     }
 
-    /** Milliseconds per step: connect, handshake, map, gpu, total. */
-    public Map<String, Double> timings() {
+    /**
+     * Where the import spent its time: native bindings, handshake, manifest, GPU preparation, the attach
+     * (maps, registrations, cuda-vmm imports) and the total; {@link ImportTimings#toMap()} gives the
+     * milliseconds per step under the keys {@code import --json} reports.
+     */
+    public ImportTimings timings() {
         return timings;
     }
 
     /**
-     * The ms each attach step took for region (fd) {@code region} of the manifest: mmap and register for
-     * memfd, import, map, gpu_access (and cpu_access) for cuda-vmm. Tables packed in one region share it.
+     * What each attach step took for region (fd) {@code region} of the manifest: mmap and register for
+     * memfd, import, map, gpu access (and cpu access) for cuda-vmm; {@link RegionTimings#NONE} for a
+     * region nothing attached (a disk load, a region out of range). Tables packed in one region share it.
      */
-    public Map<String, Double> regionTimings(int region) {
-        return region < 0 || region >= regionTimings.size() ? Map.of() : regionTimings.get(region);
+    public RegionTimings regionTimings(int region) {
+        return region < 0 || region >= regionTimings.size() ? RegionTimings.NONE : regionTimings.get(region);
     }
 
     public String fingerprintSha256() {

@@ -9,12 +9,11 @@ import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.vmm.Access;
-import io.engramhost.vmm.AttachTimings;
+import io.engramhost.util.Lap;
 import io.engramhost.vmm.VmmImport;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
+import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 
 /**
  * Attaches a manifest's regions in the client: memfds are checked ({@link SealCheck}: sealed, big
@@ -26,20 +25,27 @@ import java.util.Map;
 final class RegionAttach {
     final long[] host;
     final long[] gpu;
-    final Map<String, Double> timings = new LinkedHashMap<>();
-    /** Per region, the ms of each step that attached it. */
-    final List<Map<String, Double>> perRegion = new ArrayList<>();
+    /** Every memfd's mmap, summed. */
+    long mapNanos;
+    /** Every memfd's registration, summed; {@link ImportTimings#NOT_MEASURED} without a GPU view. */
+    long registerNanos;
+    /** The cuda-vmm HOST_NUMA regions' import, or null without any. */
+    ImportTimings.Vmm vmm;
+    /** The cuda-vmm device regions' import, or null without any. */
+    ImportTimings.Vmm device;
+    /** Per region, each step that attached it. */
+    final RegionTimings[] perRegion;
 
-    private RegionAttach(int n) {
+    private RegionAttach(int n, boolean gpuView) {
+        registerNanos = gpuView ? 0 : ImportTimings.NOT_MEASURED;
         host = new long[n];
         gpu = new long[n];
-        for (int i = 0; i < n; i++) {
-            perRegion.add(new LinkedHashMap<>());
-        }
+        perRegion = new RegionTimings[n];
+        Arrays.fill(perRegion, RegionTimings.NONE);
     }
 
     static RegionAttach attach(Manifest manifest, List<Fd> fds, ClientOptions options, List<AutoCloseable> resources) {
-        RegionAttach a = new RegionAttach(fds.size());
+        RegionAttach a = new RegionAttach(fds.size(), options.gpuView());
         try {
             for (int i = 0; i < fds.size(); i++) {
                 if (manifest.regions().get(i).kind().memfd()) {
@@ -48,8 +54,6 @@ final class RegionAttach {
             }
             List<Integer> vmmHost = new ArrayList<>();
             List<Integer> vmmDevice = new ArrayList<>();
-            long mapNanos = 0;
-            long registerNanos = 0;
             for (int i = 0; i < fds.size(); i++) {
                 Manifest.Region r = manifest.regions().get(i);
                 if (r.kind() == RegionKind.VMM_HOST) {
@@ -57,44 +61,41 @@ final class RegionAttach {
                 } else if (r.kind() == RegionKind.VMM_DEVICE) {
                     vmmDevice.add(i);
                 } else if (r.kind().memfd()) {
-                    long t0 = System.nanoTime();
+                    Lap lap = Lap.start();
                     Mapping m = ReadOnlyMapping.map(fds.get(i), r.size(), options.populate());
                     resources.add(m);
                     a.host[i] = m.address();
-                    long t1 = System.nanoTime();
-                    mapNanos += t1 - t0;
-                    a.perRegion.get(i).put("mmap_ms", (t1 - t0) / 1e6);
+                    long mmapNanos = lap.lap();
+                    a.mapNanos += mmapNanos;
+                    long registerNanos = RegionTimings.NOT_MEASURED;
                     if (options.gpuView()) {
                         HostRegistration reg = HostRegistration.register(m.address(), r.size(), requireGpu(options, r),
                                 true);
                         resources.add(reg);
                         a.gpu[i] = reg.devicePointer();
-                        long t2 = System.nanoTime();
-                        registerNanos += t2 - t1;
-                        a.perRegion.get(i).put("register_ms", (t2 - t1) / 1e6);
+                        registerNanos = lap.lap();
+                        a.registerNanos += registerNanos;
                     }
+                    a.perRegion[i] = RegionTimings.memfd(mmapNanos, registerNanos);
                 } else {
                     throw new EngramClientException(ErrorCode.BAD_REQUEST, "region " + i + " has kind " + r.kind()
                             + ", which a client cannot attach", List.of());
                 }
             }
-            a.timings.put("map_ms", mapNanos / 1e6);
-            if (options.gpuView()) {
-                a.timings.put("register_ms", registerNanos / 1e6);
-            }
             Access hostAccess = options.cpuView() ? Access.READ_ONLY.withCpuView() : Access.READ_ONLY;
-            a.importVmm(manifest, fds, vmmHost, hostAccess, options, resources, "vmm");
-            a.importVmm(manifest, fds, vmmDevice, Access.READ_ONLY, options, resources, "device");
+            a.vmm = a.importVmm(manifest, fds, vmmHost, hostAccess, options, resources);
+            a.device = a.importVmm(manifest, fds, vmmDevice, Access.READ_ONLY, options, resources);
             return a;
         } finally {
             fds.forEach(Fd::close);
         }
     }
 
-    private void importVmm(Manifest manifest, List<Fd> fds, List<Integer> which, Access access, ClientOptions options,
-            List<AutoCloseable> resources, String label) {
+    /** Imports the regions {@code which} as one {@link VmmImport}; returns its timings, or null for none. */
+    private ImportTimings.Vmm importVmm(Manifest manifest, List<Fd> fds, List<Integer> which, Access access,
+            ClientOptions options, List<AutoCloseable> resources) {
         if (which.isEmpty()) {
-            return;
+            return null;
         }
         Manifest.Region first = manifest.regions().get(which.get(0));
         int device = requireGpu(options, first);
@@ -111,22 +112,9 @@ final class RegionAttach {
             if (access.cpuView()) {
                 host[which.get(j)] = imp.base(j);
             }
-            AttachTimings one = imp.timings(j);
-            Map<String, Double> m = perRegion.get(which.get(j));
-            m.put("import_ms", one.importNanos() / 1e6);
-            m.put("map_ms", one.reserveMapNanos() / 1e6);
-            m.put("gpu_access_ms", one.gpuAccessNanos() / 1e6);
-            if (access.cpuView()) {
-                m.put("cpu_access_ms", one.cpuAccessNanos() / 1e6);
-            }
+            perRegion[which.get(j)] = RegionTimings.vmm(imp.timings(j), access.cpuView());
         }
-        AttachTimings t = imp.timings();
-        timings.put(label + "_import_ms", t.importNanos() / 1e6);
-        timings.put(label + "_map_ms", t.reserveMapNanos() / 1e6);
-        timings.put(label + "_gpu_access_ms", t.gpuAccessNanos() / 1e6);
-        if (access.cpuView()) {
-            timings.put(label + "_cpu_access_ms", t.cpuAccessNanos() / 1e6);
-        }
+        return ImportTimings.Vmm.of(imp.timings(), access.cpuView());
     }
 
     private static int requireGpu(ClientOptions options, Manifest.Region r) {
