@@ -47,10 +47,10 @@ public final class UnixSockets {
      */
     public static Fd connect(Path path) {
         String call = "connect(" + path + ")";
-        Pointer addr = sockaddr(path, call);
+        SockAddr addr = SockAddr.of(path, call);
         Fd fd = socket(0, "connection to " + path, call);
         try {
-            while (LIBC.connect(fd.get(), addr, addrLength(path)) != 0) {
+            while (LIBC.connect(fd.get(), addr.struct(), addr.length()) != 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EISCONN) {
                     break; // an earlier, interrupted attempt completed
@@ -75,10 +75,10 @@ public final class UnixSockets {
      */
     public static Fd listen(Path path, int backlog) {
         String call = "bind(" + path + ")";
-        Pointer addr = sockaddr(path, call);
+        SockAddr addr = SockAddr.of(path, call);
         Fd fd = socket(SOCK_NONBLOCK, "listening socket " + path, call);
         try {
-            if (LIBC.bind(fd.get(), addr, addrLength(path)) != 0) {
+            if (LIBC.bind(fd.get(), addr.struct(), addr.length()) != 0) {
                 throw new NativeException(call, LibCHolder.errno());
             }
             if (LIBC.listen(fd.get(), backlog) != 0) {
@@ -153,31 +153,26 @@ public final class UnixSockets {
         return Fd.adopt(fd, what);
     }
 
-    /** {@code struct sockaddr_un} for {@code path}, or ENAMETOOLONG naming it when sun_path cannot hold it. */
-    static Pointer sockaddr(Path path, String call) {
-        byte[] bytes = pathBytes(path);
-        if (bytes.length + 1 > SUN_PATH_BYTES) {
-            throw new NativeException(call, Errno.ENAMETOOLONG, "the socket path is " + bytes.length
-                    + " bytes; a Unix socket path holds at most " + (SUN_PATH_BYTES - 1) + " (sun_path is "
-                    + SUN_PATH_BYTES + " bytes with its NUL): choose a shorter path or directory");
-        }
-        for (byte b : bytes) {
-            if (b == 0) {
-                throw new IllegalArgumentException(call + ": the socket path contains a NUL byte");
+    /** A {@code struct sockaddr_un} and the length to pass with it (family, path and its NUL). */
+    private record SockAddr(Pointer struct, int length) {
+        /** The address of {@code path}, or ENAMETOOLONG naming it (as {@code call}) when sun_path cannot hold it. */
+        static SockAddr of(Path path, String call) {
+            byte[] bytes = path.toString().getBytes(PATH_CHARSET);
+            if (bytes.length + 1 > SUN_PATH_BYTES) {
+                throw new NativeException(call, Errno.ENAMETOOLONG, "the socket path is " + bytes.length
+                        + " bytes; a Unix socket path holds at most " + (SUN_PATH_BYTES - 1) + " (sun_path is "
+                        + SUN_PATH_BYTES + " bytes with its NUL): choose a shorter path or directory");
             }
+            for (byte b : bytes) {
+                if (b == 0) {
+                    throw new IllegalArgumentException(call + ": the socket path contains a NUL byte");
+                }
+            }
+            Pointer struct = Memory.allocateDirect(RUNTIME, SUN_PATH_AT + SUN_PATH_BYTES, true);
+            struct.putShort(0, (short) AF_UNIX);
+            struct.put(SUN_PATH_AT, bytes, 0, bytes.length);
+            return new SockAddr(struct, SUN_PATH_AT + bytes.length + 1);
         }
-        Pointer addr = Memory.allocateDirect(RUNTIME, SUN_PATH_AT + SUN_PATH_BYTES, true);
-        addr.putShort(0, (short) AF_UNIX);
-        addr.put(SUN_PATH_AT, bytes, 0, bytes.length);
-        return addr;
-    }
-
-    private static int addrLength(Path path) {
-        return SUN_PATH_AT + pathBytes(path).length + 1;
-    }
-
-    private static byte[] pathBytes(Path path) {
-        return path.toString().getBytes(PATH_CHARSET);
     }
 
     /** The charset the JVM uses for file names ({@code sun.jnu.encoding}), so a path means the same file. */
