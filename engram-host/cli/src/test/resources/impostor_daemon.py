@@ -20,6 +20,7 @@ accept, before HELLO, as a daemon at its connection limit does), timed-out (ERRO
 error-v2-at-accept (an ERROR at accept encoded as version 2), silent (reads HELLO, never answers).
 """
 import fcntl
+import hashlib
 import os
 import socket
 import struct
@@ -112,9 +113,21 @@ def regular_file(scratch, size):
     return fd
 
 
-def manifest(sizes, version):
-    """Regions of kind 0 (memfd), one table 'forged.N' of U8[size] filling each."""
-    body = [bytes(32), struct.pack('<I', 0), struct.pack('<I', len(sizes))]
+def expected_fingerprint(import_body):
+    """The (sha256, structured) fingerprint an IMPORT expects, which an impostor simply copies back."""
+    kind = import_body[8]
+    if kind == 1:
+        return import_body[9:41], b''
+    if kind == 2:
+        (n,) = struct.unpack('<I', import_body[9:13])
+        blob = import_body[13:13 + n]
+        return hashlib.sha256(blob).digest(), blob
+    return bytes(32), b''
+
+
+def manifest(sizes, version, sha=bytes(32), fingerprint=b''):
+    """Regions of kind 0 (memfd), one table 'forged.N' of U8[size] filling each, under the given fingerprint."""
+    body = [sha, struct.pack('<I', len(fingerprint)), fingerprint, struct.pack('<I', len(sizes))]
     for size in sizes:
         body.append(struct.pack('<BQii', 0, size, -1, -1))
     body.append(struct.pack('<I', len(sizes)))
@@ -127,7 +140,7 @@ def manifest(sizes, version):
 def regions(case, scratch):
     """(manifest sizes, fds) for an IMPORT answered with a MANIFEST."""
     two = [PAGE, 2 * PAGE]
-    if case in ('good', 'manifest-v1'):
+    if case in ('good', 'manifest-v1', 'wrong-fingerprint'):
         return two, [memfd('impostor.0', PAGE, ALL), memfd('impostor.1', 2 * PAGE, ALL)]
     if case == 'sealed-write':
         return two, [memfd('impostor.0', PAGE, ALL & ~FUTURE_WRITE | WRITE),
@@ -189,7 +202,8 @@ def serve(conn, case, scratch):
         send(conn, error(10, 0, 'request timeout: 10 s from the first byte of a request to its last', chosen))
         return 'answered IMPORT with TIMED_OUT'
     sizes, fds = regions(case, scratch)
-    send(conn, manifest(sizes, 1 if case == 'manifest-v1' else chosen), fds)
+    fingerprint = (bytes(32), b'') if case == 'wrong-fingerprint' else expected_fingerprint(body)
+    send(conn, manifest(sizes, 1 if case == 'manifest-v1' else chosen, *fingerprint), fds)
     for fd in fds:
         os.close(fd)
     msg = recv(conn)

@@ -177,6 +177,22 @@ class DaemonTrustTest {
     }
 
     @Test
+    void shouldRefuseADaemonThatAnswersAnExpectationItDoesNotMeet() throws Exception {
+        try (Impostor i = Impostor.start(dir, "wrong-fingerprint", "wrong-fingerprint", false)) {
+            int fds = ProcessProbe.countOpenFds();
+            EngramClientException e = assertThrows(EngramClientException.class, () -> EngramClient.connect(i.socket,
+                    Expectation.sha256("ab".repeat(32)), ClientOptions.defaults()));
+            assertTrue(e.getMessage().contains("answered an expectation it does not meet: fingerprint "
+                    + "00".repeat(32) + ", not the expected " + "ab".repeat(32)), e.getMessage());
+            assertEquals(fds, ProcessProbe.countOpenFds(), "the MANIFEST's fds closed");
+            i.awaitLine("wrong-fingerprint:");
+            CliRun r = CliRun.of("import", "--socket", i.socket.toString(), "--expect-checkpoint", checkpoint.toString());
+            assertOneLineError(r);
+            assertTrue(r.err().contains("answered an expectation it does not meet"), r.err());
+        }
+    }
+
+    @Test
     void shouldRefuseFramesOutsideTheChosenVersion() throws Exception {
         Map<String, String> refusals = Map.of(
                 "welcome-v3", "broke the protocol: WELCOME chose version 3, but this client offered versions 1 to 2",

@@ -69,6 +69,7 @@ public final class EngramClient {
                     throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
                             + in.fdCount() + " fds arrived");
                 }
+                checkServedFingerprint(socket, manifest, expectation);
                 fds = in.takeFds();
             }
             long manifestNanos = lap.lap();
@@ -162,6 +163,50 @@ public final class EngramClient {
      * A connection after HELLO/WELCOME. {@code version} is the chosen one, or 0 before WELCOME, when
      * only an ERROR encoded as version 1 may arrive.
      */
+    /**
+     * Unless the caller accepts any, the manifest's fingerprint must meet the expectation, as the
+     * daemon itself judges it: the same SHA-256 for a short one; for a structured one, the same
+     * SHA-256 when over 1 MiB, else no difference. A daemon that answers an expectation it does not
+     * meet is refused. (An impostor can copy a fingerprint; the uid, seal and content checks are what
+     * stop it.)
+     */
+    private static void checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation) {
+        byte[] served = manifest.fingerprintSha256();
+        String why = switch (expectation.kind()) {
+            case ANY -> null;
+            case SHA256 -> java.security.MessageDigest.isEqual(served, expectation.bytes()) ? null
+                    : "fingerprint " + java.util.HexFormat.of().formatHex(served) + ", not the expected "
+                            + java.util.HexFormat.of().formatHex(expectation.bytes());
+            case STRUCTURED -> structuredMismatch(manifest, expectation.bytes());
+        };
+        if (why != null) {
+            throw new ProtocolException("the daemon on " + socket + " answered an expectation it does not meet: " + why);
+        }
+    }
+
+    private static String structuredMismatch(Manifest manifest, byte[] expected) {
+        if (expected.length > (1 << 20)) {
+            return java.security.MessageDigest.isEqual(manifest.fingerprintSha256(), sha256(expected)) ? null
+                    : "its fingerprint's SHA-256 differs from the expected one's";
+        }
+        io.engramhost.checkpoint.Fingerprint served;
+        try {
+            served = io.engramhost.checkpoint.Fingerprint.decode(manifest.fingerprint());
+        } catch (RuntimeException e) {
+            return "its structured fingerprint is malformed: " + e.getMessage();
+        }
+        List<String> d = io.engramhost.checkpoint.Fingerprint.decode(expected).differences(served, 3);
+        return d.isEmpty() ? null : String.join("; ", d);
+    }
+
+    private static byte[] sha256(byte[] b) {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(b);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+        }
+    }
+
     record Connected(Path socket, ProtocolChannel channel, PeerCredentials peer, Welcome welcome, int version) {
     }
 

@@ -228,7 +228,7 @@ public final class Daemon implements AutoCloseable {
     }
 
     public int uid() {
-        return Posix.getuid();
+        return Posix.geteuid();
     }
 
     public DaemonState state() {

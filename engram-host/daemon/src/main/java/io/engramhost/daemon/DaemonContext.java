@@ -71,11 +71,11 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, String 
 
     /** The daemon's own uid, root, and the listed ones. */
     public boolean admits(int uid) {
-        return uid == io.engramhost.os.Posix.getuid() || uid == 0 || allowUids.contains(uid);
+        return uid == io.engramhost.os.Posix.geteuid() || uid == 0 || allowUids.contains(uid);
     }
 
     /** Only the daemon's own uid, or root, may stop it. */
     public boolean mayStop(int uid) {
-        return uid == io.engramhost.os.Posix.getuid() || uid == 0;
+        return uid == io.engramhost.os.Posix.geteuid() || uid == 0;
     }
 }
