@@ -9,6 +9,7 @@
 #   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows               (about 2 min)
 #   restart   RestartBench: process start to tables usable, Java vs C, 16 GiB (about 3 min)
 #   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
+#   busy      BusyDaemonBench: an import with 1,000 idle, slowloris or polling peers, against none (about 2 min)
 #   coldload  CheckpointLoader against pread, from the page cache and cold, on this machine (about 2 min;
 #             the checkpoint goes to $ENGRAM_BENCH_DIR, which must not be tmpfs)
 # Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only).
@@ -28,12 +29,13 @@ for part in "$@"; do
         gather16) args=(--name gather-16g -p tableMiB=16384 -p rowBytes=264 GpuGatherBench) ;;
         restart) args=(--name restart RestartBench) ;;
         handshake) args=(--name cpu-handshake HandshakeBench HandshakePartsBench) ;;
+        busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
                         'ColdLoadBench\.(loaderIntoMemfd|preadIntoAnonymous)$') ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, handshake, coldload)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, handshake, busy, coldload)" >&2; exit 2 ;;
     esac
     suite=gpu
-    case "$part" in handshake|coldload) suite=cpu ;; esac
+    case "$part" in handshake|coldload|busy) suite=cpu ;; esac
     name=${args[1]}
     echo "== $part: bench-gpu.sh ${args[*]}  ($(date -u +%H:%M:%S))"
     SUITE=$suite OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
