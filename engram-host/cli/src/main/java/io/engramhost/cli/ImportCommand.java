@@ -34,6 +34,9 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     @Mixin
     DaemonTrustOptions trust;
 
+    @Mixin
+    ContentVerifyOptions content;
+
     static final class Expect {
         @Option(names = "--expect", paramLabel = "SHA256", description = "Expected fingerprint (short form).")
         String sha;
@@ -106,6 +109,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
                 : EngramClient.connectOrLoad(socket.resolve(), expectation, options, fallback, tables,
                         Runtime.getRuntime().availableProcessors())) {
             double importMs = (System.nanoTime() - t0) / 1e6;
+            ContentVerifyOptions.Outcome checked = content.verify(imported, json);
             CountDownLatch gone = new CountDownLatch(1);
             AtomicReference<String> goneReason = new AtomicReference<>();
             imported.onDaemonGone(r -> {
@@ -113,6 +117,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
                 gone.countDown();
             });
             List<Map<String, Object>> rows = describe(imported);
+            checked.annotate(rows);
             if (verify) {
                 try (GpuKernels kernels = GpuKernels.load(options.device())) {
                     for (Map<String, Object> row : rows) {
@@ -128,6 +133,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             timings.put("import_ms", importMs);
             out.put("timings", timings);
             out.put("tables", rows);
+            checked.addTo(out);
             if (holdMillis > 0) {
                 boolean wentAway = gone.await(holdMillis, TimeUnit.MILLISECONDS);
                 out.put("daemon_gone", wentAway ? goneReason.get() : null);

@@ -2,10 +2,15 @@ package io.engramhost.cli;
 
 import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.CheckpointException;
+import io.engramhost.checkpoint.DigestSidecar;
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.Limits;
+import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.SafetensorsFile;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.json.JsonWriter;
+import io.engramhost.store.StoreSettings;
 import io.engramhost.store.Units;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -18,8 +23,13 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-/** {@code inspect}: a checkpoint's tensors and whether it is valid. */
-@Command(name = "inspect", description = "List a checkpoint's tensors and validate it (exit 1 when invalid).")
+/**
+ * {@code inspect}: a checkpoint's tensors and whether it is valid: the format rules and the limits every
+ * daemon enforces (docs/checkpoints.md, "Limits"); with {@code --write-digests}, every table's content
+ * digest written to a sidecar file.
+ */
+@Command(name = "inspect", description = "List a checkpoint's tensors and validate it, limits included (exit 1 when "
+        + "invalid).")
 final class InspectCommand implements Callable<Integer> {
     @Parameters(arity = "1..*", paramLabel = "PATH", description = "A .safetensors file, an index.json or a directory.")
     List<Path> paths;
@@ -27,11 +37,39 @@ final class InspectCommand implements Callable<Integer> {
     @Option(names = "--json", description = "Print one JSON object.")
     boolean json;
 
+    @Option(names = "--tables", split = ",", paramLabel = "GLOB",
+            description = "The tables serve would be given, for the limits (default: all).")
+    List<String> tables = List.of();
+
+    @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",
+            description = "The backend serve would be given, for the limits (default: ${DEFAULT-VALUE}).")
+    String backend;
+
+    @Option(names = "--write-digests", description = "Also compute every tensor's " + TreeDigest.ALGORITHM
+            + " content digest (each file read once, through one fd) and write them, per PATH, to a sidecar: "
+            + "FILE" + DigestSidecar.FILE_SUFFIX + " for a file, " + DigestSidecar.DIRECTORY_FILE
+            + " in the directory of a directory or an index.")
+    boolean writeDigests;
+
+    @Option(names = "--threads", defaultValue = "0", paramLabel = "N",
+            description = "Threads for --write-digests (default: one per CPU).")
+    int threads;
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
     @Override
     public Integer call() {
+        if (!StoreSettings.BACKENDS.contains(backend)) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--backend: '" + backend
+                    + "' is not one of " + String.join(", ", StoreSettings.BACKENDS));
+        }
         Checkpoint cp;
+        Fingerprint fp;
         try {
             cp = Checkpoint.open(paths);
+            fp = Fingerprint.of(cp, List.of(), "", Fingerprint.LAYOUT_VERSION);
+            Limits.checkServed(cp, tables, backend); // what serve checks before it takes its socket
         } catch (CheckpointException e) {
             if (json) {
                 Map<String, Object> out = new LinkedHashMap<>();
@@ -42,7 +80,9 @@ final class InspectCommand implements Callable<Integer> {
             }
             throw e;
         }
-        Fingerprint fp = Fingerprint.of(cp, List.of(), "", Fingerprint.LAYOUT_VERSION);
+        List<Map<String, Object>> sidecars = writeDigests ? writeDigests() : List.of();
+        Map<String, String> digests = new LinkedHashMap<>();
+        sidecars.forEach(w -> digests.putAll(castDigests(w.remove("digests"))));
         if (json) {
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("valid", true);
@@ -61,11 +101,17 @@ final class InspectCommand implements Callable<Integer> {
                 m.put("bytes", t.length());
                 m.put("file", t.file().getFileName().toString());
                 m.put("offset", t.offset());
+                if (digests.containsKey(t.name())) {
+                    m.put(TreeDigest.ALGORITHM, digests.get(t.name()));
+                }
                 tensors.add(m);
             }
             out.put("tensors", tensors);
             out.put("bytes", Checkpoint.totalBytes(cp.tensors()));
             out.put("fingerprint", fp.sha256Hex());
+            if (writeDigests) {
+                out.put("digest_sidecars", sidecars);
+            }
             System.out.println(JsonWriter.write(out));
             return 0;
         }
@@ -79,6 +125,44 @@ final class InspectCommand implements Callable<Integer> {
         }
         System.out.printf("valid: %d tensors, %s; fingerprint (all tables, any backend) %s%n", cp.tensors().size(),
                 Units.bytes(Checkpoint.totalBytes(cp.tensors())), fp.sha256Hex());
+        for (Map<String, Object> w : sidecars) {
+            System.out.printf("digests (%s): wrote %s: %d tables, %s in %.2f s (%.2f GB/s, %d threads)%n",
+                    TreeDigest.ALGORITHM, w.get("path"), w.get("tables"), Units.bytes((Long) w.get("bytes")),
+                    (Double) w.get("seconds"), (Double) w.get("gb_per_s"), w.get("threads"));
+        }
         return 0;
+    }
+
+    /** One sidecar per PATH: the digests of its tensors, read through the fds they are validated from. */
+    private List<Map<String, Object>> writeDigests() {
+        int n = threads > 0 ? threads : Runtime.getRuntime().availableProcessors();
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (Path p : paths) {
+            long t0 = System.nanoTime();
+            Map<String, String> digests;
+            long bytes;
+            try (OpenCheckpoint one = OpenCheckpoint.open(List.of(p))) {
+                digests = DigestSidecar.compute(one, one.checkpoint().tensors(), n);
+                bytes = Checkpoint.totalBytes(one.checkpoint().tensors());
+            }
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            Path target = DigestSidecar.locationFor(p);
+            DigestSidecar.write(target, digests);
+            Map<String, Object> w = new LinkedHashMap<>();
+            w.put("path", target.toString());
+            w.put("tables", digests.size());
+            w.put("bytes", bytes);
+            w.put("seconds", seconds);
+            w.put("gb_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0);
+            w.put("threads", n);
+            w.put("digests", digests);
+            out.add(w);
+        }
+        return out;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, String> castDigests(Object o) {
+        return (Map<String, String>) o;
     }
 }

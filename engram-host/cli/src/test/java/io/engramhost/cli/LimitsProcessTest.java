@@ -1,0 +1,148 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.DType;
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.SafetensorsWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The limits (docs/checkpoints.md, "Limits") at their boundaries, through the CLI in separate processes:
+ * exactly at a limit, inspect says valid, serve becomes ready and a client imports the table; one over,
+ * inspect says invalid (exit 1) and serve exits 1 with the same line before it creates its socket.
+ */
+@Timeout(300)
+class LimitsProcessTest {
+    /** {@code bytes} bytes of UTF-8, mostly two-byte characters: the limit counts bytes, not characters. */
+    static String nameOfBytes(String prefix, int bytes) {
+        int rest = bytes - prefix.length();
+        String s = prefix + "é".repeat(rest / 2) + (rest % 2 == 1 ? "x" : "");
+        assertEquals(bytes, s.getBytes(StandardCharsets.UTF_8).length);
+        return s;
+    }
+
+    static long[] ones(int rank) {
+        long[] shape = new long[rank];
+        Arrays.fill(shape, 1);
+        return shape;
+    }
+
+    static Path file(Path dir, String name, String tensor, long[] shape) throws Exception {
+        return new SafetensorsWriter().add("plain", DType.F32, new long[] {4}, new byte[16])
+                .add(tensor, DType.U8, shape, new byte[(int) DType.U8.byteLength(shape)]).write(dir.resolve(name));
+    }
+
+    /** inspect (text and JSON) and serve all refuse {@code file} with one line containing {@code problem}. */
+    static void assertRefused(Path dir, Path file, String problem) throws Exception {
+        CliRun inspect = CliRun.of("inspect", file.toString());
+        assertEquals(1, inspect.exit(), inspect.out() + inspect.err());
+        assertTrue(inspect.err().contains(problem) && inspect.err().contains("(docs/checkpoints.md, Limits)"),
+                inspect.err());
+        assertRefusedByJsonInspectAndServe(dir, file, problem);
+    }
+
+    static void assertRefusedByJsonInspectAndServe(Path dir, Path file, String problem) throws Exception {
+        CliRun json = CliRun.of("inspect", "--json", file.toString());
+        assertEquals(1, json.exit());
+        assertTrue(json.out().startsWith("{\"valid\":false,\"error\":") && json.out().contains(problem), json.out());
+        Path socket = dir.resolve("run/refused.sock");
+        CliRun serve = CliRun.of("serve", "--checkpoint", file.toString(), "--numa", "none", "--socket", socket.toString());
+        assertEquals(1, serve.exit(), serve.err());
+        assertEquals(1, serve.err().lines().count(), serve.err());
+        assertTrue(serve.err().startsWith("engram-host serve: ") && serve.err().contains(problem), serve.err());
+        assertFalse(Files.exists(socket), "refused before the socket was created");
+    }
+
+    @Test
+    void shouldInspectServeAndImportANameOf4096BytesAndARankOf16(@TempDir Path dir) throws Exception {
+        String name = nameOfBytes("n.", 4096);
+        Path file = new SafetensorsWriter().add(name, DType.BF16, new long[] {2, 3}, new byte[12])
+                .add("rank16", DType.U8, ones(16), new byte[] {7}).add("rank0", DType.F32, new long[0], new byte[4])
+                .write(dir.resolve("at-limit.safetensors"));
+        CliRun inspect = CliRun.of("inspect", file.toString());
+        assertEquals(0, inspect.exit(), inspect.err());
+        assertTrue(inspect.out().contains("valid: 3 tensors"), inspect.out());
+        Path socket = dir.resolve("run/l.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
+                .awaitReady()) {
+            CliRun r = CliRun.of("import", "--socket", socket.toString(), "--digest", "sha256", "--json",
+                    "--expect-checkpoint", file.toString(), "--verify-content", file.toString());
+            assertEquals(0, r.exit(), r.err());
+            Map<String, Map<String, Object>> tables = CliIntegrationTest.importedTables(r.out());
+            assertEquals(List.of(1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L, 1L),
+                    tables.get("rank16").get("shape"));
+            assertEquals("verified", tables.get(name).get("content"), "the 4096-byte name round trips");
+            assertEquals("verified", tables.get("rank16").get("content"));
+        }
+    }
+
+    @Test
+    void shouldRefuseANameOf4097Bytes(@TempDir Path dir) throws Exception {
+        Path file = file(dir, "name.safetensors", nameOfBytes("n.", 4097), new long[] {1});
+        assertRefused(dir, file, "the name is 4097 bytes of UTF-8, over the limit of 4096");
+    }
+
+    @Test
+    void shouldRefuseRank17(@TempDir Path dir) throws Exception {
+        Path file = file(dir, "rank.safetensors", "rank17", ones(17));
+        assertRefused(dir, file, "tensor 'rank17': rank 17 (U8 " + Arrays.toString(ones(17))
+                + ") is over the limit of 16");
+    }
+
+    /**
+     * A checkpoint whose fingerprint, as served with backend memfd, is exactly {@code bytes} long: tables
+     * of 4000-byte names, the last one's length making up the rest. The fingerprint's length depends only
+     * on the names, so it is computed (from the same records Fingerprint.of makes) before the file is written.
+     */
+    static Path fingerprintOf(Path dir, long bytes) throws Exception {
+        Path file = dir.resolve("fp-" + bytes + ".safetensors");
+        int n = (int) ((bytes - 200) / 4030);
+        List<String> names = new java.util.ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            String prefix = String.format("t%07d.", i);
+            names.add(prefix + "p".repeat(4000 - prefix.length()));
+        }
+        names.add("z");
+        java.util.function.Function<List<String>, Integer> size = list -> new Fingerprint(Fingerprint.LAYOUT_VERSION,
+                "memfd", List.of(), List.of(new Fingerprint.FileEntry(file.getFileName().toString(), 0, "0".repeat(64))),
+                list.stream().map(t -> new Fingerprint.Table(t, DType.U8, new long[] {1}, 1)).toList())
+                .canonicalBytes().length;
+        names.set(n, "z" + "q".repeat((int) (bytes - size.apply(names))));
+        SafetensorsWriter w = new SafetensorsWriter();
+        for (int i = 0; i <= n; i++) {
+            w.add(names.get(i), DType.U8, new long[] {1}, new byte[] {(byte) i});
+        }
+        w.write(file);
+        assertEquals(bytes, Fingerprint.of(Checkpoint.open(file), List.of(), "memfd", Fingerprint.LAYOUT_VERSION)
+                .canonicalBytes().length);
+        return file;
+    }
+
+    @Test
+    void shouldServeAFingerprintOfExactly16MiBAndRefuseOneByteMore(@TempDir Path dir) throws Exception {
+        Path at = fingerprintOf(dir, 16 << 20);
+        CliRun inspect = CliRun.of("inspect", "--json", at.toString());
+        assertEquals(0, inspect.exit(), inspect.err());
+        Path socket = dir.resolve("run/f.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", at.toString())
+                .awaitReady()) {
+            CliRun r = CliRun.of("import", "--socket", socket.toString(), "--json");
+            assertEquals(0, r.exit(), r.err());
+            assertEquals(Checkpoint.open(at).tensors().size(), CliIntegrationTest.importedTables(r.out()).size());
+        }
+        Path over = fingerprintOf(dir, (16 << 20) + 1);
+        assertRefusedByJsonInspectAndServe(dir, over, "is 16777217 bytes, over the limit of 16777216 (16 MiB)");
+    }
+}
