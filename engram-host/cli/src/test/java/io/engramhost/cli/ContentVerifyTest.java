@@ -104,11 +104,19 @@ class ContentVerifyTest {
     void shouldFailNamingTheTableWhenTheSidecarDisagreesLacksItOrIsMalformed(@TempDir Path dir) throws Exception {
         Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1, 2),
                 2000, 64, 5));
-        CliRun write = CliRun.of("inspect", "--write-digests", index.toString());
+        CliRun write = CliRun.of("inspect", "--write-digests", "--json", index.toString());
         assertEquals(0, write.exit(), write.err());
         Path sidecar = dir.resolve("ckpt/engram-digests.json");
         Map<String, String> good = DigestSidecar.read(sidecar);
         assertEquals(expected(index), good, "one sidecar for the sharded checkpoint, in its directory");
+        Map<String, Object> inspected = json(write.out());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> written = (Map<String, Object>) ((List<Object>) inspected.get("digest_sidecars")).get(0);
+        assertEquals(sidecar.toString(), written.get("path"));
+        assertEquals((long) good.size(), written.get("tables"));
+        @SuppressWarnings("unchecked")
+        List<Map<String, Object>> tensors = (List<Map<String, Object>>) inspected.get("tensors");
+        tensors.forEach(t -> assertEquals(good.get((String) t.get("name")), t.get("sha256-tree-v1"), "per tensor"));
         String table = CheckpointGenerator.scaleName(2);
         String real = good.get(table);
         Path socket = dir.resolve("run/m.sock");
