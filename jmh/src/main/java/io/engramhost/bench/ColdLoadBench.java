@@ -8,6 +8,7 @@ import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
+import io.engramhost.os.PageCache;
 import io.engramhost.os.Posix;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -100,10 +101,10 @@ public class ColdLoadBench {
         }
         try (Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
             long size = Posix.size(fd);
-            Posix.dropPageCache(fd);
-            long left = Posix.cachedPages(fd, size);
+            PageCache.drop(fd);
+            long left = PageCache.residentPages(fd, size);
             if (left != 0) {
-                throw new IllegalStateException("cache=cold: " + left + " of " + (size + 4095) / 4096 + " pages of "
+                throw new IllegalStateException("cache=cold: " + left + " of " + (size + Posix.pageSize() - 1) / Posix.pageSize() + " pages of "
                         + file + " stay in the page cache after posix_fadvise(DONTNEED) (its file system is "
                         + Files.getFileStore(dir).type() + "); set " + DIR_ENV + " to a directory on a disk");
             }

@@ -32,7 +32,7 @@ class AttachBenchTest {
     @Tag("gpu")
     void shouldAttachOnEveryPathAndReleaseAfterEachShot() throws Exception {
         Assumptions.assumeTrue(Cuda.available(), () -> "no CUDA: " + Cuda.unavailabilityCause());
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         AttachBench b = new AttachBench();
         AttachTables.Attached attached = new AttachTables.Attached();
         attached.check();
@@ -77,6 +77,6 @@ class AttachBenchTest {
             huge.free();
         }
         c.stop();
-        assertEquals(fdsBefore, Posix.countOpenFds(), "every table and view released");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "every table and view released");
     }
 }

@@ -18,14 +18,14 @@ class BenchmarksWorkTest {
     @Test
     void shouldImportTheTablesTheBaselineSendsAsFds() throws Exception {
         handshakeOnce(); // first use opens what the JVM keeps: /dev/urandom for SHA-256, jars
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         int ownedBefore = Fd.openCount();
         java.util.Set<String> before = fdTargets();
         handshakeOnce();
         java.util.Set<String> after = fdTargets();
         after.removeAll(before);
         assertEquals(ownedBefore, Fd.openCount(), "owned fds");
-        assertEquals(fdsBefore, Posix.countOpenFds(), "open fds: " + after);
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "open fds: " + after);
     }
 
     private static void handshakeOnce() throws Exception {
@@ -60,7 +60,7 @@ class BenchmarksWorkTest {
 
     @Test
     void shouldGatherTheSameBytesOnEveryPath() {
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         GatherBench b = new GatherBench();
         b.rowBytes = 264;
         b.tableMiB = 2;
@@ -72,12 +72,12 @@ class BenchmarksWorkTest {
         }
         assertArrayEquals(base, b.tableViewReadRows(), "the batches cycle, so the first comes round again");
         b.tearDown();
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test
     void shouldLoadTheWholeCheckpointOnEveryPath() throws Exception {
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         ColdLoadBench b = new ColdLoadBench();
         b.threads = 2;
         b.checkpointMiB = 3;
@@ -103,7 +103,7 @@ class BenchmarksWorkTest {
         assertEquals(ours, memfd);
         assertEquals(ours, anonymous);
         b.tearDown();
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test
@@ -112,7 +112,7 @@ class BenchmarksWorkTest {
                 java.nio.file.Path.of(System.getProperty("java.io.tmpdir"))); // surefire's: target/tmp, maybe not yet made
         org.junit.jupiter.api.Assumptions.assumeFalse(java.nio.file.Files.getFileStore(tmp).type().equals("tmpfs"),
                 "java.io.tmpdir is on tmpfs: its pages cannot leave the page cache");
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         ColdLoadBench b = new ColdLoadBench();
         b.threads = 2;
         b.checkpointMiB = 3;
@@ -128,7 +128,7 @@ class BenchmarksWorkTest {
             b.freeLoaded();
         }
         b.tearDown();
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test

@@ -36,7 +36,7 @@ class GpuGatherBenchTest {
     @Test
     void shouldSkipItselfNamingTheCauseWithoutCuda() {
         Assumptions.assumeFalse(Cuda.available(), "CUDA is available here: the skip path cannot be seen");
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         for (GpuGatherTables.Table t : everyBackend()) {
             t.tableMiB = 64;
             t.rowBytes = 264;
@@ -46,7 +46,7 @@ class GpuGatherBenchTest {
                     e.getMessage());
             t.tearDown(); // nothing was made: nothing to close, and no error
         }
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test
@@ -123,7 +123,7 @@ class GpuGatherBenchTest {
     void shouldGatherTheTablesRowsAndReadAsManyBytesOnEveryBackend() throws Exception {
         Assumptions.assumeTrue(Cuda.available(), () -> "no CUDA: " + Cuda.unavailabilityCause());
         warmUp();
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         int cudaBefore = CudaResources.live();
         boolean huge = Long.parseLong(Files.readString(Path.of("/proc/sys/vm/nr_hugepages")).trim()) >= 32;
         for (int rowBytes : new int[] {64, 264, 1024}) {
@@ -138,7 +138,7 @@ class GpuGatherBenchTest {
         // sequential reads wrap round the table, the gather copies byte by byte.
         check(new GpuGatherTables.Memfd4k(), 4, 1024, 8192, BENCH::gatherMemfd, BENCH::sequentialMemfd);
         check(new GpuGatherTables.HostNuma(), 4, 100, 1001, BENCH::gatherVmm, BENCH::sequentialVmm);
-        assertEquals(fdsBefore, Posix.countOpenFds(), "every table and view released");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "every table and view released");
         assertEquals(cudaBefore, CudaResources.live(), "every CUDA resource released");
     }
 
@@ -147,7 +147,7 @@ class GpuGatherBenchTest {
     void shouldReleaseWhatASetupMadeWhenItFailsHalfWay() {
         Assumptions.assumeTrue(Cuda.available(), () -> "no CUDA: " + Cuda.unavailabilityCause());
         warmUp();
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         int cudaBefore = CudaResources.live();
         for (GpuGatherTables.Table t : List.of(new GpuGatherTables.Memfd4k(), new GpuGatherTables.HostNuma())) {
             t.tableMiB = 16;
@@ -157,7 +157,7 @@ class GpuGatherBenchTest {
             assertTrue(e.getMessage().contains("gathered rows"), e.getMessage());
             t.tearDown();
         }
-        assertEquals(fdsBefore, Posix.countOpenFds(), "the tables and views made before the failure released");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "the tables and views made before the failure released");
         assertEquals(cudaBefore, CudaResources.live());
     }
 

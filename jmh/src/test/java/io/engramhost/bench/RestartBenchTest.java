@@ -57,7 +57,7 @@ class RestartBenchTest {
     @Test
     void shouldRestartBothClientsOnTheCpuViewAndLeaveNothingBehind() throws Exception {
         requireEngramAttach();
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         Set<Long> childrenBefore = liveChildren();
         RestartBench b = bench("memfd", 16, "cpu");
         b.setUp();
@@ -75,19 +75,19 @@ class RestartBenchTest {
         }
         b.tearDown();
         assertEquals(childrenBefore, liveChildren(), "no client outlives the trial");
-        assertEquals(fdsBefore, Posix.countOpenFds(), "daemon, table and scratch files released");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "daemon, table and scratch files released");
     }
 
     @Test
     void shouldNameTheCauseWhenTheGpuViewHasNoCuda() {
         Assumptions.assumeFalse(Cuda.available(), "CUDA is available here: the refusal cannot be seen");
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         for (String backend : List.of("memfd", "memfd-hugetlb", "cuda-vmm")) {
             IllegalStateException e = assertThrows(IllegalStateException.class, () -> bench(backend, 16, "gpu").setUp());
             assertTrue(e.getMessage().startsWith("RestartBench needs a CUDA GPU: " + Cuda.unavailabilityCause()),
                     e.getMessage());
         }
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test
@@ -112,7 +112,7 @@ class RestartBenchTest {
 
     @Test
     void shouldKillAndNameAChildThatFailsOrHangsAndLeaveNone() throws Exception {
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         Set<Long> childrenBefore = liveChildren();
         RestartBench b = bench("memfd", 4, "cpu");
         b.setUp();
@@ -149,7 +149,7 @@ class RestartBenchTest {
         assertEquals(RestartBench.C_READY, b.cClient());
         b.tearDown(); // a trial that ends with a child still running kills it
         assertEquals(childrenBefore, liveChildren());
-        assertEquals(fdsBefore, Posix.countOpenFds());
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     @Test
@@ -157,7 +157,7 @@ class RestartBenchTest {
     void shouldRestartBothClientsWithAGpuViewOnEveryBackend() throws Exception {
         Assumptions.assumeTrue(Cuda.available(), () -> "no CUDA: " + Cuda.unavailabilityCause());
         requireEngramAttach();
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         Set<Long> childrenBefore = liveChildren();
         boolean huge = Long.parseLong(Files.readString(Path.of("/proc/sys/vm/nr_hugepages")).trim()) >= 32;
         for (String backend : huge ? List.of("memfd", "memfd-hugetlb", "cuda-vmm") : List.of("memfd", "cuda-vmm")) {
@@ -173,6 +173,6 @@ class RestartBenchTest {
             }
             assertEquals(childrenBefore, liveChildren(), backend);
         }
-        assertEquals(fdsBefore, Posix.countOpenFds(), "every table and daemon released");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "every table and daemon released");
     }
 }

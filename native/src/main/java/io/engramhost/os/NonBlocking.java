@@ -9,64 +9,21 @@ import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
 
 /**
- * Non-blocking socket calls for one poll loop: accept, recvmsg and sendmsg that never wait, a
- * growable pollfd set and an eventfd to wake the loop. Each call names itself and its errno on
+ * Non-blocking socket calls for one poll loop: recvmsg and sendmsg that never wait, a growable
+ * pollfd set and an eventfd to wake the loop (accepting is {@link UnixSockets#accept(FdRef, String, boolean)}). Each call names itself and its errno on
  * failure; "would block" is a return value, not an exception.
  */
 public final class NonBlocking {
-    public static final int SOCK_NONBLOCK = 0x800;
-    public static final int SOCK_CLOEXEC = 0x80000;
     private static final int EFD_NONBLOCK = 0x800;
     private static final int EFD_CLOEXEC = 0x80000;
     private static final int MSG_DONTWAIT = 0x40;
     private static final int MSG_NOSIGNAL = 0x4000;
     private static final int MSG_CMSG_CLOEXEC = 0x40000000;
     private static final int MSG_CTRUNC = 0x8;
-    private static final int ECONNABORTED = 103;
     /** recv's and send's answer when the socket has nothing to give or no room to take. */
     public static final int WOULD_BLOCK = -1;
 
     private NonBlocking() {
-    }
-
-    /**
-     * Accepts one pending connection as a non-blocking, close-on-exec fd, or null when none is
-     * pending (EAGAIN), or it was aborted before we took it.
-     */
-    public static Fd accept(int listenFd, String what) {
-        while (true) {
-            int fd = LIBC.accept4(listenFd, null, null, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd >= 0) {
-                return Fd.adopt(fd, what);
-            }
-            int errno = LibCHolder.errno();
-            if (errno == Errno.EINTR) {
-                continue;
-            }
-            if (errno == Errno.EAGAIN || errno == ECONNABORTED) {
-                return null;
-            }
-            throw new NativeException("accept4(" + what + ")", errno);
-        }
-    }
-
-    /** Sets O_NONBLOCK on {@code fd} (a listening socket, so that accept never waits). */
-    public static void setNonBlocking(int fd, String what) {
-        int flags = LIBC.fcntl(fd, 3 /* F_GETFL */, 0);
-        if (flags < 0 || LIBC.fcntl(fd, 4 /* F_SETFL */, flags | 0x800 /* O_NONBLOCK */) < 0) {
-            throw new NativeException("fcntl(" + what + ", F_SETFL, O_NONBLOCK)", LibCHolder.errno());
-        }
-    }
-
-    /** SO_PEERCRED of a connected Unix socket: the peer's pid, uid and gid at connect time. */
-    public static PeerCredentials peerCredentials(int fd) {
-        Pointer cred = Memory.allocateDirect(RUNTIME, 12, true);
-        Pointer len = Memory.allocateDirect(RUNTIME, 4, true);
-        len.putInt(0, 12);
-        if (LIBC.getsockopt(fd, 1 /* SOL_SOCKET */, 17 /* SO_PEERCRED */, cred, len) != 0) {
-            throw new NativeException("getsockopt(fd " + fd + ", SO_PEERCRED)", LibCHolder.errno());
-        }
-        return new PeerCredentials(cred.getInt(0), cred.getInt(4), cred.getInt(8));
     }
 
     /**

@@ -173,17 +173,7 @@ public final class Posix {
         }
     }
 
-    /** @deprecated use {@link PageCache#drop(FdRef)} */
-    @Deprecated(forRemoval = true)
-    public static void dropPageCache(Fd fd) {
-        PageCache.drop(fd);
-    }
 
-    /** @deprecated use {@link PageCache#residentPages(FdRef, long)} */
-    @Deprecated(forRemoval = true)
-    public static long cachedPages(Fd fd, long length) {
-        return PageCache.residentPages(fd, length);
-    }
 
     /**
      * Reads exactly {@code length} bytes at {@code offset} of {@code fd} into native memory at
@@ -399,9 +389,4 @@ public final class Posix {
         return r < 0 ? -LibCHolder.errno() : r;
     }
 
-    /** @deprecated use {@link ProcessProbe#countOpenFds()} */
-    @Deprecated(forRemoval = true)
-    public static int countOpenFds() {
-        return ProcessProbe.countOpenFds();
-    }
 }

@@ -96,8 +96,13 @@ public final class UnixSockets {
      * (CLOEXEC) named {@code what}, or null when none is waiting (EAGAIN) or the one waiting was aborted.
      */
     public static Fd accept(FdRef listener, String what) {
+        return accept(listener, what, false);
+    }
+
+    /** As {@link #accept(FdRef, String)}; with {@code nonBlocking} the accepted socket is O_NONBLOCK too. */
+    public static Fd accept(FdRef listener, String what, boolean nonBlocking) {
         while (true) {
-            int fd = LIBC.accept4(listener.get(), null, null, SOCK_CLOEXEC);
+            int fd = LIBC.accept4(listener.get(), null, null, SOCK_CLOEXEC | (nonBlocking ? SOCK_NONBLOCK : 0));
             if (fd >= 0) {
                 return Fd.adopt(fd, what);
             }

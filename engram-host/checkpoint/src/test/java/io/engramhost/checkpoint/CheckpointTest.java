@@ -170,11 +170,11 @@ class CheckpointTest {
             assertThrows(CheckpointException.class, () -> Checkpoint.open(bad));
         };
         both.run(); // warm up: class loading may open jars for good
-        int before = Posix.countOpenFds();
+        int before = io.engramhost.os.ProcessProbe.countOpenFds();
         for (int i = 0; i < 20; i++) {
             both.run();
         }
-        assertEquals(before, Posix.countOpenFds());
+        assertEquals(before, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
     /** {"weight_map":{k1:v1,...}} */

@@ -79,7 +79,7 @@ class GpuIntegrationTest {
             }
 
             int resourcesBefore = CudaResources.live();
-            int fdsBefore = Posix.countOpenFds();
+            int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
             for (int round = 1; round <= 2; round++) {
                 try (ImportedTables tables = EngramClient.connect(socket, Expectation.any(),
                         ClientOptions.defaults().withGpu(0, false));
@@ -99,7 +99,7 @@ class GpuIntegrationTest {
                     }
                 }
                 assertEquals(resourcesBefore, CudaResources.live(), "closing released every CUDA resource");
-                assertEquals(fdsBefore, Posix.countOpenFds(), "and every fd");
+                assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "and every fd");
             }
             CliRun stop = CliRun.of("stop", "--socket", socket.toString());
             assertEquals(0, stop.exit(), stop.err());

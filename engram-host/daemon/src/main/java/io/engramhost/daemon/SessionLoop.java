@@ -1,10 +1,12 @@
 package io.engramhost.daemon;
 
+import io.engramhost.os.BorrowedFd;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NonBlocking;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.os.PeerCredentials;
 import io.engramhost.os.Posix;
+import io.engramhost.os.UnixSockets;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.MessageType;
@@ -42,6 +44,7 @@ final class SessionLoop implements AutoCloseable {
     private final Daemon daemon;
     private final ConnectionLimits limits;
     private final int listenFd;
+    private final BorrowedFd listener;
     private final String socketName;
     private final Requests requests;
     private final NonBlocking.Wakeup wakeup = new NonBlocking.Wakeup("engram-host poll loop wakeup");
@@ -62,10 +65,10 @@ final class SessionLoop implements AutoCloseable {
         this.daemon = daemon;
         this.limits = limits;
         this.listenFd = listenFd;
+        this.listener = BorrowedFd.of(listenFd, "listening socket " + socketName);
         this.socketName = socketName;
         this.requests = new Requests(daemon);
         this.memory = new RequestMemory(limits.requestMemory());
-        NonBlocking.setNonBlocking(listenFd, "listening socket " + socketName);
         this.workers = Executors.newFixedThreadPool(limits.workers(), r -> daemon.thread(r, "engram-worker"));
         this.thread = daemon.thread(this::run, "engram-sessions");
     }
@@ -140,13 +143,13 @@ final class SessionLoop implements AutoCloseable {
 
     private void acceptPending() {
         for (int i = 0; i < ACCEPTS_PER_ROUND; i++) {
-            Fd fd = NonBlocking.accept(listenFd, "client of " + socketName);
+            Fd fd = UnixSockets.accept(listener, "client of " + socketName, true);
             if (fd == null) {
                 return;
             }
             PeerCredentials peer;
             try {
-                peer = NonBlocking.peerCredentials(fd.get());
+                peer = UnixSockets.peerCredentials(fd);
             } catch (RuntimeException e) {
                 fd.close();
                 continue;

@@ -1,5 +1,6 @@
 package io.engramhost.store;
 
+
 import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.ContentDigest;
@@ -8,6 +9,7 @@ import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
+import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -67,7 +69,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         this.deviceTensors = deviceTensors;
         this.threads = threads;
         this.plan = RegionPlan.plan(this.tensors.stream().map(TensorInfo::length).toList(), OWN_REGION_BYTES,
-                PACK_LIMIT_BYTES, 4096, factory.granule());
+                PACK_LIMIT_BYTES, (int) Posix.pageSize(), factory.granule());
     }
 
     long plannedBytes() {
@@ -222,7 +224,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             node[i] = factory.node();
             try {
                 PlacementReport r = Placement.verify(regions.get(i).address(), regions.get(i).size(), factory.granule()
-                        > 4096 && factory.kind().memfd() ? factory.granule() : 4096);
+                        > Posix.pageSize() && factory.kind().memfd() ? factory.granule() : Posix.pageSize());
                 r.pagesByNode().forEach((n, c) -> pagesByNode.merge(n, c, Long::sum));
                 node[i] = r.pagesByNode().entrySet().stream().max(Map.Entry.comparingByValue()).map(Map.Entry::getKey)
                         .orElse(node[i]);

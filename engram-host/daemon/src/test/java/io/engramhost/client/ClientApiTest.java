@@ -138,9 +138,9 @@ class ClientApiTest {
     void shouldReportLoadingStatusAndNotReady(@TempDir Path dir) throws Exception {
         Path ckpt = checkpoint(dir);
         loadWhileClientsWait(dir.resolve("warm-up"), ckpt); // the JVM opens what it keeps open (jars, epoll) here
-        int fds = Posix.countOpenFds();
+        int fds = io.engramhost.os.ProcessProbe.countOpenFds();
         loadWhileClientsWait(dir.resolve("measured"), ckpt);
-        assertEquals(fds, Posix.countOpenFds(), "a daemon and its clients leave no fd behind");
+        assertEquals(fds, io.engramhost.os.ProcessProbe.countOpenFds(), "a daemon and its clients leave no fd behind");
     }
 
     private static void loadWhileClientsWait(Path dir, Path ckpt) throws Exception {

@@ -63,7 +63,7 @@ class DaemonClientTest {
     @Test
     void shouldServeTablesAndEndLeasesOnClose(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("run/d.sock");
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         try (Daemon daemon = Daemon.start(context(), socket)) {
             assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(socket)));
             EngramClientException notReady = assertThrows(EngramClientException.class,
@@ -103,7 +103,7 @@ class DaemonClientTest {
         }
         assertFalse(Files.exists(socket));
         assertFalse(Files.exists(SocketPaths.readyFile(socket)));
-        assertEquals(fdsBefore, Posix.countOpenFds(), "daemon and client left no fd open");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "daemon and client left no fd open");
     }
 
     @Test
@@ -144,7 +144,7 @@ class DaemonClientTest {
     @Test
     void shouldSurviveGarbageAndSilence(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("d.sock");
-        int fdsBefore = Posix.countOpenFds();
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         try (Daemon daemon = Daemon.start(context(), socket)) {
             daemon.load(p -> catalog());
             try (var c = io.engramhost.os.UnixConnection.connect(socket)) {
@@ -164,6 +164,6 @@ class DaemonClientTest {
             Map<String, String> ready = ReadyFile.read(SocketPaths.readyFile(socket));
             assertEquals("memfd", ready.get("backend"));
         }
-        assertEquals(fdsBefore, Posix.countOpenFds(), "no fd left behind");
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "no fd left behind");
     }
 }
