@@ -1,6 +1,5 @@
 package io.engramhost.store;
 
-
 import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.ContentDigest;
