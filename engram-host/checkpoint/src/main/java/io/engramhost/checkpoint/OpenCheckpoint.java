@@ -49,7 +49,7 @@ public final class OpenCheckpoint implements AutoCloseable {
                 }
             }
             return new OpenCheckpoint(cp, kept);
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             for (Fd fd : opened) {
                 try {
                     fd.close();

@@ -156,4 +156,28 @@ class LimitsProcessTest {
         Path over = fingerprintOf(dir, (16 << 20) + 1);
         assertRefusedByJsonInspectAndServe(dir, over, "is 16777217 bytes, over the limit of 16777216 (16 MiB)");
     }
+
+    /**
+     * Within the limits but beyond the daemon's heap: the headers are parsed whole, and 100,000 tensors in one
+     * file need more than a 40 MiB heap. serve says so in one line, before its socket, instead of dying of it.
+     */
+    @Test
+    void shouldRefuseInOneLineAHeaderTooLargeForTheDaemonsHeap(@TempDir Path dir) throws Exception {
+        SafetensorsWriter w = new SafetensorsWriter();
+        for (int i = 0; i < 100_000; i++) {
+            w.add(String.format("t%07d", i), DType.U8, new long[] {0}, new byte[0]);
+        }
+        Path file = w.write(dir.resolve("many.safetensors"));
+        Path socket = dir.resolve("run/h.sock");
+        List<String> cmd = new java.util.ArrayList<>(ChildJvm.command("serve", "--checkpoint", file.toString(), "--numa",
+                "none", "--socket", socket.toString()));
+        cmd.add(cmd.indexOf("-cp"), "-Xmx40m"); // after the daemon's own -Xmx: the last one counts
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertEquals(1, p.waitFor(), out);
+        assertEquals(1, out.lines().count(), out);
+        assertTrue(out.startsWith("engram-host serve: the checkpoint's headers do not fit in this daemon's heap (max ")
+                && out.contains("ENGRAM_HOST_JVM_OPTS=-Xmx"), out);
+        assertFalse(Files.exists(socket.getParent()), "refused before the socket's directory was made");
+    }
 }

@@ -1,6 +1,7 @@
 package io.engramhost.store;
 
 import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.Limits;
 import io.engramhost.checkpoint.OpenCheckpoint;
@@ -42,7 +43,17 @@ public final class CatalogFactory {
      * ({@link Limits}), the NUMA policy, the GPUs and the memory budget.
      */
     public static Prepared prepare(StoreSettings ctx) {
-        OpenCheckpoint open = OpenCheckpoint.open(ctx.checkpoints());
+        OpenCheckpoint open;
+        try {
+            open = OpenCheckpoint.open(ctx.checkpoints());
+        } catch (OutOfMemoryError e) {
+            // The headers are parsed whole; a header with hundreds of thousands of tensors needs more than the
+            // daemon's bounded heap although it is within the limits. Say so in one line rather than die of it.
+            throw new CheckpointException("the checkpoint's headers do not fit in this daemon's heap (max "
+                    + (Runtime.getRuntime().maxMemory() >> 20) + " MiB) while validating " + ctx.checkpoints()
+                    + ": give serve a larger heap (ENGRAM_HOST_JVM_OPTS=-Xmx...) or serve a checkpoint with fewer"
+                    + " tensors per file", e);
+        }
         try {
             return prepare(ctx, open);
         } catch (RuntimeException | Error e) {
