@@ -23,9 +23,17 @@ final class DaemonProcess implements AutoCloseable {
     }
 
     static DaemonProcess start(Path socket, Path log, String... serveArgs) throws IOException {
+        return startWithJvmOptions(List.of(), socket, log, serveArgs);
+    }
+
+    /** As {@link #start}, with JVM options after the launcher's own (a later -Xmx wins), as ENGRAM_HOST_JVM_OPTS does. */
+    static DaemonProcess startWithJvmOptions(List<String> jvmOptions, Path socket, Path log, String... serveArgs)
+            throws IOException {
         List<String> args = new ArrayList<>(List.of("serve", "--socket", socket.toString(), "--numa", "none"));
         args.addAll(List.of(serveArgs));
-        Process p = new ProcessBuilder(ChildJvm.command(args.toArray(String[]::new))).redirectErrorStream(true)
+        List<String> command = new ArrayList<>(ChildJvm.command(args.toArray(String[]::new)));
+        command.addAll(command.indexOf("-cp"), jvmOptions);
+        Process p = new ProcessBuilder(command).redirectErrorStream(true)
                 .redirectOutput(log.toFile()).start();
         return new DaemonProcess(p, socket, log);
     }
