@@ -4,7 +4,7 @@ import io.engramhost.checkpoint.DigestSidecar;
 import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.client.ContentCheck;
 import io.engramhost.client.ImportedTables;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -102,7 +102,7 @@ final class ContentVerifyOptions {
             }
             System.out.printf("content check (%s): %d tables verified, %d not checked, against %s; %s checked in %.3f s"
                     + " (%.2f GB/s, %d threads)%s%n", TreeDigest.ALGORITHM, report.verified(),
-                    report.tables().size() - report.verified(), report.source(), Units.bytes(report.bytesChecked()),
+                    report.tables().size() - report.verified(), report.source(), Bytes.format(report.bytesChecked()),
                     report.seconds(), report.gbPerSecond(), n, sources.stream().anyMatch(DigestSidecar::isSidecar) ? ""
                             : String.format("; trusted digests computed from the checkpoint in %.3f s", trustedSeconds));
         }

@@ -7,7 +7,7 @@ import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
 import io.engramhost.protocol.SocketPaths;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -54,7 +54,7 @@ final class DemoCommand implements Callable<Integer> {
             Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"),
                     new CheckpointGenerator.Spec(List.of(1, 14), rows, 256, 42));
             Checkpoint cp = Checkpoint.open(List.of(index));
-            System.out.printf("   %d tensors, %s%n", cp.tensors().size(), Units.bytes(Checkpoint.totalBytes(cp.tensors())));
+            System.out.printf("   %d tensors, %s%n", cp.tensors().size(), Bytes.format(Checkpoint.totalBytes(cp.tensors())));
 
             System.out.println("2. starting a daemon process (backend " + backend + ")");
             daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", index.toString(), "--backend", backend,

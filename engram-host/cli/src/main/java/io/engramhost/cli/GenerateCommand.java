@@ -1,7 +1,7 @@
 package io.engramhost.cli;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -40,7 +40,7 @@ final class GenerateCommand implements Callable<Integer> {
         double s = (System.nanoTime() - t0) / 1e9;
         long bytes = spec.bytesPerLayer() * spec.layers().size();
         System.out.printf("wrote %s: %d layers, %d rows x %d, %s in %.2f s%n", written, spec.layers().size(), rows, dim,
-                Units.bytes(bytes), s);
+                Bytes.format(bytes), s);
         return 0;
     }
 }

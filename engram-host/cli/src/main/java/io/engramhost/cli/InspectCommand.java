@@ -11,7 +11,7 @@ import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.json.JsonWriter;
 import io.engramhost.store.StoreSettings;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -116,7 +116,7 @@ final class InspectCommand implements Callable<Integer> {
             return 0;
         }
         for (SafetensorsFile f : cp.files()) {
-            System.out.printf("file %s: %s, %d tensors, header sha256 %s%n", f.fileName(), Units.bytes(f.fileSize()),
+            System.out.printf("file %s: %s, %d tensors, header sha256 %s%n", f.fileName(), Bytes.format(f.fileSize()),
                     f.tensors().size(), f.headerSha256Hex());
         }
         for (TensorInfo t : cp.tensors()) {
@@ -124,10 +124,10 @@ final class InspectCommand implements Callable<Integer> {
                     t.length());
         }
         System.out.printf("valid: %d tensors, %s; fingerprint (all tables, any backend) %s%n", cp.tensors().size(),
-                Units.bytes(Checkpoint.totalBytes(cp.tensors())), fp.sha256Hex());
+                Bytes.format(Checkpoint.totalBytes(cp.tensors())), fp.sha256Hex());
         for (Map<String, Object> w : sidecars) {
             System.out.printf("digests (%s): wrote %s: %d tables, %s in %.2f s (%.2f GB/s, %d threads)%n",
-                    TreeDigest.ALGORITHM, w.get("path"), w.get("tables"), Units.bytes((Long) w.get("bytes")),
+                    TreeDigest.ALGORITHM, w.get("path"), w.get("tables"), Bytes.format((Long) w.get("bytes")),
                     (Double) w.get("seconds"), (Double) w.get("gb_per_s"), w.get("threads"));
         }
         return 0;

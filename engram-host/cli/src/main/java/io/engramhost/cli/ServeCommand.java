@@ -5,7 +5,7 @@ import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLog;
 import io.engramhost.store.CatalogFactory;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.List;
@@ -91,7 +91,7 @@ final class ServeCommand implements Callable<Integer> {
                 gpus).conclude();
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx.store());
         DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
-                + Units.bytes(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
+                + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
         Path path = socket.resolve();
         Daemon daemon = Daemon.start(ctx, path);

@@ -4,7 +4,7 @@ import io.engramhost.json.JsonWriter;
 import io.engramhost.numa.CpuList;
 import io.engramhost.numa.NumaNode;
 import io.engramhost.numa.Topology;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -50,7 +50,7 @@ final class TopologyCommand implements Callable<Integer> {
         }
         for (Map<String, Object> n : nodes) {
             System.out.printf("node %s: cpus %s, memory %s free of %s, distances %s%n", n.get("id"), n.get("cpus"),
-                    Units.bytes((Long) n.get("memory_free")), Units.bytes((Long) n.get("memory_total")), n.get("distances"));
+                    Bytes.format((Long) n.get("memory_free")), Bytes.format((Long) n.get("memory_total")), n.get("distances"));
         }
         System.out.printf("huge pages reserved (vm.nr_hugepages): %d%n", topology.nrHugepages());
         System.out.printf("cuda: %s%n", GpuInfo.cudaState());

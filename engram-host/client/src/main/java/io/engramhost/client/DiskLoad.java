@@ -9,6 +9,7 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.util.Closer;
 import io.engramhost.util.Lap;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -54,13 +55,7 @@ final class DiskLoad {
             return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard),
                     ImportTimings.disk(lap.total()), List.of(), fp.sha256Hex(), null, null, guard, -1);
         } catch (RuntimeException e) {
-            for (int i = resources.size() - 1; i >= 0; i--) {
-                try {
-                    resources.get(i).close();
-                } catch (Exception suppressed) {
-                    e.addSuppressed(suppressed);
-                }
-            }
+            Closer.closeAllAfter(e, resources);
             throw e;
         }
     }

@@ -21,6 +21,7 @@ import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.ProtocolException;
 import io.engramhost.protocol.Welcome;
+import io.engramhost.util.Closer;
 import io.engramhost.util.Lap;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -92,11 +93,11 @@ public final class EngramClient {
                     guard, daemonPid);
         } catch (ProtocolException e) {
             EngramClientException wrapped = protocolError(socket, e);
-            closeAll(resources, wrapped);
+            Closer.closeAllAfter(wrapped, resources);
             c.channel.close();
             throw wrapped;
         } catch (RuntimeException e) {
-            closeAll(resources, e);
+            Closer.closeAllAfter(e, resources);
             c.channel.close();
             throw e;
         }
@@ -119,16 +120,6 @@ public final class EngramClient {
                     + "): loading " + checkpoint.stream().map(Path::toString).collect(Collectors.joining(", "))
                     + " from disk");
             return DiskLoad.load(checkpoint, tables, threads);
-        }
-    }
-
-    private static void closeAll(List<AutoCloseable> resources, RuntimeException e) {
-        for (int i = resources.size() - 1; i >= 0; i--) {
-            try {
-                resources.get(i).close();
-            } catch (Exception suppressed) {
-                e.addSuppressed(suppressed);
-            }
         }
     }
 

@@ -4,6 +4,7 @@ import io.engramhost.protocol.Frames;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.MessageType;
 import io.engramhost.protocol.ProtocolChannel;
+import io.engramhost.util.Closer;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
@@ -49,21 +50,16 @@ public final class ImportedTables implements AutoCloseable {
 
     /** Builds the guard that releases {@code resources} in reverse order once nothing reads them. */
     static Guard guardFor(String what, List<AutoCloseable> resources) {
-        List<AutoCloseable> reversed = new ArrayList<>(resources);
-        Collections.reverse(reversed);
+        List<AutoCloseable> inOpeningOrder = new ArrayList<>(resources);
         return new Guard(what, () -> {
-            RuntimeException first = null;
-            for (AutoCloseable r : reversed) {
-                try {
-                    r.close();
-                } catch (Exception e) {
-                    if (first == null) {
-                        first = new IllegalStateException("releasing " + what + ": " + e.getMessage(), e);
-                    }
+            try {
+                Closer.closeAll(inOpeningOrder);
+            } catch (RuntimeException e) {
+                IllegalStateException wrapped = new IllegalStateException("releasing " + what + ": " + e.getMessage(), e);
+                for (Throwable later : e.getSuppressed()) {
+                    wrapped.addSuppressed(later);
                 }
-            }
-            if (first != null) {
-                throw first;
+                throw wrapped;
             }
         });
     }

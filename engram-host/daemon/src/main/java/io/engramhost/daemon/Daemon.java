@@ -8,7 +8,7 @@ import io.engramhost.protocol.SocketPaths;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;
-import io.engramhost.store.Units;
+import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
@@ -127,7 +127,7 @@ public final class Daemon implements AutoCloseable {
         state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 catalog.fingerprintSha256(), catalog.backend(), socket);
-        DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Units.bytes(catalog.totalBytes())
+        DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
                 + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
                 + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
     }

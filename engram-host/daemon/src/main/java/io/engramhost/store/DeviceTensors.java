@@ -7,6 +7,7 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.util.Closer;
 import io.engramhost.vmm.DeviceAllocation;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -42,7 +43,7 @@ final class DeviceTensors {
     }
 
     /** Reads the tensors through {@code source}'s validated fds, then copies them into each GPU. */
-    void load(OpenCheckpoint source, ManifestAssembler manifests, Regions<AutoCloseable> owned, LoadProgress progress,
+    void load(OpenCheckpoint source, ManifestAssembler manifests, Closer<AutoCloseable> owned, LoadProgress progress,
             int threads) {
         RegionPlan plan = plan();
         long total = tensors.stream().mapToLong(TensorInfo::length).sum();

@@ -10,6 +10,7 @@ import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
+import io.engramhost.util.Closer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -113,7 +114,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
 
     @Override
     public Catalog build(LoadProgress progress) throws Exception {
-        Regions<AutoCloseable> owned = new Regions<>();
+        Closer<AutoCloseable> owned = new Closer<>();
         try {
             long total = tensors.stream().mapToLong(TensorInfo::length).sum();
             progress.phase("creating " + plan.regionSizes().size() + " " + backend + " regions", plan.totalBytes());
@@ -162,7 +163,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             return new Catalog(manifests.build(), fingerprint.sha256Hex(), new FingerprintMatch(fingerprint), backend,
                     owned);
         } catch (Exception e) {
-            owned.close();
+            owned.closeAfter(e);
             throw e;
         } finally {
             source.close();

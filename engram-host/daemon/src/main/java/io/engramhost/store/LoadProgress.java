@@ -1,5 +1,6 @@
 package io.engramhost.store;
 
+import io.engramhost.util.Bytes;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
@@ -27,7 +28,7 @@ public final class LoadProgress {
         this.total = totalBytes;
         this.phaseStart = System.nanoTime();
         done.set(0);
-        log.accept(phase + (totalBytes > 0 ? " (" + Units.bytes(totalBytes) + ")" : ""));
+        log.accept(phase + (totalBytes > 0 ? " (" + Bytes.format(totalBytes) + ")" : ""));
     }
 
     /** The load is over: {@code bytes} were loaded. Not logged (the daemon logs "ready"). */
@@ -81,7 +82,7 @@ public final class LoadProgress {
     public String text() {
         long t = total;
         double seconds = (System.nanoTime() - phaseStart) / 1e9;
-        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s, %s)", 100.0 * done.get() / t, Units.bytes(done.get()),
-                Units.bytes(t), Units.gibPerSecond(done.get(), seconds)) : "");
+        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s, %s)", 100.0 * done.get() / t, Bytes.format(done.get()),
+                Bytes.format(t), Bytes.gibPerSecond(done.get(), seconds)) : "");
     }
 }
