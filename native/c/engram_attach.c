@@ -12,6 +12,10 @@
 // libcuda.so.1 is dlopen'd only when a step needs it (CUDA types below follow CUDA 13's cuda.h; no
 // cuda.h needed), so memfd attaches build and run on machines without CUDA. One JSON line or a few
 // human lines per repetition. Every error prints "engram-attach: ..." and exits 1.
+//
+// --verify-content SIDECAR: the content check of docs/checkpoints.md (sha256-tree-v1 over every CPU-readable
+// table's mapped bytes, compared with the sidecar of `engram-host inspect --write-digests`), with SHA-256 written
+// here (FIPS 180-4, one thread; --self-test-sha256 checks it against known vectors), so libc stays the only library.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <dlfcn.h>
@@ -276,6 +280,156 @@ static uint64_t engram_digest(const uint8_t *p, uint64_t len) {
     uint64_t d = xxh64(hashes, chunks * 8);
     free(hashes);
     return d;
+}
+
+// ---------------------------------------------------------------------------------------------- SHA-256, sha256-tree-v1
+
+// SHA-256 (FIPS 180-4), plain C: the content digest's hash, with no library behind it. --self-test-sha256 checks it.
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+    0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+    0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+    0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+    0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+    0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+    0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+struct sha256 { uint32_t h[8]; uint64_t bytes; uint8_t buf[64]; size_t n; };
+
+static uint32_t ror32(uint32_t x, int r) { return (x >> r) | (x << (32 - r)); }
+
+static void sha256_init(struct sha256 *s) {
+    static const uint32_t H0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, H0, sizeof H0);
+    s->bytes = 0, s->n = 0;
+}
+
+static void sha256_blocks(uint32_t h[8], const uint8_t *p, size_t blocks) {
+    for (; blocks--; p += 64) {
+        uint32_t w[64], a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+        for (int i = 0; i < 16; i++)
+            w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        for (int i = 16; i < 64; i++) {
+            uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        for (int i = 0; i < 64; i++) {
+            uint32_t t1 = k + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+            uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+            k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+        }
+        h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+    }
+}
+
+static void sha256_update(struct sha256 *s, const void *data, size_t len) {
+    const uint8_t *p = data;
+    s->bytes += len;
+    if (s->n) {
+        size_t take = 64 - s->n < len ? 64 - s->n : len;
+        memcpy(s->buf + s->n, p, take);
+        s->n += take, p += take, len -= take;
+        if (s->n < 64) return;
+        sha256_blocks(s->h, s->buf, 1);
+        s->n = 0;
+    }
+    sha256_blocks(s->h, p, len / 64);
+    memcpy(s->buf, p + len / 64 * 64, len % 64);
+    s->n = len % 64;
+}
+
+static void sha256_final(struct sha256 *s, uint8_t out[32]) {
+    uint64_t bits = s->bytes * 8;
+    uint8_t pad[72] = {0x80};
+    size_t padlen = (s->n < 56 ? 56 : 120) - s->n;
+    for (int i = 0; i < 8; i++) pad[padlen + i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha256_update(s, pad, padlen + 8);
+    for (int i = 0; i < 32; i++) out[i] = (uint8_t)(s->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+static void hex32(const uint8_t d[32], char out[65]) {
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+// docs/checkpoints.md, "Content digest: sha256-tree-v1": leaf_i = SHA-256 of the i-th 16 MiB chunk, root = SHA-256
+// of "engram-sha256-tree-v1" (21 bytes), u64le(total bytes), u64le(16777216) and the leaves in order. In hex.
+#define TREE_CHUNK (16ull << 20)
+static void tree_digest(const uint8_t *p, uint64_t len, char out[65]) {
+    struct sha256 root, leaf;
+    uint8_t sizes[16], d[32];
+    for (int i = 0; i < 8; i++) sizes[i] = (uint8_t)(len >> (8 * i)), sizes[8 + i] = (uint8_t)(TREE_CHUNK >> (8 * i));
+    sha256_init(&root);
+    sha256_update(&root, "engram-sha256-tree-v1", 21);
+    sha256_update(&root, sizes, 16);
+    for (uint64_t off = 0; off < len; off += TREE_CHUNK) {
+        sha256_init(&leaf);
+        sha256_update(&leaf, p + off, len - off < TREE_CHUNK ? len - off : TREE_CHUNK);
+        sha256_final(&leaf, d);
+        sha256_update(&root, d, 32);
+    }
+    sha256_final(&root, d);
+    hex32(d, out);
+}
+
+// --self-test-sha256: FIPS 180-4's vectors and docs/checkpoints.md's tree vectors; prints the rate; 0 when all pass.
+static int self_test_sha256(void) {
+    static const char *const PLAIN[][2] = {
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"}};
+    int failed = 0;
+    char got[65];
+    uint8_t d[32];
+    struct sha256 s;
+    for (size_t i = 0; i < sizeof PLAIN / sizeof PLAIN[0]; i++) {
+        sha256_init(&s);
+        sha256_update(&s, PLAIN[i][0], strlen(PLAIN[i][0]));
+        sha256_final(&s, d);
+        hex32(d, got);
+        int ok = !strcmp(got, PLAIN[i][1]);
+        failed += !ok;
+        printf("sha256(\"%s\") = %s %s\n", PLAIN[i][0], got, ok ? "ok" : "MISMATCH");
+    }
+    uint64_t n = 40ull << 20;
+    uint8_t *buf = xcalloc(n, 1);
+    memset(buf, 'a', 1000000);
+    sha256_init(&s);
+    for (int i = 0; i < 1000; i++) sha256_update(&s, buf + i * 997 % 1000, 1000);  // in odd pieces: update's paths
+    sha256_final(&s, d);
+    hex32(d, got);
+    int ok = !strcmp(got, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    failed += !ok;
+    printf("sha256(1000000 x 'a', in pieces) = %s %s\n", got, ok ? "ok" : "MISMATCH");
+    sha256_init(&s);
+    sha256_update(&s, buf, 1000000);
+    sha256_final(&s, d);
+    hex32(d, got);
+    ok = !strcmp(got, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    failed += !ok;
+    printf("sha256(1000000 x 'a', one update) = %s %s\n", got, ok ? "ok" : "MISMATCH");
+    for (uint64_t i = 0; i < n; i++) buf[i] = (uint8_t)((i * 131 + (i >> 16)) & 0xff);
+    static const struct { const char *what; const uint8_t *p; uint64_t n; const char *hex; } TREE[] = {
+        {"no bytes", (const uint8_t *)"", 0, "0c4278d99b29da1ade86fade7817d53950883f0f46c9863a0865f5fe56f47c13"},
+        {"abc", (const uint8_t *)"abc", 3, "85c49fe9df25db81b88aee2da59492bbc1e83fe63cd65dbf42e05f6678fce185"},
+        {"16 MiB pattern", NULL, 16ull << 20, "b2389fdc476ff72d0f3186cc3ebbbe376e5e1b122c9f13f8809ba5e106eee342"},
+        {"40 MiB pattern", NULL, 40ull << 20, "feed4b9bb7e2dc88ae4b5d108ed1cf94881677e9f7a26ec32e976e102d300c95"}};
+    double ms = 0;
+    for (size_t i = 0; i < sizeof TREE / sizeof TREE[0]; i++) {
+        double t0 = now_ms();
+        tree_digest(TREE[i].p ? TREE[i].p : buf, TREE[i].n, got);
+        if (!TREE[i].p) ms += now_ms() - t0;
+        ok = !strcmp(got, TREE[i].hex);
+        failed += !ok;
+        printf("sha256-tree-v1(%s) = %s %s\n", TREE[i].what, got, ok ? "ok" : "MISMATCH");
+    }
+    free(buf);
+    printf("self-test: %s; tree digest rate %.2f GB/s on 1 thread (56 MiB)\n", failed ? "FAILED" : "ok",
+           (56ull << 20) / (ms > 0 ? ms : 1e-3) / 1e6);
+    return failed ? 1 : 0;
 }
 
 // ---------------------------------------------------------------------------------------------- messages
@@ -795,17 +949,263 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
         if (mf->regions[i].kind <= K_MEMFD_HUGETLB) check_memfd(m, i, &mf->regions[i]);
 }
 
+// ---------------------------------------------------------------------------------------------- the digest sidecar
+
+// docs/checkpoints.md, "The sidecar", read as strictly as the Java DigestSidecar.read: one JSON object of exactly
+// format "engram-content-digests", version 1, algorithm "sha256-tree-v1", chunk_bytes 16777216 and tables (name ->
+// 64 lower-case hex digits, names non-empty and unique). Anything else fails naming the file and the problem.
+#define SIDECAR_MAX (256ull << 20)
+struct trusted { char *name; size_t n; char hex[65]; };
+struct sidecar { const char *path; struct trusted *v; size_t n; };
+struct json { const char *path; const uint8_t *p; size_t len, pos; };
+
+static void jfail(const struct json *j, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void jfail(const struct json *j, const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fail("%s: not a digest sidecar: JSON at byte %zu: %s", j->path, j->pos, text);
+}
+
+static int jpeek(struct json *j) {  // the next byte after white space, or -1 at the end
+    while (j->pos < j->len && strchr(" \t\r\n", j->p[j->pos]) && j->p[j->pos]) j->pos++;
+    return j->pos < j->len ? j->p[j->pos] : -1;
+}
+
+static void jexpect(struct json *j, char c) {
+    if (jpeek(j) != c) jfail(j, "expected '%c'", c);
+    j->pos++;
+}
+
+static unsigned jhex4(struct json *j) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++, j->pos++) {
+        int c = j->pos < j->len ? j->p[j->pos] : -1;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) jfail(j, "bad \\u escape");
+        v = v << 4 | (unsigned)d;
+    }
+    return v;
+}
+
+// A string at pos, decoded to UTF-8 in a new buffer (NUL-terminated; *n its length).
+static char *jstring(struct json *j, size_t *n) {
+    if (jpeek(j) != '"') jfail(j, "expected a string");
+    size_t start = ++j->pos, k = 0, cap = 64;
+    char *out = xcalloc(cap, 1);
+    for (;;) {
+        if (k + 5 > cap && !(out = realloc(out, cap *= 2))) fail("%s: out of memory for a string", j->path);
+        if (j->pos >= j->len) { j->pos = start - 1; jfail(j, "unterminated string"); }
+        uint8_t c = j->p[j->pos++];
+        if (c == '"') break;
+        if (c < 0x20) { j->pos--; jfail(j, "control character 0x%02x in a string", c); }
+        if (c != '\\') { out[k++] = (char)c; continue; }
+        int e = j->pos < j->len ? j->p[j->pos++] : -1;
+        const char *esc = strchr("\"\\/bfnrt", e > 0 ? e : 'x');
+        if (e > 0 && esc) { out[k++] = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"]; continue; }
+        if (e != 'u') { j->pos--; jfail(j, "bad escape"); }
+        unsigned cp = jhex4(j);
+        if (cp >= 0xDC00 && cp <= 0xDFFF) jfail(j, "lone surrogate in a \\u escape");
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (j->pos + 2 > j->len || j->p[j->pos] != '\\' || j->p[j->pos + 1] != 'u') jfail(j, "lone surrogate in a \\u escape");
+            j->pos += 2;
+            unsigned lo = jhex4(j);
+            if (lo < 0xDC00 || lo > 0xDFFF) jfail(j, "lone surrogate in a \\u escape");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (cp < 0x80) out[k++] = (char)cp;
+        else if (cp < 0x800) out[k++] = (char)(0xC0 | cp >> 6), out[k++] = (char)(0x80 | (cp & 0x3F));
+        else if (cp < 0x10000)
+            out[k++] = (char)(0xE0 | cp >> 12), out[k++] = (char)(0x80 | (cp >> 6 & 0x3F)), out[k++] = (char)(0x80 | (cp & 0x3F));
+        else
+            out[k++] = (char)(0xF0 | cp >> 18), out[k++] = (char)(0x80 | (cp >> 12 & 0x3F)),
+            out[k++] = (char)(0x80 | (cp >> 6 & 0x3F)), out[k++] = (char)(0x80 | (cp & 0x3F));
+    }
+    if (!utf8_valid((const uint8_t *)out, k)) { j->pos = start - 1; jfail(j, "a string that is not valid UTF-8"); }
+    out[k] = 0;
+    *n = k;
+    return out;
+}
+
+// Skips any value (strictly checked), returning what it was, for messages: "an object", "a string", ...
+static const char *jskip(struct json *j, int depth) {
+    int c = jpeek(j);
+    size_t n;
+    if (depth > 64) jfail(j, "nested more than 64 deep");
+    if (c == '"') { free(jstring(j, &n)); return "a string"; }
+    if (c == '{' || c == '[') {
+        j->pos++;
+        if (jpeek(j) == c + 2) { j->pos++; return c == '{' ? "an object" : "an array"; }
+        for (;;) {
+            if (c == '{') { free(jstring(j, &n)); jexpect(j, ':'); }
+            jskip(j, depth + 1);
+            int d = jpeek(j);
+            j->pos++;
+            if (d == c + 2) return c == '{' ? "an object" : "an array";
+            if (d != ',') { j->pos--; jfail(j, "expected ',' or '%c'", c + 2); }
+        }
+    }
+    static const char *const WORDS[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++)
+        if (j->len - j->pos >= strlen(WORDS[i]) && !memcmp(j->p + j->pos, WORDS[i], strlen(WORDS[i]))) {
+            j->pos += strlen(WORDS[i]);
+            return i < 2 ? "a boolean" : "null";
+        }
+    size_t s = j->pos;
+    if (j->pos < j->len && j->p[j->pos] == '-') j->pos++;
+    size_t d0 = j->pos;
+    while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
+    if (j->pos == d0 || (j->p[d0] == '0' && j->pos - d0 > 1)) { j->pos = s; jfail(j, c < 0 ? "unexpected end" : "unexpected character"); }
+    int integer = 1;
+    if (j->pos < j->len && j->p[j->pos] == '.') {
+        size_t f = ++j->pos;
+        while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
+        if (j->pos == f) jfail(j, "a digit must follow '.'");
+        integer = 0;
+    }
+    if (j->pos < j->len && (j->p[j->pos] == 'e' || j->p[j->pos] == 'E')) {
+        j->pos++;
+        if (j->pos < j->len && (j->p[j->pos] == '+' || j->p[j->pos] == '-')) j->pos++;
+        size_t f = j->pos;
+        while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
+        if (j->pos == f) jfail(j, "a digit must follow the exponent");
+        integer = 0;
+    }
+    return integer ? "an integer" : "a number";
+}
+
+static int by_name(const void *a, const void *b) {
+    const struct trusted *x = a, *y = b;
+    int c = memcmp(x->name, y->name, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static int is_hex64(const char *s, size_t n) {
+    if (n != 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+static void read_sidecar(const char *path, struct sidecar *sc) {
+    memset(sc, 0, sizeof *sc);
+    sc->path = path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("--verify-content %s: cannot open: %s (%s)", path, strerrorname_np(errno), strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) fail_errno("fstat", path);
+    if (!S_ISREG(st.st_mode)) fail("%s: not a regular file", path);
+    if ((uint64_t)st.st_size > SIDECAR_MAX)
+        fail("%s: %lld bytes, over the limit of %llu for a digest sidecar", path, (long long)st.st_size, SIDECAR_MAX);
+    uint8_t *buf = xcalloc((size_t)st.st_size + 1, 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) fail_errno("read", path);
+        if (r == 0) fail("%s: shrank while it was read", path);
+        got += (size_t)r;
+    }
+    close(fd);
+    struct json j = {path, buf, got, 0};
+    if (jpeek(&j) != '{') fail("%s: not a digest sidecar: not a JSON object but %s", path, jskip(&j, 0));
+    static const char *const FIELDS[] = {"format", "version", "algorithm", "chunk_bytes", "tables"};
+    static const char *const WANT[] = {"\"engram-content-digests\"", "1", "\"sha256-tree-v1\"", "16777216", NULL};
+    int seen[5] = {0};
+    j.pos++;
+    size_t cap = 0;
+    for (int first = 1;; first = 0) {
+        if (first && jpeek(&j) == '}') { j.pos++; break; }
+        jpeek(&j);
+        size_t n, key_at = j.pos;
+        char *key = jstring(&j, &n);
+        int f = 0;
+        while (f < 5 && strcmp(key, FIELDS[f])) f++;
+        if (f == 5 || strlen(key) != n)
+            fail("%s: unexpected field '%s' (expected format, version, algorithm, chunk_bytes, tables)", path, key);
+        if (seen[f]) { j.pos = key_at; jfail(&j, "field '%s' appears twice", key); }
+        seen[f] = 1;
+        free(key);
+        jexpect(&j, ':');
+        jpeek(&j);
+        size_t at = j.pos;
+        if (WANT[f]) {
+            const char *kind = jskip(&j, 0);
+            if (j.pos - at != strlen(WANT[f]) || memcmp(j.p + at, WANT[f], j.pos - at))
+                fail("%s: '%s' is %s (%.*s), this build reads only %s", path, FIELDS[f], kind,
+                     (int)(j.pos - at < 80 ? j.pos - at : 80), (const char *)j.p + at, WANT[f]);
+        } else if (jpeek(&j) != '{') {
+            fail("%s: 'tables' is not an object of table name to digest but %s", path, jskip(&j, 0));
+        } else {
+            j.pos++;
+            for (int tfirst = 1;; tfirst = 0) {
+                if (tfirst && jpeek(&j) == '}') { j.pos++; break; }
+                struct trusted t;
+                t.name = jstring(&j, &t.n);
+                if (!t.n) fail("%s: a table has an empty name", path);
+                jexpect(&j, ':');
+                jpeek(&j);
+                size_t hex_at = j.pos, hn = 0;
+                char *hex = jpeek(&j) == '"' ? jstring(&j, &hn) : NULL;
+                const char *kind = hex ? "a string" : jskip(&j, 0);
+                if (!hex || !is_hex64(hex, hn))
+                    fail("%s: table '%s': digest is %s (%.*s), not 64 lower-case hex digits", path, t.name, kind,
+                         (int)(j.pos - hex_at < 80 ? j.pos - hex_at : 80), (const char *)j.p + hex_at);
+                memcpy(t.hex, hex, 65);
+                free(hex);
+                if (sc->n == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    sc->v = realloc(sc->v, cap * sizeof *sc->v);
+                    if (!sc->v) fail("%s: out of memory for %zu tables", path, cap);
+                }
+                sc->v[sc->n++] = t;
+                int d = jpeek(&j);
+                j.pos++;
+                if (d == '}') break;
+                if (d != ',') { j.pos--; jfail(&j, "expected ',' or '}'"); }
+            }
+        }
+        int d = jpeek(&j);
+        j.pos++;
+        if (d == '}') break;
+        if (d != ',') { j.pos--; jfail(&j, "expected ',' or '}'"); }
+    }
+    if (jpeek(&j) != -1) jfail(&j, "trailing characters after the object");
+    for (int f = 0; f < 5; f++)
+        if (!seen[f]) fail("%s: not a digest sidecar: no '%s'", path, FIELDS[f]);
+    free(buf);
+    qsort(sc->v, sc->n, sizeof *sc->v, by_name);
+    for (size_t i = 1; i < sc->n; i++)
+        if (!by_name(&sc->v[i - 1], &sc->v[i])) fail("%s: table '%s' appears twice", path, sc->v[i].name);
+}
+
+static const struct trusted *trusted_digest(const struct sidecar *sc, struct str name) {
+    struct trusted key = {(char *)name.p, name.n, ""};
+    return bsearch(&key, sc->v, sc->n, sizeof *sc->v, by_name);
+}
+
 // ---------------------------------------------------------------------------------------------- one repetition
 
 struct options {
     const char *socket;                // the resolved path
     int device, cpu_view, reg, repeat, json, verify, wait_ms, ready_line;
+    struct sidecar content;            // --verify-content: the trusted digests (content.path NULL without it)
     uint32_t daemon_uids[MAX_DAEMON_UIDS];  // --daemon-uid: uids besides root and this euid whose daemon is trusted
     int daemon_uids_n;
 };
 
 struct timings {
     double context, handshake, manifest, import, reserve_map, gpu_access, cpu_access, mmap, reg, release, verify;
+    double content;
+};
+
+// --verify-content: each table's outcome, its digest when computed, and the totals.
+enum { C_OK, C_MISMATCH, C_NOT_CHECKED, C_MISSING };
+static const char *const CONTENT_NAMES[] = {"ok", "mismatch", "not checked", "missing"};
+struct content_result {               // names copied: the report comes after release, which frees the MANIFEST
+    uint8_t *status; char (*hex)[65]; struct str *names; uint32_t counts[4]; uint64_t bytes;
 };
 
 struct daemon_info {
@@ -1027,6 +1427,45 @@ static uint32_t verify_tables(const struct manifest *mf) {
     return checked;
 }
 
+// --verify-content: the sha256-tree-v1 digest of every CPU-readable table (memfd mappings; cuda-vmm host regions
+// with --cpu-view; an empty table always) compared with the sidecar's; device tensors are "not checked". A table the
+// sidecar lacks is "missing", whether readable or not. Single-threaded.
+static void verify_content(const struct options *o, const struct manifest *mf, struct content_result *cr) {
+    memset(cr, 0, sizeof *cr);
+    cr->status = xcalloc(mf->tables_n, 1);
+    cr->hex = xcalloc(mf->tables_n, sizeof *cr->hex);
+    cr->names = xcalloc(mf->tables_n, sizeof *cr->names);
+    for (uint32_t i = 0; i < mf->tables_n; i++) {
+        const struct table *t = &mf->tables[i];
+        const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
+        const struct trusted *want = trusted_digest(&o->content, t->name);
+        char *name = xcalloc(t->name.n + 1, 1);
+        cr->names[i] = (struct str){memcpy(name, t->name.p, t->name.n), t->name.n};
+        if (base) {
+            tree_digest(base + (t->region < 0 ? 0 : t->offset), t->bytes, cr->hex[i]);
+            cr->bytes += t->bytes;
+        }
+        cr->status[i] = !want ? C_MISSING : !base ? C_NOT_CHECKED : strcmp(want->hex, cr->hex[i]) ? C_MISMATCH : C_OK;
+        cr->counts[cr->status[i]]++;
+    }
+}
+
+// Prints every mismatch and missing digest; returns how many there were.
+static uint32_t content_problems(const struct options *o, const struct manifest *mf, const struct content_result *cr) {
+    for (uint32_t i = 0; i < mf->tables_n; i++) {
+        const struct table *t = &mf->tables[i];
+        if (cr->status[i] == C_MISMATCH)
+            fprintf(stderr, "engram-attach: content check (sha256-tree-v1) failed: table '%.*s': the mapped bytes have "
+                            "digest %s but %s says %s\n", (int)t->name.n, t->name.p, cr->hex[i], o->content.path,
+                    trusted_digest(&o->content, t->name)->hex);
+        else if (cr->status[i] == C_MISSING)
+            fprintf(stderr, "engram-attach: content check (sha256-tree-v1) failed: table '%.*s' has no trusted digest in "
+                            "%s (the mapped bytes have digest %s)\n", (int)t->name.n, t->name.p, o->content.path,
+                    cr->hex[i][0] ? cr->hex[i] : "none: not CPU-readable");
+    }
+    return cr->counts[C_MISMATCH] + cr->counts[C_MISSING];
+}
+
 static void release(struct manifest *mf, CUdeviceptr va) {
     for (uint32_t i = mf->regions_n; i-- > 0;) {
         struct region *g = &mf->regions[i];
@@ -1061,8 +1500,20 @@ static void json_str(const char *s) {
     putchar('"');
 }
 
+static void json_strn(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
 static void report(const struct options *o, int rep, const struct daemon_info *d, const struct manifest *mf,
-                   const struct timings *t, int verified) {
+                   const struct timings *t, int verified, const struct content_result *cr) {
+    double gbps = cr && t->content > 0 ? cr->bytes / (t->content * 1e6) : 0;
     double attach = t->import + t->reserve_map + t->gpu_access + t->cpu_access + t->mmap + t->reg;
     double gib = mf->region_bytes / GIB;
     char sha[65];
@@ -1083,6 +1534,21 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
                t->context, t->handshake, t->manifest, t->import, t->reserve_map, t->gpu_access, t->cpu_access, t->mmap,
                t->reg, attach, gib > 0 ? attach / gib : 0, t->handshake + t->manifest + attach, t->release);
         if (o->verify) printf(",\"verified_tables\":%d,\"verify_ms\":%.3f", verified, t->verify);
+        if (cr) {
+            printf(",\"content_check\":{\"algorithm\":\"sha256-tree-v1\",\"sidecar\":");
+            json_str(o->content.path);
+            printf(",\"ok\":%u,\"mismatch\":%u,\"missing\":%u,\"not_checked\":%u,\"bytes\":%llu,\"ms\":%.3f,"
+                   "\"gb_per_s\":%.3f,\"threads\":1,\"tables\":[", cr->counts[C_OK], cr->counts[C_MISMATCH],
+                   cr->counts[C_MISSING], cr->counts[C_NOT_CHECKED], (unsigned long long)cr->bytes, t->content, gbps);
+            for (uint32_t i = 0; i < mf->tables_n; i++) {
+                printf("%s{\"name\":", i ? "," : "");
+                json_strn(cr->names[i].p, cr->names[i].n);
+                printf(",\"content\":\"%s\"", CONTENT_NAMES[cr->status[i]]);
+                if (cr->hex[i][0]) printf(",\"digest\":\"%s\"", cr->hex[i]);
+                printf("}");
+            }
+            printf("]}");
+        }
         printf("}\n");
     } else {
         printf("rep %d: %u tables, %llu bytes in %u regions (%.3f GiB, %d cuda-vmm) from %s daemon %s (pid %d, uid %u, "
@@ -1098,6 +1564,15 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
         if (mf->regions_n > (uint32_t)mf->vmm_regions) printf("  mmap %.3f ms, register %.3f ms\n", t->mmap, t->reg);
         printf("  attach         %9.3f ms (%.3f ms/GiB); release %.3f ms\n", attach, gib > 0 ? attach / gib : 0, t->release);
         if (o->verify) printf("  verified       %d of %u table digests (%.3f ms)\n", verified, mf->tables_n, t->verify);
+        if (cr) {
+            printf("  content        %u of %u tables ok against %s (sha256-tree-v1, %.3f ms, %.2f GB/s on 1 thread); "
+                   "%u mismatch, %u missing, %u not checked (not CPU-readable)\n", cr->counts[C_OK], mf->tables_n,
+                   o->content.path, t->content, gbps, cr->counts[C_MISMATCH], cr->counts[C_MISSING],
+                   cr->counts[C_NOT_CHECKED]);
+            for (uint32_t i = 0; i < mf->tables_n; i++)
+                if (cr->status[i] != C_OK)
+                    printf("    %-11s  %.*s\n", CONTENT_NAMES[cr->status[i]], (int)cr->names[i].n, cr->names[i].p);
+        }
     }
     fflush(stdout);
 }
@@ -1126,13 +1601,28 @@ static void run_once(const struct options *o, int rep) {
         verified = (int)verify_tables(&mf);
         t.verify = now_ms() - v0;
     }
+    struct content_result cr;
+    uint32_t problems = 0;
+    if (o->content.path) {
+        double c0 = now_ms();
+        verify_content(o, &mf, &cr);
+        t.content = now_ms() - c0;
+        problems = content_problems(o, &mf, &cr);  // before release: the names live in the MANIFEST
+    }
     double r0 = now_ms();
     release(&mf, va);
     message_free(&m);  // closes the fds
     t.release = now_ms() - r0;
     send_frame(c.s, c.version, T_BYE, NULL, 0, 1);  // a daemon that stopped meanwhile has ended the lease already
     close(c.s);
-    report(o, rep, &d, &mf, &t, verified);
+    report(o, rep, &d, &mf, &t, verified, o->content.path ? &cr : NULL);
+    if (o->content.path) {
+        for (uint32_t i = 0; i < mf.tables_n; i++) free((void *)cr.names[i].p);
+        free(cr.names);
+        free(cr.status);
+        free(cr.hex);
+    }
+    if (problems) exit(1);
 }
 
 // ---------------------------------------------------------------------------------------------- bench peer
@@ -1251,7 +1741,8 @@ static int bench_peer(const char *path, int device) {
 
 static const char USAGE[] =
     "usage: engram-attach [--socket TEMPLATE] [--instance NAME] [--device N] [--daemon-uid UID]... [--cpu-view]\n"
-    "                     [--register] [--repeat K] [--json] [--verify] [--wait-ms MS] [--ready-line]\n"
+    "                     [--register] [--repeat K] [--json] [--verify] [--verify-content SIDECAR] [--wait-ms MS]\n"
+    "                     [--ready-line]\n"
     "  --socket TEMPLATE  the daemon's socket: a path, or a template with {instance} and {device} (default: the\n"
     "                 environment variable ENGRAM_HOST_SOCKET, else /run/engram-host/{instance}.sock for root,\n"
     "                 $XDG_RUNTIME_DIR/engram-host/{instance}.sock, else /tmp/engram-host-EUID/{instance}.sock)\n"
@@ -1263,9 +1754,13 @@ static const char USAGE[] =
     "  --repeat K     connect, import, attach and release K times (default 1)\n"
     "  --json         one JSON object per repetition\n"
     "  --verify       digest every CPU-readable table through its mapping and compare with the manifest\n"
+    "  --verify-content SIDECAR  compute the sha256-tree-v1 digest of every CPU-readable table through its mapping\n"
+    "                 (memfd; cuda-vmm host with --cpu-view; device tensors are 'not checked') and compare with the\n"
+    "                 sidecar of `engram-host inspect --write-digests`; a mismatch or a table it lacks fails (exit 1)\n"
     "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
     "       engram-attach --bench-peer PATH [--device N]\n"
+    "       engram-attach --self-test-sha256   check SHA-256 and sha256-tree-v1 against known vectors\n"
     "  --bench-peer   serve attach requests of the JMH AttachBench on its socket PATH (see bench_peer)\n";
 
 static long int_arg(int argc, char **argv, int *i, long min, long max) {
@@ -1352,7 +1847,7 @@ static const char *resolve_socket(const char *flag, const char *instance, int de
 
 int main(int argc, char **argv) {
     struct options o = {.repeat = 1};
-    const char *peer = NULL, *socket_flag = NULL, *instance = "default";
+    const char *peer = NULL, *socket_flag = NULL, *instance = "default", *content = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--bench-peer")) {
@@ -1374,6 +1869,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--register")) o.reg = 1;
         else if (!strcmp(a, "--json")) o.json = 1;
         else if (!strcmp(a, "--verify")) o.verify = 1;
+        else if (!strcmp(a, "--verify-content")) {
+            if (i + 1 >= argc) fail("--verify-content needs a value (see --help)");
+            content = argv[++i];
+        } else if (!strcmp(a, "--self-test-sha256")) return self_test_sha256();
         else if (!strcmp(a, "--ready-line")) o.ready_line = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(USAGE, stdout);
@@ -1383,9 +1882,13 @@ int main(int argc, char **argv) {
     if (peer) {
         if (socket_flag) fail("--bench-peer and --socket exclude each other");
         if (strlen(peer) >= sizeof(((struct sockaddr_un *)0)->sun_path)) fail("--bench-peer: '%s' is too long", peer);
+        if (content) fail("--bench-peer and --verify-content exclude each other");
         return bench_peer(peer, o.device);
     }
+    if (content) read_sidecar(content, &o.content);  // before connecting: a bad sidecar fails at once
     o.socket = resolve_socket(socket_flag, instance, o.device);
     for (int rep = 1; rep <= o.repeat; rep++) run_once(&o, rep);
+    for (size_t i = 0; i < o.content.n; i++) free(o.content.v[i].name);
+    free(o.content.v);
     return 0;
 }

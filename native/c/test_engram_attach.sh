@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
-#   1. builds it (make -C native engram-attach) and, unless --no-package or --peer-only, the daemon
+#   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
+#      checks that it links only libc and, unless --no-package or --peer-only, builds the daemon
 #      (mvn -B -o -DskipTests package);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
 #   3. runs `engram-attach --json --verify --repeat 2` (and once with --ready-line) and checks: exit 0, one line per
 #      repetition, protocol version 2, the daemon's uid, bytes = the sizes of the daemon's memfds (read from
 #      /proc/<pid>/fd), regions = their number, tables and table_bytes = the checkpoint's (engram-host inspect),
 #      fingerprint = the ready file's, every table's digest verified through the mapping (so every memfd passed
-#      the seal check), and the daemon saw a BYE for each lease;
+#      the seal check), and the daemon saw a BYE for each lease; then `--verify-content` against the sidecar of
+#      `engram-host inspect --write-digests` (every table "ok"), and refusals (exit 1, the table and both digests
+#      named) of a sidecar with one digest altered, one lacking a table, and malformed ones;
 #   4. stops the daemon (engram-host stop) and checks it exited 0;
 #   5. with python3 >= 3.9, runs native/c/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
 #      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
@@ -48,6 +51,14 @@ trap cleanup EXIT
 
 make -s -C native engram-attach
 attach="${ENGRAM_ATTACH:-$root/native/build/engram-attach}"  # another build (a sanitizer's) with ENGRAM_ATTACH
+# Its own SHA-256 (FIPS 180-4 vectors) and sha256-tree-v1 (docs/checkpoints.md's vectors), and libc alone.
+selftest="$("$attach" --self-test-sha256)" || { echo "$selftest"; fail "engram-attach --self-test-sha256 exited non-zero"; }
+[ "$(grep -c ' ok$' <<<"$selftest")" = 9 ] || { echo "$selftest"; fail "--self-test-sha256: expected 9 vectors ok"; }
+echo "test_engram_attach: $(tail -1 <<<"$selftest")"
+if [ -z "${ENGRAM_ATTACH:-}" ] && command -v ldd >/dev/null; then  # a sanitizer build links its runtime too
+    extra="$(ldd "$attach" | grep -vE 'linux-vdso|ld-linux|libc\.so|libdl\.so' || true)"
+    [ -z "$extra" ] || fail "engram-attach links more than libc: $extra"
+fi
 if [ "$package" = 1 ]; then
     mvn -B -o -q -DskipTests package >"$tmp/mvn.log" 2>&1 || { tail -40 "$tmp/mvn.log"; fail "mvn package failed"; }
 fi
@@ -100,13 +111,49 @@ if [ "$real" = 1 ]; then
     grep -q "lease 1 of pid .* released" "$tmp/serve.log" && grep -q "lease 2 of pid .* released" "$tmp/serve.log" \
         || { cat "$tmp/serve.log"; fail "the daemon did not log both leases as released by BYE"; }
 
+    # --verify-content against the sidecar of `engram-host inspect --write-digests` (docs/checkpoints.md).
+    bin/engram-host inspect --write-digests "$tmp/ck" >/dev/null
+    sidecar="$tmp/ck/engram-digests.json"
+    [ -f "$sidecar" ] || fail "inspect --write-digests wrote no $sidecar"
+    content="$("$attach" --socket "$sock" --json --verify-content "$sidecar")" || fail "--verify-content exited $? ($content)"
+    [ "$(grep -o '"content":"ok"' <<<"$content" | wc -l)" = "$ck_tables" ] \
+        || fail "--verify-content: expected $ck_tables tables \"content\":\"ok\": $content"
+    grep -q '"content_check":{"algorithm":"sha256-tree-v1",.*"ok":'"$ck_tables"',"mismatch":0,"missing":0,"not_checked":0,' \
+        <<<"$content" || fail "--verify-content: unexpected content_check: $content"
+    entry="$(grep -o '"tables":{"[^"]*":"[0-9a-f]*"' "$sidecar" | cut -c11-)"  # the first table: "name":"digest"
+    name="$(cut -d'"' -f2 <<<"$entry")" good="$(cut -d'"' -f4 <<<"$entry")"
+    grep -q "{\"name\":\"$name\",\"content\":\"ok\",\"digest\":\"$good\"}" <<<"$content" \
+        || fail "--verify-content: table $name's digest is not the sidecar's $good: $content"
+    bad="$([ "${good:0:1}" = 0 ] && echo 1 || echo 0)${good:1}"
+    sed "s/$good/$bad/" "$sidecar" >"$tmp/altered.json"
+    sed "s/\"${name//./\\.}\":\"$good\",//" "$sidecar" >"$tmp/missing.json"
+    ! grep -q "$name" "$tmp/missing.json" || fail "could not remove $name from the sidecar"
+    content_case() {  # content_case NAME SIDECAR PATTERN: engram-attach --verify-content must exit 1 and say PATTERN
+        local rc=0 out
+        out="$("$attach" --socket "$sock" --json --verify-content "$2" 2>&1)" || rc=$?
+        [ "$rc" = 1 ] || fail "--verify-content, $1: exited $rc, expected 1: $out"
+        grep -qE -- "$3" <<<"$out" || fail "--verify-content, $1: output does not match /$3/: $out"
+    }
+    content_case altered "$tmp/altered.json" "^engram-attach: content check \(sha256-tree-v1\) failed: table '$name': the mapped bytes have digest $good but $tmp/altered.json says $bad$"
+    content_case altered-json "$tmp/altered.json" "\{\"name\":\"$name\",\"content\":\"mismatch\",\"digest\":\"$good\"\}"
+    content_case missing "$tmp/missing.json" "^engram-attach: content check \(sha256-tree-v1\) failed: table '$name' has no trusted digest in $tmp/missing.json \(the mapped bytes have digest $good\)$"
+    head -c 100 "$sidecar" >"$tmp/truncated.json"
+    content_case truncated "$tmp/truncated.json" "^engram-attach: $tmp/truncated.json: not a digest sidecar: JSON at byte [0-9]+: (unterminated string|expected)"
+    sed 's/"sha256-tree-v1"/"xxh64"/' "$sidecar" >"$tmp/algorithm.json"
+    content_case algorithm "$tmp/algorithm.json" "^engram-attach: $tmp/algorithm.json: 'algorithm' is a string \(\"xxh64\"\), this build reads only \"sha256-tree-v1\"$"
+    sed "s/$good/${good^^}/" "$sidecar" >"$tmp/upper.json"
+    content_case upper-hex "$tmp/upper.json" "^engram-attach: $tmp/upper.json: table '$name': digest is a string .*, not 64 lower-case hex digits$"
+    content_case no-file "$tmp/none.json" "^engram-attach: --verify-content $tmp/none.json: cannot open: ENOENT"
+    rate="$(grep -o '"gb_per_s":[0-9.]*' <<<"$content" | cut -d: -f2)"
+
     err="$("$attach" --socket "$tmp/none.sock" 2>&1)" && fail "a missing socket exited 0"
     grep -q "^engram-attach: no daemon listens on $tmp/none.sock" <<<"$err" || fail "missing socket: unexpected message: $err"
 
     bin/engram-host stop --socket "$sock" >/dev/null
     wait "$daemon" || fail "the daemon exited $? after stop"
     daemon=""
-    echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables)"
+    echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables; content check" \
+        "sha256-tree-v1 ok and 7 refusals, $rate GB/s on 1 thread)"
 else
     echo "test_engram_attach: SKIP real daemon (--peer-only)"
 fi
