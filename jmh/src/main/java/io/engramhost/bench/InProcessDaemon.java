@@ -3,6 +3,7 @@ package io.engramhost.bench;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.protocol.Backend;
 import io.engramhost.store.Catalog;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -35,7 +36,7 @@ final class InProcessDaemon implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot create a directory for the benchmark daemon's socket", e);
         }
-        DaemonContext context = new DaemonContext(List.of(dir.resolve("unused")), List.of(), "memfd", "none", null,
+        DaemonContext context = new DaemonContext(List.of(dir.resolve("unused")), List.of(), Backend.MEMFD, "none", null,
                 null, null, Set.of(), 1, limits, List.of(), null).conclude();
         Daemon daemon = null;
         try {

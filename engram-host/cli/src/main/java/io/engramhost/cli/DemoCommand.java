@@ -6,6 +6,7 @@ import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.util.Bytes;
 import java.io.IOException;
@@ -38,8 +39,10 @@ final class DemoCommand implements Callable<Integer> {
             description = "Rows per table (default: ${DEFAULT-VALUE}: about 250 MiB in all).")
     long rows;
 
-    @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME", description = "Backend (default: ${DEFAULT-VALUE}).")
-    String backend;
+    @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",
+            converter = WireNameOptions.BackendConverter.class, completionCandidates = WireNameOptions.BackendNames.class,
+            description = "One of ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    Backend backend;
 
     @Option(names = "--keep", description = "Keep the temporary directory.")
     boolean keep;
@@ -57,7 +60,7 @@ final class DemoCommand implements Callable<Integer> {
             System.out.printf("   %d tensors, %s%n", cp.tensors().size(), Bytes.format(Checkpoint.totalBytes(cp.tensors())));
 
             System.out.println("2. starting a daemon process (backend " + backend + ")");
-            daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", index.toString(), "--backend", backend,
+            daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", index.toString(), "--backend", backend.wireName(),
                     "--socket", socket.toString(), "--numa", "auto"))
                     .redirectErrorStream(true).redirectOutput(dir.resolve("daemon.log").toFile()).start();
             awaitReady(daemon, socket, dir.resolve("daemon.log"));

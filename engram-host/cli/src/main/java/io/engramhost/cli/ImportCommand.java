@@ -53,9 +53,11 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             description = "With --expect-checkpoint: the tables the daemon was told to serve (default: all).")
     List<String> tables = List.of();
 
-    @Option(names = "--digest", paramLabel = "KIND", description = "sha256: hash every table through the mapping; "
+    @Option(names = "--digest", paramLabel = "KIND", converter = WireNameOptions.DigestConverter.class,
+            completionCandidates = WireNameOptions.DigestNames.class,
+            description = "One of ${COMPLETION-CANDIDATES}. sha256: hash every table through the mapping; "
             + "engram: recompute the daemon's digest and fail on a difference.")
-    String digest;
+    DigestKind digest;
 
     @Option(names = "--json", description = "Print one JSON object.")
     boolean json;
@@ -89,10 +91,6 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (digest != null && !List.of("sha256", "engram").contains(digest)) {
-            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
-                    "--digest: '" + digest + "' is not one of sha256, engram");
-        }
         Expectation expectation = expectation();
         if ((cpuView || verify) && !gpu) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
@@ -178,9 +176,9 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
             m.put("digest", String.format("%016x", t.digest()));
             if (!t.hasCpuView()) {
                 m.put("cpu_view", false);
-            } else if ("sha256".equals(digest)) {
+            } else if (digest == DigestKind.SHA256) {
                 m.put("sha256", HexFormat.of().formatHex(t.sha256()));
-            } else if ("engram".equals(digest)) {
+            } else if (digest == DigestKind.ENGRAM) {
                 long again = t.computeDigest(Runtime.getRuntime().availableProcessors());
                 if (again != t.digest()) {
                     throw new IllegalStateException("table " + t.name() + ": digest through the mapping is "

@@ -10,7 +10,7 @@ import io.engramhost.checkpoint.SafetensorsFile;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.json.JsonWriter;
-import io.engramhost.store.StoreSettings;
+import io.engramhost.protocol.Backend;
 import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -42,8 +42,10 @@ final class InspectCommand implements Callable<Integer> {
     List<String> tables = List.of();
 
     @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",
-            description = "The backend serve would be given, for the limits (default: ${DEFAULT-VALUE}).")
-    String backend;
+            converter = WireNameOptions.BackendConverter.class, completionCandidates = WireNameOptions.BackendNames.class,
+            description = "The backend serve would be given, for the limits: one of ${COMPLETION-CANDIDATES} "
+            + "(default: ${DEFAULT-VALUE}).")
+    Backend backend;
 
     @Option(names = "--write-digests", description = "Also compute every tensor's " + TreeDigest.ALGORITHM
             + " content digest (each file read once, through one fd) and write them, per PATH, to a sidecar: "
@@ -60,16 +62,12 @@ final class InspectCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        if (!StoreSettings.BACKENDS.contains(backend)) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--backend: '" + backend
-                    + "' is not one of " + String.join(", ", StoreSettings.BACKENDS));
-        }
         Checkpoint cp;
         Fingerprint fp;
         try {
             cp = Checkpoint.open(paths);
             fp = Fingerprint.of(cp, List.of(), "", Fingerprint.LAYOUT_VERSION);
-            Limits.checkServed(cp, tables, backend); // what serve checks before it takes its socket
+            Limits.checkServed(cp, tables, backend.wireName()); // what serve checks before it takes its socket
         } catch (CheckpointException e) {
             if (json) {
                 Map<String, Object> out = new LinkedHashMap<>();

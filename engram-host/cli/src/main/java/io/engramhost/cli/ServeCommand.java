@@ -4,6 +4,7 @@ import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLog;
+import io.engramhost.protocol.Backend;
 import io.engramhost.store.CatalogFactory;
 import io.engramhost.util.Bytes;
 import java.nio.file.Path;
@@ -25,8 +26,9 @@ final class ServeCommand implements Callable<Integer> {
     List<String> tables = List.of();
 
     @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",
-            description = "memfd, memfd-hugetlb or cuda-vmm (default: ${DEFAULT-VALUE}).")
-    String backend;
+            converter = WireNameOptions.BackendConverter.class, completionCandidates = WireNameOptions.BackendNames.class,
+            description = "One of ${COMPLETION-CANDIDATES} (default: ${DEFAULT-VALUE}).")
+    Backend backend;
 
     @Option(names = "--numa", defaultValue = "auto", paramLabel = "POLICY",
             description = "auto, none, N, preferred:N or interleave (default: ${DEFAULT-VALUE}).")
@@ -81,10 +83,6 @@ final class ServeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        if (!DaemonContext.BACKENDS.contains(backend)) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--backend: '" + backend
-                    + "' is not one of " + String.join(", ", DaemonContext.BACKENDS));
-        }
         DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
                 socket.device, new HashSet<>(allowUids), threads, new ConnectionLimits(maxConnections, maxPerUid,
                 helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,

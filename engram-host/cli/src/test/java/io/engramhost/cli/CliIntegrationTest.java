@@ -199,6 +199,18 @@ class CliIntegrationTest {
         assertTrue(inspect.out().contains("\"valid\":false"), inspect.out());
         CliRun usage = CliRun.of("serve", "--backend", "tape", "--checkpoint", bad.toString());
         assertEquals(2, usage.exit(), usage.err());
-        assertTrue(usage.err().contains("--backend: 'tape' is not one of memfd, memfd-hugetlb, cuda-vmm"), usage.err());
+        assertTrue(usage.err().contains("'--backend'") && usage.err().contains("'tape' is not one of memfd, "
+                + "memfd-hugetlb, cuda-vmm"), usage.err());
+        picocli.CommandLine cli = new picocli.CommandLine(new Main());
+        for (String command : List.of("serve", "inspect", "demo")) {
+            String help = cli.getSubcommands().get(command).getUsageMessage();
+            assertTrue(help.replaceAll("\\s+", "").contains("ofmemfd,memfd-hugetlb,cuda-vmm(default:memfd)"), help);
+        }
+        String importHelp = cli.getSubcommands().get("import").getUsageMessage();
+        assertTrue(importHelp.replaceAll("\\s+", "").contains("Oneofsha256,engram."), importHelp);
+        CliRun digest = CliRun.of("import", "--socket", dir.resolve("b.sock").toString(), "--digest", "md5");
+        assertEquals(2, digest.exit(), digest.err());
+        assertTrue(digest.err().contains("'--digest'") && digest.err().contains("'md5' is not one of sha256, engram"),
+                digest.err());
     }
 }

@@ -1,5 +1,6 @@
 package io.engramhost.daemon;
 
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.store.StoreSettings;
 import java.nio.file.Path;
@@ -14,14 +15,12 @@ import java.util.Set;
  * @param allowUids      uids admitted besides the daemon's own
  * @param limits         what one peer's connections may cost (docs/protocol.md)
  */
-public record DaemonContext(List<Path> checkpoints, List<String> tables, String backend, String numa,
+public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa,
         String socketTemplate, String instance, Integer device, Set<Integer> allowUids, int threads,
         ConnectionLimits limits, List<String> deviceTensors, List<Integer> gpus) {
 
-    public static final List<String> BACKENDS = StoreSettings.BACKENDS;
-
     /** Settings with the default connection limits, but this request timeout. */
-    public DaemonContext(List<Path> checkpoints, List<String> tables, String backend, String numa, String socketTemplate,
+    public DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa, String socketTemplate,
             String instance, Integer device, Set<Integer> allowUids, int threads, int requestTimeoutMillis,
             List<String> deviceTensors, List<Integer> gpus) {
         this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads,
@@ -41,8 +40,8 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, String 
         if (checkpoints.isEmpty()) {
             throw new IllegalArgumentException("--checkpoint: at least one checkpoint path is needed");
         }
-        if (!BACKENDS.contains(backend)) {
-            throw new IllegalArgumentException("--backend: '" + backend + "' is not one of " + String.join(", ", BACKENDS));
+        if (backend == null) {
+            throw new IllegalArgumentException("--backend: a backend is needed: one of " + String.join(", ", Backend.wireNames()));
         }
         if (threads < 1 || threads > 1024) {
             throw new IllegalArgumentException("--threads: " + threads + " is not between 1 and 1024");

@@ -83,7 +83,7 @@ final class Requests {
                     + ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION + ", client "
                     + hello.minVersion() + "-" + hello.maxVersion()), 1), Next.CLOSE, 1);
         }
-        Welcome w = new Welcome(version, daemon.pid(), Daemon.VERSION, daemon.context().backend(),
+        Welcome w = new Welcome(version, daemon.pid(), Daemon.VERSION, daemon.context().backend().wireName(),
                 daemon.context().instanceName(), daemon.state(), daemon.uid());
         return Answer.of(Outbound.frame(w.encode(), version), Next.SESSION, version);
     }

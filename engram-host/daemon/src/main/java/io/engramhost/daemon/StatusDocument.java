@@ -21,7 +21,7 @@ final class StatusDocument {
         s.put("uid", d.uid());
         s.put("version", Daemon.VERSION);
         s.put("protocol", List.of(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION));
-        s.put("backend", d.context().backend());
+        s.put("backend", d.context().backend().wireName());
         s.put("instance", d.context().instanceName());
         s.put("socket", d.socket().toString());
         s.put("uptime_s", d.uptimeSeconds());

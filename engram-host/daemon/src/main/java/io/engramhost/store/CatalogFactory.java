@@ -13,6 +13,7 @@ import io.engramhost.numa.MemoryBudget;
 import io.engramhost.numa.NumaPolicy;
 import io.engramhost.numa.PolicySpec;
 import io.engramhost.numa.Topology;
+import io.engramhost.protocol.Backend;
 import io.engramhost.vmm.VmmSupport;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -80,7 +81,7 @@ public final class CatalogFactory {
                 patterns.addAll(ctx.deviceTensors());
             }
         }
-        Fingerprint fingerprint = Limits.checkServed(checkpoint, patterns, ctx.backend());
+        Fingerprint fingerprint = Limits.checkServed(checkpoint, patterns, ctx.backend().wireName());
         DeviceTensors device = onGpu.isEmpty() ? null : new DeviceTensors(onGpu, gpus(ctx));
         Topology topology = Topology.read();
         PolicySpec spec = PolicySpec.parse(ctx.numa() == null ? "auto" : ctx.numa());
@@ -88,13 +89,13 @@ public final class CatalogFactory {
         String placement;
         NumaPolicy policy;
         switch (ctx.backend()) {
-            case "memfd", "memfd-hugetlb" -> {
-                PageKind pages = ctx.backend().equals("memfd") ? PageKind.SMALL : PageKind.HUGE_2M;
+            case MEMFD, MEMFD_HUGETLB -> {
+                PageKind pages = ctx.backend() == Backend.MEMFD ? PageKind.SMALL : PageKind.HUGE_2M;
                 policy = spec.resolve(topology, spec.isAuto() ? gpuNodes(topology) : List.of());
                 factory = HostRegionFactory.memfd(pages, policy);
                 placement = "numa " + policy;
             }
-            case "cuda-vmm" -> {
+            case CUDA_VMM -> {
                 int gpu = ctx.device() != null ? ctx.device() : 0;
                 CudaDevice d = cudaDevice(gpu, "--backend cuda-vmm");
                 VmmSupport.check(d);
@@ -103,14 +104,14 @@ public final class CatalogFactory {
                 factory = HostRegionFactory.vmm(node, gpu);
                 placement = "HOST_NUMA node " + node + " (made in " + d.label() + "'s context)";
             }
-            default -> throw new IllegalArgumentException("--backend: '" + ctx.backend() + "' is not one of "
-                    + String.join(", ", StoreSettings.BACKENDS));
+            default -> throw new IllegalStateException("no store for backend " + ctx.backend());
         }
-        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, factory, ctx.backend(), device,
+        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, factory,
+                ctx.backend().wireName(), device,
                 ctx.threads());
         Limits.checkRegions(builder.regionCount());
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
-                : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend().equals("memfd-hugetlb"),
+                : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
                         factory.granule(), topology);
         return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget);
     }

@@ -1,7 +1,9 @@
 package io.engramhost.store;
 
+import io.engramhost.protocol.Backend;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Objects;
 
 /**
  * What the store needs of a daemon's settings to prepare a load ({@link CatalogFactory#prepare}): the
@@ -12,12 +14,11 @@ import java.util.List;
  * @param deviceTensors patterns of tensors kept in GPU memory (empty: none)
  * @param gpus          the GPUs that get the device tensors (null: every GPU)
  */
-public record StoreSettings(List<Path> checkpoints, List<String> tables, String backend, String numa, Integer device,
+public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
         int threads, List<String> deviceTensors, List<Integer> gpus) {
 
-    public static final List<String> BACKENDS = List.of("memfd", "memfd-hugetlb", "cuda-vmm");
-
     public StoreSettings {
+        Objects.requireNonNull(backend, "backend");
         checkpoints = List.copyOf(checkpoints);
         tables = List.copyOf(tables);
         deviceTensors = List.copyOf(deviceTensors);

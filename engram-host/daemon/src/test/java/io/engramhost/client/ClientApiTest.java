@@ -9,6 +9,7 @@ import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.os.Posix;
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.store.CatalogFactory;
@@ -30,7 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(60)
 class ClientApiTest {
     private static DaemonContext context(Path checkpoint) {
-        return new DaemonContext(List.of(checkpoint), List.of(), "memfd", "none", null, null, null, Set.of(), 2, 2000,
+        return new DaemonContext(List.of(checkpoint), List.of(), Backend.MEMFD, "none", null, null, null, Set.of(), 2, 2000,
                 List.of(), null).conclude();
     }
 

@@ -15,6 +15,7 @@ import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Posix;
 import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.Manifest;
@@ -40,7 +41,7 @@ class DaemonClientTest {
     private static final jnr.ffi.Pointer MEM = jnr.ffi.Pointer.wrap(LibCHolder.RUNTIME, 0L);
 
     private static DaemonContext context() {
-        return new DaemonContext(List.of(Path.of("unused")), List.of(), "memfd", "none", null, null, null, Set.of(), 2,
+        return new DaemonContext(List.of(Path.of("unused")), List.of(), Backend.MEMFD, "none", null, null, null, Set.of(), 2,
                 new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
                 null).conclude();
     }

@@ -12,6 +12,7 @@ import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;
 import io.engramhost.os.ProcessProbe;
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ReadyFile;
@@ -56,7 +57,7 @@ class SocketPathAttackTest {
     private int openFds = -2;
 
     private static DaemonContext context(Set<Integer> allowUids) {
-        return new DaemonContext(List.of(Path.of("unused")), List.of(), "memfd", "none", null, null, null, allowUids, 2,
+        return new DaemonContext(List.of(Path.of("unused")), List.of(), Backend.MEMFD, "none", null, null, null, allowUids, 2,
                 new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
                 null).conclude();
     }
