@@ -188,28 +188,9 @@ public final class CheckpointLoader {
                 }
             }
         };
-        List<Thread> workers = new ArrayList<>(n);
-        for (int i = 0; i < n; i++) {
-            Thread t = new Thread(worker, "engram-load-" + i);
-            t.setDaemon(true);
-            workers.add(t);
-            t.start();
-        }
-        boolean interrupted = false;
-        for (Thread t : workers) {
-            while (true) {
-                try {
-                    t.join();
-                    break;
-                } catch (InterruptedException e) {
-                    interrupted = true; // stop handing out chunks, but wait: a read in flight still writes memory
-                    failure.compareAndSet(null, new CheckpointException("load interrupted"));
-                }
-            }
-        }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
+        // stop handing out chunks, but wait: a read in flight still writes memory
+        WorkerThreads.runAll(n, "engram-load-", worker,
+                () -> failure.compareAndSet(null, new CheckpointException("load interrupted")));
         if (failure.get() != null) {
             throw failure.get();
         }

@@ -172,28 +172,9 @@ public final class TreeDigest {
         if (threads <= 1) {
             worker.run();
         } else {
-            List<Thread> workers = new ArrayList<>(threads);
-            for (int i = 0; i < threads; i++) {
-                Thread t = new Thread(worker, "engram-digest-" + i);
-                t.setDaemon(true);
-                workers.add(t);
-                t.start();
-            }
-            boolean interrupted = false;
-            for (Thread t : workers) {
-                while (true) {
-                    try {
-                        t.join();
-                        break;
-                    } catch (InterruptedException e) {
-                        interrupted = true; // stop handing out leaves, but wait: a read in flight still runs
-                        failure.compareAndSet(null, new CheckpointException("digest interrupted"));
-                    }
-                }
-            }
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
+            // stop handing out leaves, but wait: a read in flight still runs
+            WorkerThreads.runAll(threads, "engram-digest-", worker,
+                    () -> failure.compareAndSet(null, new CheckpointException("digest interrupted")));
         }
         if (failure.get() != null) {
             throw failure.get();
