@@ -11,12 +11,14 @@ import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
 import io.engramhost.os.ProcessProbe;
 import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.testing.NoLeaks;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
+@NoLeaks
 class MemfdRegionTest {
     private static final jnr.ffi.Pointer MEM = jnr.ffi.Pointer.wrap(LibCHolder.RUNTIME, 0L);
     private static final long PAGE = Posix.pageSize();

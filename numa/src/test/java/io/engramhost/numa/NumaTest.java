@@ -9,12 +9,12 @@ import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.Posix;
+import io.engramhost.testing.NoLeaks;
 import io.engramhost.os.internal.LibCHolder;
 import io.engramhost.util.Bytes;
 import java.util.List;
 import java.util.Optional;
 import jnr.ffi.Pointer;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -22,11 +22,11 @@ import org.junit.jupiter.api.Timeout;
 
 /** mbind and move_pages on this machine's real memory: skipped, with the cause, where they are forbidden. */
 @Timeout(30)
+@NoLeaks
 class NumaTest {
     static final Pointer MEM = Pointer.wrap(LibCHolder.RUNTIME, 0L);
     private static final long PAGE = Posix.pageSize();
 
-    private int fdsBefore;
     private Topology topology;
 
     @BeforeEach
@@ -35,12 +35,6 @@ class NumaTest {
         Assumptions.assumeTrue(cause.isEmpty(), () -> "NUMA calls are forbidden here: " + cause.orElseThrow());
         topology = Topology.read();
         Assumptions.assumeTrue(topology.memoryNodes().contains(0), () -> "node 0 has no memory here: " + topology);
-        fdsBefore = Fd.openCount();
-    }
-
-    @AfterEach
-    void checkNoFdLeaked() {
-        assertEquals(fdsBefore, Fd.openCount(), "fds left open");
     }
 
     @Test
