@@ -9,10 +9,12 @@ import picocli.CommandLine.Option;
  * {@code engram-host}: the operator's and the engine's command line. Exit codes: 0 ok, 1 runtime
  * failure, 2 usage error. Every error is one line on stderr; {@code --verbose} adds the stack trace.
  */
-@Command(name = "engram-host", mixinStandardHelpOptions = true, version = "engram-host 0.1.0",
+@Command(name = "engram-host", mixinStandardHelpOptions = true, scope = CommandLine.ScopeType.INHERIT,
+        version = "engram-host 0.1.0",
         description = "Keeps Engram tables resident and hands them to engines over Unix sockets.",
         subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class,
-                InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class})
+                InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class,
+                CommandLine.HelpCommand.class})
 public final class Main implements Runnable {
     @Option(names = "--verbose", description = "Print stack traces with errors.", scope = CommandLine.ScopeType.INHERIT)
     boolean verbose;

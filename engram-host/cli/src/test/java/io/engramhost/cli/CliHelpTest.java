@@ -1,0 +1,30 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Every command answers {@code COMMAND --help} and {@code help COMMAND} with its usage, exit 0. */
+@Timeout(120)
+class CliHelpTest {
+    private static final String[] COMMANDS = {"serve", "import", "status", "stop", "inspect", "topology", "generate",
+        "demo"};
+
+    @Test
+    void shouldShowEveryCommandsUsageBothWays() throws Exception {
+        for (String command : COMMANDS) {
+            CliRun dashed = CliRun.of(command, "--help");
+            assertEquals(0, dashed.exit(), command + " --help: " + dashed.err());
+            assertTrue(dashed.out().startsWith("Usage: engram-host " + command), dashed.out());
+            assertTrue(dashed.out().contains("--help") && dashed.out().contains("--version"), dashed.out());
+        }
+        CliRun help = CliRun.of("help", "import");
+        assertEquals(0, help.exit(), help.err());
+        assertTrue(help.out().startsWith("Usage: engram-host import"), help.out());
+        CliRun unknown = CliRun.of("import", "--no-such-option");
+        assertEquals(2, unknown.exit());
+        assertTrue(unknown.err().contains("Try 'engram-host import --help'."), unknown.err());
+    }
+}
