@@ -27,8 +27,12 @@ class CliIntegrationTest {
 
     /** A checkpoint with every dtype, a scalar and empty tensors, in one file. */
     static Path everyDtype(Path dir) throws Exception {
+        return everyDtype(new Random(7)).write(dir.resolve("all.safetensors"));
+    }
+
+    /** The tensors of {@link #everyDtype(Path)}, random bytes from {@code rnd}, for a test to add to. */
+    static SafetensorsWriter everyDtype(Random rnd) {
         SafetensorsWriter w = new SafetensorsWriter();
-        Random rnd = new Random(7);
         for (DType d : DType.values()) {
             long[] shape = d.bits() < 8 ? new long[] {3, 8} : new long[] {5, 3};
             byte[] b = new byte[(int) d.byteLength(shape)];
@@ -38,7 +42,7 @@ class CliIntegrationTest {
         w.add("scalar.f32", DType.F32, new long[] {}, new byte[] {1, 2, 3, 4});
         w.add("empty.bf16", DType.BF16, new long[] {0, 16}, new byte[0]);
         w.add("empty.f4", DType.F4, new long[] {4, 0}, new byte[0]);
-        return w.write(dir.resolve("all.safetensors"));
+        return w;
     }
 
     @SuppressWarnings("unchecked")

@@ -31,16 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
 class ContentVerifyTest {
     /** Every dtype, a scalar, empty tensors, and one table of two 16 MiB leaves and a bit. */
     static Path checkpoint(Path dir) throws Exception {
-        SafetensorsWriter w = new SafetensorsWriter();
         Random rnd = new Random(3);
-        for (DType d : DType.values()) {
-            long[] shape = d.bits() < 8 ? new long[] {3, 8} : new long[] {5, 3};
-            byte[] b = new byte[(int) d.byteLength(shape)];
-            rnd.nextBytes(b);
-            w.add("t." + d.name(), d, shape, b);
-        }
-        w.add("scalar.f32", DType.F32, new long[] {}, new byte[] {1, 2, 3, 4});
-        w.add("empty.bf16", DType.BF16, new long[] {0, 16}, new byte[0]);
+        SafetensorsWriter w = CliIntegrationTest.everyDtype(rnd);
         byte[] big = new byte[(32 << 20) + 4096];
         rnd.nextBytes(big);
         w.add("big.u8", DType.U8, new long[] {big.length}, big);

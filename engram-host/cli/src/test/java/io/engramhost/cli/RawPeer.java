@@ -15,7 +15,10 @@ import java.nio.file.Path;
 
 /**
  * A peer that speaks raw bytes to a daemon over a JDK Unix socket channel (no fds): idle, trickling,
- * polling or malformed connections for the hardening tests. Blocking; reads time out by polling.
+ * polling or malformed connections for the hardening tests. Blocking and one fd each, so a test can
+ * hold thousands; it encodes with the project's codecs. {@link RawClient}, the conformance tests'
+ * client, is the other kind on purpose: written from docs/protocol.md alone, with a selector per
+ * connection and deadlines on every read.
  */
 final class RawPeer implements AutoCloseable {
     final SocketChannel channel;
@@ -32,9 +35,9 @@ final class RawPeer implements AutoCloseable {
 
     /** A message: the 8-byte header (payload length, no fds), then the frame. */
     static ByteBuffer message(ByteBuffer frame) {
-        ByteBuffer m = ByteBuffer.allocate(8 + frame.remaining()).order(ByteOrder.LITTLE_ENDIAN);
-        m.putInt(frame.remaining()).putInt(0).put(frame.duplicate()).flip();
-        return m;
+        byte[] f = new byte[frame.remaining()];
+        frame.duplicate().get(f);
+        return ByteBuffer.wrap(RawClient.message(f));
     }
 
     void send(ByteBuffer bytes) throws IOException {
