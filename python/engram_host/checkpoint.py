@@ -1,0 +1,1225 @@
+"""Safetensors checkpoints as engram-host reads them (docs/checkpoints.md): strict validation of every file's
+header, sharded checkpoints and directories, tensor selection, the change check, the fingerprint (canonical
+encoding version 1, decoding and differences) and the limits of docs/checkpoints.md, "Limits".
+
+Every failure is a :class:`CheckpointError` whose message is one line naming the file, the tensor where
+there is one, and the problem, in the words of the Java implementation
+(``engram-host/checkpoint/src/main/java/io/engramhost/checkpoint``). Files are opened through one fd each
+(``O_RDONLY|O_CLOEXEC|O_NONBLOCK``), validated from that fd, and kept open by the :class:`Checkpoint` so that
+what is read later (:mod:`engram_host.digests`) is what was validated.
+"""
+
+from __future__ import annotations
+
+import decimal
+import errno
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
+
+from .errors import EngramHostError
+
+__all__ = [
+    "CheckpointError", "JsonError", "DTYPE_BITS", "MAX_HEADER_LENGTH", "FILE_SUFFIX", "INDEX_SUFFIX",
+    "LAYOUT_VERSION", "MAX_NAME_BYTES", "MAX_RANK", "MAX_TABLES", "MAX_FINGERPRINT_BYTES", "MAX_MANIFEST_BYTES",
+    "TensorInfo", "CheckpointFile", "Checkpoint", "open_checkpoint", "parse_json", "byte_length",
+    "Fingerprint", "FingerprintFile", "FingerprintTable", "fingerprint", "fingerprint_sha256_hex",
+    "decode_fingerprint", "fingerprint_differences", "check_limits",
+]
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+
+class CheckpointError(EngramHostError):
+    """A checkpoint (or a fingerprint, or a digest sidecar) that cannot be used; the message is one line."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# dtypes, shapes, limits
+
+#: Every safetensors dtype and its width in bits, in the Java enum's order (which error messages list).
+DTYPE_BITS: Mapping[str, int] = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
+    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}
+
+#: The largest safetensors header accepted (as the reference implementation): 100 MiB.
+MAX_HEADER_LENGTH = 100 << 20
+FILE_SUFFIX = ".safetensors"
+INDEX_SUFFIX = ".safetensors.index.json"
+#: The largest index file read.
+MAX_INDEX_BYTES = 100 << 20
+#: The layout version a fingerprint describes today (``Fingerprint.LAYOUT_VERSION``).
+LAYOUT_VERSION = 1
+
+MAX_NAME_BYTES = 4096
+MAX_RANK = 16
+MAX_TABLES = 1 << 20
+MAX_FINGERPRINT_BYTES = 16 << 20
+MAX_MANIFEST_BYTES = 1 << 30
+# Bytes of a manifest besides names, dtypes and dims (Limits.java): fixed part, per region, per table.
+_MANIFEST_FIXED_BYTES = 8 + 32 + 4 + 4 + 4
+_MANIFEST_REGION_BYTES = 1 + 8 + 4 + 4
+_MANIFEST_TABLE_BYTES = 2 + 2 + 1 + 8 + 4 + 8 + 8 + 1 + 4 + 4
+
+_I64_MAX = (1 << 63) - 1
+_LIMITS_REF = "(docs/checkpoints.md, Limits)"
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    """A shape as Java's ``Arrays.toString`` writes it: ``[10, 256]``."""
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def byte_length(dtype: str, shape: Sequence[int]) -> int:
+    """Bytes of a tensor of ``dtype`` and ``shape``: numel * bits / 8 (1 element for ``[]``, none when a
+    dimension is 0). Raises ValueError (the Java's words) when numel or the bit count passes 2^63, or when a
+    sub-byte dtype's bit count is not a multiple of 8; KeyError for an unknown dtype."""
+    bits = DTYPE_BITS[dtype]
+    numel = 0 if 0 in shape else math.prod(shape)
+    if numel > _I64_MAX:
+        raise ValueError(f"shape {_shape_text(shape)} has more than 2^63 elements")
+    bit_count = numel * bits
+    if bit_count > _I64_MAX:
+        raise ValueError(f"{dtype} {_shape_text(shape)} is larger than 2^63 bits")
+    if bit_count % 8:
+        raise ValueError(f"{dtype} {_shape_text(shape)} has {numel} elements of {bits} bits = {bit_count} bits,"
+                         " not a whole number of bytes")
+    return bit_count // 8
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# strict JSON
+
+class JsonError(ValueError):
+    """JSON that is not valid, or valid JSON refused (a duplicate key, an integer beyond 64 bits, a lone
+    surrogate, nesting deeper than the limit). ``position`` is the byte offset, ``problem`` the text."""
+
+    def __init__(self, position: int, problem: str):
+        super().__init__(f"at byte {position}: {problem}")
+        self.position = position
+        self.problem = problem
+
+
+class _Refused(Exception):
+    """Raised inside the fast parse when the input is one the strict reader refuses."""
+
+
+def _refuse_constant(_: str) -> object:
+    raise _Refused()
+
+
+def _unique_pairs(pairs: list) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _Refused()
+    return d
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_refuse_constant)
+_I64_MIN = -(1 << 63)
+
+
+def _within_limits(root: object, max_depth: int, check_strings: bool) -> bool:
+    """True when the parsed value nests at most ``max_depth`` containers deep, every integer fits in 64
+    bits, every float is finite, and (when ``check_strings``) no string holds a lone surrogate."""
+    stack: list = [([root], 0)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > max_depth:
+            return False
+        if type(container) is dict:
+            if check_strings and not all(_valid_text(k) for k in container):
+                return False
+            items: Iterable = container.values()
+        else:
+            items = container
+        for x in items:
+            t = type(x)
+            if t is dict or t is list:
+                stack.append((x, depth + 1))
+            elif t is int:
+                if not _I64_MIN <= x <= _I64_MAX:
+                    return False
+            elif t is float:
+                if math.isinf(x):
+                    return False
+            elif t is str and check_strings and not _valid_text(x):
+                return False
+    return True
+
+
+def _valid_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def parse_json(data: bytes, max_depth: int = 64) -> object:
+    """Parses UTF-8 JSON strictly (RFC 8259, as ``io.engramhost.json.JsonReader``): one value, only JSON
+    whitespace around it; duplicate keys, integers beyond 64 bits, out-of-range numbers, lone surrogates,
+    NaN/Infinity and nesting deeper than ``max_depth`` are refused. Objects become dicts (key order kept),
+    integers int, other numbers float. Raises :class:`JsonError` naming the byte position and the problem
+    exactly as the Java reader does: input is parsed by :mod:`json` and checked, and refused input is read
+    again by a byte-exact reader to say where and why."""
+    data = bytes(data)
+    try:
+        text = data.decode("utf-8")
+        root = _DECODER.decode(text)
+        if _within_limits(root, max_depth, "\\u" in text):
+            return root
+    except (ValueError, RecursionError, _Refused):
+        pass
+    _StrictReader(data, max_depth).parse()
+    raise JsonError(0, "refused by the JSON reader")  # reached only if the two readers disagreed
+
+
+class _StrictReader:
+    """A byte-at-a-time JSON reader with JsonReader's positions and wording, for input found invalid."""
+
+    def __init__(self, data: bytes, max_depth: int):
+        self.data = data
+        self.end = len(data)
+        self.pos = 0
+        self.max_depth = max_depth
+
+    def parse(self) -> object:
+        self.skip_ws()
+        value = self.value(0)
+        self.skip_ws()
+        if self.pos != self.end:
+            raise JsonError(self.pos, f"unexpected {self.describe(self.pos)} after the value")
+        return value
+
+    def peek(self) -> int:
+        return self.data[self.pos] if self.pos < self.end else -1
+
+    def skip_ws(self) -> None:
+        while self.pos < self.end and self.data[self.pos] in b" \t\n\r":
+            self.pos += 1
+
+    def describe(self, at: int) -> str:
+        if at >= self.end:
+            return "end of input"
+        b = self.data[at]
+        return f"'{chr(b)}'" if 0x21 <= b < 0x7F else f"byte 0x{b:x}"
+
+    def value(self, depth: int) -> object:
+        if self.pos >= self.end:
+            raise JsonError(self.pos, "unexpected end of input, expected a value")
+        b = self.data[self.pos]
+        if b == 0x7B:
+            return self.object(depth + 1)
+        if b == 0x5B:
+            return self.array(depth + 1)
+        if b == 0x22:
+            return self.string()
+        for word, value in ((b"true", True), (b"false", False), (b"null", None)):
+            if b == word[0]:
+                if self.data[self.pos:self.pos + len(word)] != word:
+                    raise JsonError(self.pos, f"invalid literal, expected {word.decode()}")
+                self.pos += len(word)
+                return value
+        if b == 0x2D or 0x30 <= b <= 0x39:
+            return self.number()
+        raise JsonError(self.pos, f"unexpected {self.describe(self.pos)}, expected a value")
+
+    def enter(self, depth: int) -> None:
+        if depth > self.max_depth:
+            raise JsonError(self.pos, f"nesting deeper than {self.max_depth} levels")
+
+    def object(self, depth: int) -> dict:
+        self.enter(depth)
+        self.pos += 1
+        out: dict = {}
+        self.skip_ws()
+        if self.peek() == 0x7D:
+            self.pos += 1
+            return out
+        while True:
+            self.skip_ws()
+            key_at = self.pos
+            if self.peek() != 0x22:
+                raise JsonError(self.pos, f"unexpected {self.describe(self.pos)}, expected a string key")
+            key = self.string()
+            self.skip_ws()
+            if self.peek() != 0x3A:
+                raise JsonError(self.pos, f"unexpected {self.describe(self.pos)}, expected ':' after key")
+            self.pos += 1
+            self.skip_ws()
+            v = self.value(depth)
+            if key in out:
+                raise JsonError(key_at, f'duplicate key "{key}"')
+            out[key] = v
+            self.skip_ws()
+            c = self.peek()
+            if c not in (0x2C, 0x7D):
+                raise JsonError(self.pos, f"unexpected {self.describe(self.pos)}, expected ',' or '}}' in object")
+            self.pos += 1
+            if c == 0x7D:
+                return out
+
+    def array(self, depth: int) -> list:
+        self.enter(depth)
+        self.pos += 1
+        out: list = []
+        self.skip_ws()
+        if self.peek() == 0x5D:
+            self.pos += 1
+            return out
+        while True:
+            self.skip_ws()
+            out.append(self.value(depth))
+            self.skip_ws()
+            c = self.peek()
+            if c not in (0x2C, 0x5D):
+                raise JsonError(self.pos, f"unexpected {self.describe(self.pos)}, expected ',' or ']' in array")
+            self.pos += 1
+            if c == 0x5D:
+                return out
+
+    def digits(self) -> None:
+        while 0x30 <= self.peek() <= 0x39:
+            self.pos += 1
+
+    def number(self) -> Union[int, float]:
+        start = self.pos
+        integral = True
+        if self.peek() == 0x2D:
+            self.pos += 1
+        if self.peek() == 0x30:
+            self.pos += 1
+            if 0x30 <= self.peek() <= 0x39:
+                raise JsonError(start, "leading zero in number")
+        elif 0x30 <= self.peek() <= 0x39:
+            self.digits()
+        else:
+            raise JsonError(self.pos, "expected a digit in number")
+        if self.peek() == 0x2E:
+            integral = False
+            self.pos += 1
+            if not 0x30 <= self.peek() <= 0x39:
+                raise JsonError(self.pos, "expected a digit after '.' in number")
+            self.digits()
+        if self.peek() in (0x65, 0x45):
+            integral = False
+            self.pos += 1
+            if self.peek() in (0x2B, 0x2D):
+                self.pos += 1
+            if not 0x30 <= self.peek() <= 0x39:
+                raise JsonError(self.pos, "expected a digit in exponent")
+            self.digits()
+        text = self.data[start:self.pos].decode("ascii")
+        if integral:
+            if len(text) > 20 or not _I64_MIN <= int(text) <= _I64_MAX:
+                raise JsonError(start, f"integer {text} does not fit in 64 bits")
+            return int(text)
+        value = float(text)
+        if math.isinf(value):
+            raise JsonError(start, f"number {text} is out of range")
+        return value
+
+    def string(self) -> str:
+        start = self.pos
+        self.pos += 1
+        out: list = []
+        while True:
+            if self.pos >= self.end:
+                raise JsonError(start, "unterminated string")
+            b = self.data[self.pos]
+            if b == 0x22:
+                self.pos += 1
+                return "".join(out)
+            if b == 0x5C:
+                out.append(self.escape())
+            elif b < 0x20:
+                raise JsonError(self.pos, f"control character 0x{b:x} in string (must be escaped)")
+            elif b < 0x80:
+                out.append(chr(b))
+                self.pos += 1
+            else:
+                out.append(self.utf8(b))
+
+    def escape(self) -> str:
+        at = self.pos
+        self.pos += 1
+        if self.pos >= self.end:
+            raise JsonError(at, "unterminated escape")
+        c = self.data[self.pos]
+        self.pos += 1
+        simple = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x62: "\b", 0x66: "\f", 0x6E: "\n", 0x72: "\r", 0x74: "\t"}
+        if c in simple:
+            return simple[c]
+        if c == 0x75:
+            return self.unicode_escape(at)
+        shown = chr(c) if 0x20 <= c < 0x7F else f"0x{c:x}"
+        raise JsonError(at, f"invalid escape \\{shown}")
+
+    def unicode_escape(self, at: int) -> str:
+        c = self.hex4(at)
+        if 0xD800 <= c <= 0xDBFF:
+            if self.data[self.pos:self.pos + 2] == b"\\u":
+                self.pos += 2
+                low = self.hex4(at)
+                if 0xDC00 <= low <= 0xDFFF:
+                    return chr(0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00))
+            raise JsonError(at, f"unpaired surrogate \\u{c:x}")
+        if 0xDC00 <= c <= 0xDFFF:
+            raise JsonError(at, f"unpaired surrogate \\u{c:x}")
+        return chr(c)
+
+    def hex4(self, at: int) -> int:
+        if self.pos + 4 > self.end:
+            raise JsonError(at, "truncated \\u escape")
+        digits = self.data[self.pos:self.pos + 4]
+        if any(d not in b"0123456789abcdefABCDEF" for d in digits):
+            raise JsonError(at, "invalid hex digit in \\u escape")
+        self.pos += 4
+        return int(digits, 16)
+
+    def utf8(self, b0: int) -> str:
+        at = self.pos
+        if b0 & 0xE0 == 0xC0:
+            n, cp, low = 1, b0 & 0x1F, 0x80
+        elif b0 & 0xF0 == 0xE0:
+            n, cp, low = 2, b0 & 0x0F, 0x800
+        elif b0 & 0xF8 == 0xF0:
+            n, cp, low = 3, b0 & 0x07, 0x10000
+        else:
+            raise JsonError(at, f"invalid UTF-8 byte 0x{b0:x}")
+        if self.pos + n >= self.end:
+            raise JsonError(at, "truncated UTF-8 sequence")
+        for i in range(1, n + 1):
+            b = self.data[self.pos + i]
+            if b & 0xC0 != 0x80:
+                raise JsonError(at, "invalid UTF-8 sequence")
+            cp = cp << 6 | (b & 0x3F)
+        if cp < low or cp > 0x10FFFF or 0xD800 <= cp <= 0xDFFF:
+            raise JsonError(at, "invalid UTF-8 sequence (overlong, surrogate or beyond U+10FFFF)")
+        self.pos += n + 1
+        return chr(cp)
+
+
+def _java_double(d: float) -> str:
+    """A float as Java's ``Double.toString`` writes it: ``1.5``, ``100.0``, ``1.0E7``, ``1.25E-5``."""
+    if d == 0:
+        return "-0.0" if math.copysign(1.0, d) < 0 else "0.0"
+    if 1e-3 <= abs(d) < 1e7:
+        return repr(d)
+    sign, digits, exponent = decimal.Decimal(repr(abs(d))).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + int(exponent)
+    return ("-" if d < 0 else "") + text[0] + "." + (text[1:] or "0") + f"E{power}"
+
+
+def _kind(v: object) -> str:
+    """What a JSON value is, for a message (``SafetensorsHeader.kind``)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return 'the string "' + (v[:40] + "..." if len(v) > 40 else v) + '"'
+    if isinstance(v, int):
+        return f"the number {v}"
+    if isinstance(v, float):
+        return f"the number {_java_double(v)}"
+    if isinstance(v, list):
+        return "a list"
+    return "an object"
+
+
+def _quoted(name: str) -> str:
+    """A name quoted for a message; one over 80 characters cut to its first 64, with its length in UTF-16
+    units (Java's ``String.length``)."""
+    if len(name) <= 80:
+        return f"'{name}'"
+    return f"'{name[:64]}...' ({len(name.encode('utf-16-le')) // 2} characters)"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# files
+
+def _display(path: PathArg) -> str:
+    """A path as Java's ``Path.toString`` shows it: repeated slashes merged, no trailing slash."""
+    text = re.sub("/+", "/", os.fspath(path))
+    return text.rstrip("/") or text
+
+
+def _absolute(path: str) -> str:
+    """``Path.toAbsolutePath()``: the working directory prefixed, nothing normalized."""
+    return path if path.startswith("/") else _display(os.path.join(os.getcwd(), path))
+
+
+def _errno_text(e: int) -> str:
+    return f"{errno.errorcode.get(e, f'errno {e}')} ({os.strerror(e)})"
+
+
+class _ReadFailed(Exception):
+    """A positioned read failed; the message is the failing call, as the Java's NativeException words it."""
+
+
+def _pread_into(fd: int, view: memoryview, offset: int, what: str) -> None:
+    """Fills ``view`` from ``fd`` at ``offset`` with positioned reads, retrying short reads; an early end of
+    file or an error raises _ReadFailed naming the call (``what`` names the fd)."""
+    done = 0
+    length = len(view)
+    while done < length:
+        try:
+            n = os.preadv(fd, [view[done:]], offset + done)
+        except OSError as e:
+            raise _ReadFailed(f"pread({what}, len={length - done}, off={offset + done}) failed: "
+                              f"{_errno_text(e.errno or 0)}") from None
+        if n == 0:
+            raise _ReadFailed(f"pread({what}, off={offset + done}) failed: {_errno_text(errno.EIO)}; "
+                              f"unexpected end of file after {offset + done} bytes")
+        done += n
+
+
+def _read_bytes(where: str, fd: int, offset: int, length: int) -> bytes:
+    buf = bytearray(length)
+    try:
+        _pread_into(fd, memoryview(buf), offset, where)
+    except _ReadFailed as e:
+        raise CheckpointError(f"{where}: cannot read {length} bytes at offset {offset}: {e}") from None
+    return bytes(buf)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a checkpoint file: ``offset`` is absolute in ``file`` (8 + header length + the begin of
+    its data_offsets) and ``nbytes`` is always dtype x shape."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    nbytes: int
+    file: "CheckpointFile"
+    offset: int
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def describe(self) -> str:
+        """e.g. ``F8_E4M3 [384, 256]``."""
+        return f"{self.dtype} {_shape_text(self.shape)}"
+
+
+class CheckpointFile:
+    """One validated safetensors file, open on ``fd`` (``O_RDONLY|O_CLOEXEC|O_NONBLOCK``) until closed.
+
+    ``path`` is the path as given (shards of an index: absolute), ``name`` its base name, ``size`` the size
+    ``fstat`` gave at the open, ``header_length`` n, ``header_sha256`` the SHA-256 of the n raw header bytes
+    read through ``fd``, ``metadata`` the ``__metadata__`` map, ``tensors`` the tensors by name.
+    """
+
+    def __init__(self, path: str, fd: int, opened: os.stat_result, header_length: int, header_sha256: bytes,
+                 metadata: dict, entries: list):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.fd = fd
+        self.size = opened.st_size
+        self.header_length = header_length
+        self.header_sha256 = header_sha256
+        self.metadata = metadata
+        self._opened = opened
+        self.tensors = sorted((TensorInfo(n, d, s, b, self, o) for n, d, s, b, o in entries), key=_name)
+
+    @property
+    def data_offset(self) -> int:
+        """Where the data section starts: 8 + n."""
+        return 8 + self.header_length
+
+    def close(self) -> None:
+        """Closes the fd; later calls do nothing."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def changes(self) -> list:
+        """What changed since the open, as ``check_unchanged`` lists it; empty when nothing did."""
+        what: list = []
+        try:
+            now = os.fstat(self.fd)
+        except OSError as e:
+            return [f"cannot stat the open file: {e}"]
+        before = self._opened
+        if now.st_size != before.st_size:
+            what.append(f"size {before.st_size} -> {now.st_size} bytes")
+        if now.st_mtime_ns != before.st_mtime_ns:
+            what.append("mtime")
+        if now.st_ctime_ns != before.st_ctime_ns:
+            what.append("ctime")
+        if now.st_size < self.data_offset:
+            what.append("header bytes (the file is now shorter than its header)")
+        else:
+            try:
+                again = _read_bytes(self.path, self.fd, 0, self.data_offset)
+                n = struct.unpack_from("<Q", again)[0]
+                if n != self.header_length or hashlib.sha256(again[8:]).digest() != self.header_sha256:
+                    what.append("header bytes")
+            except CheckpointError as e:
+                what.append(f"header bytes unreadable: {e}")
+        try:
+            named = os.stat(self.path)
+            if (named.st_dev, named.st_ino) != (before.st_dev, before.st_ino):
+                what.append("the path now names another file")
+        except FileNotFoundError:
+            what.append("the path no longer exists")
+        except OSError as e:
+            what.append(f"cannot stat the path: {e}")
+        return what
+
+    def __repr__(self) -> str:
+        return f"CheckpointFile({self.path!r}, {len(self.tensors)} tensors, {self.size} bytes, fd {self.fd})"
+
+
+def _name(t: TensorInfo) -> str:
+    return t.name
+
+
+def _open_fd(where: str) -> int:
+    try:
+        return os.open(where, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ENOENT:
+            raise CheckpointError(f"{where}: no such file") from None
+        raise CheckpointError(f"{where}: cannot open: open({where}) failed: {_errno_text(e.errno or 0)}") from None
+
+
+def _read_file(where: str, fd: int) -> CheckpointFile:
+    """Validates the safetensors file open on ``fd`` (docs/checkpoints.md, "What SafetensorsFile.open
+    checks"); ``where`` names it. Does not close ``fd``."""
+    try:
+        opened = os.fstat(fd)
+    except OSError as e:
+        raise CheckpointError(f"{where}: cannot stat the open file: {e}") from None
+    if not stat.S_ISREG(opened.st_mode):
+        raise CheckpointError(f"{where}: not a regular file")
+    size = opened.st_size
+    if size < 8:
+        raise CheckpointError(f"{where}: file is {size} bytes, too short for the 8-byte header length")
+    n = struct.unpack("<Q", _read_bytes(where, fd, 0, 8))[0]
+    if n > MAX_HEADER_LENGTH:
+        raise CheckpointError(f"{where}: header length {n} exceeds the limit of {MAX_HEADER_LENGTH} bytes (100 MiB)")
+    if 8 + n > size:
+        raise CheckpointError(f"{where}: header length {n} runs past the end of the file ({size} bytes)")
+    header = _read_bytes(where, fd, 8, n)
+    metadata, entries = _parse_header(where, header, 8 + n, size - 8 - n)
+    return CheckpointFile(where, fd, opened, n, hashlib.sha256(header).digest(), metadata, entries)
+
+
+_FIELDS = ("dtype", "shape", "data_offsets")
+
+
+def _parse_header(where: str, header: bytes, data_offset: int, data_length: int) -> tuple:
+    """The metadata and the tensors (name, dtype, shape, nbytes, absolute offset) of a header, checked
+    against a data section of ``data_length`` bytes at ``data_offset``."""
+    try:
+        root = parse_json(header)
+    except JsonError as e:
+        raise CheckpointError(f"{where}: header JSON at byte {e.position} (file offset {8 + e.position}): "
+                              f"{e.problem}") from None
+    if type(root) is not dict:
+        raise CheckpointError(f"{where}: header is not a JSON object")
+    metadata: dict = {}
+    entries: list = []
+    spans: list = []
+    for name, value in root.items():
+        if name == "__metadata__":
+            metadata = _metadata(where, value)
+            continue
+        at = f"{where}: tensor '{name}': "
+        if not name:
+            raise CheckpointError(f"{where}: a tensor has an empty name")
+        if type(value) is not dict:
+            raise CheckpointError(f"{at}entry is not an object but {_kind(value)}")
+        for key in value:
+            if key not in _FIELDS:
+                raise CheckpointError(f"{at}unexpected field '{key}' (expected dtype, shape, data_offsets)")
+        dtype = _dtype(at, _field(at, value, "dtype"))
+        shape = _integers(at, "shape", _field(at, value, "shape"), -1)
+        begin, end = _integers(at, "data_offsets", _field(at, value, "data_offsets"), 2)
+        if begin > end:
+            raise CheckpointError(f"{at}data_offsets [{begin}, {end}] end before they begin")
+        if end > data_length:
+            raise CheckpointError(f"{at}data_offsets [{begin}, {end}] end past the data section ({data_length} bytes)")
+        try:
+            needed = byte_length(dtype, shape)
+        except ValueError as e:
+            raise CheckpointError(f"{at}{e}") from None
+        if needed != end - begin:
+            raise CheckpointError(f"{at}{dtype} {_shape_text(shape)} needs {needed} bytes but data_offsets give "
+                                  f"{end - begin}")
+        entries.append((name, dtype, shape, needed, data_offset + begin))
+        spans.append((begin, end, name))
+    _check_layout(where, spans, data_length)
+    return metadata, entries
+
+
+def _check_layout(where: str, spans: list, data_length: int) -> None:
+    """Sorted by (begin, end, name) the spans must tile the data section exactly."""
+    expected = 0
+    previous: Optional[tuple] = None
+    for begin, end, name in sorted(spans):
+        at = f"{where}: tensor '{name}': data_offsets [{begin}, {end}] "
+        if begin < expected:
+            assert previous is not None
+            raise CheckpointError(f"{at}overlap tensor '{previous[2]}' [{previous[0]}, {previous[1]}]")
+        if begin > expected:
+            after = "the start of the data section" if previous is None else f"tensor '{previous[2]}'"
+            raise CheckpointError(f"{at}leave a hole of {begin - expected} bytes after {after}")
+        expected = end
+        previous = (begin, end, name)
+    if expected != data_length:
+        raise CheckpointError(f"{where}: the data section has {data_length} bytes but the tensors cover {expected}: "
+                              f"{data_length - expected} bytes at the end belong to no tensor")
+
+
+def _metadata(where: str, value: object) -> dict:
+    if type(value) is not dict:
+        raise CheckpointError(f"{where}: __metadata__ is not an object but {_kind(value)}")
+    for key, v in value.items():
+        if type(v) is not str:
+            raise CheckpointError(f"{where}: __metadata__ '{key}' is not a string but {_kind(v)}")
+    return dict(value)
+
+
+def _field(at: str, fields: dict, key: str) -> object:
+    if key not in fields:
+        raise CheckpointError(f"{at}missing '{key}'")
+    return fields[key]
+
+
+def _dtype(at: str, value: object) -> str:
+    if type(value) is not str:
+        raise CheckpointError(f"{at}dtype is not a string but {_kind(value)}")
+    if value not in DTYPE_BITS:
+        raise CheckpointError(f"{at}unknown dtype '{value}' (known: {', '.join(DTYPE_BITS)})")
+    return value
+
+
+def _integers(at: str, field: str, value: object, count: int) -> tuple:
+    """A list of non-negative integers (exactly ``count`` of them when ``count`` >= 0), as a tuple."""
+    expected = "a list of non-negative integers" if count < 0 else f"a list of {count} non-negative integers"
+    if type(value) is not list:
+        raise CheckpointError(f"{at}{field} is not {expected} but {_kind(value)}")
+    if count >= 0 and len(value) != count:
+        raise CheckpointError(f"{at}{field} has {len(value)} elements, expected {count}")
+    for i, v in enumerate(value):
+        if type(v) is not int or v < 0:
+            shown = v if type(v) is int else _kind(v)
+            raise CheckpointError(f"{at}{field} is not {expected}: element {i} is {shown}")
+    return tuple(value)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# checkpoints
+
+class Checkpoint:
+    """A validated checkpoint of one or more safetensors files, each held open on its fd.
+
+    ``files`` in the order given (shards of an index or a directory by name); ``tensors`` maps every tensor
+    name to its :class:`TensorInfo`, ordered by name. Close it (or use it as a context manager) to close
+    every fd.
+    """
+
+    def __init__(self, files: list, tensors: dict):
+        self.files = files
+        self.tensors = tensors
+
+    def select(self, patterns: Sequence[str]) -> list:
+        """The tensors whose names match any of ``patterns`` (``*`` any run of characters, ``?`` one, the
+        rest literal; the whole name must match), ordered by name. An empty list or ``*`` selects all; any
+        other pattern that matches nothing raises :class:`CheckpointError` naming it."""
+        if isinstance(patterns, str):
+            raise TypeError("patterns must be a sequence of strings, not one string")
+        if not patterns:
+            return list(self.tensors.values())
+        chosen: dict = {}
+        for text in patterns:
+            if not text:
+                raise CheckpointError("tensor selection: empty tensor name pattern")
+            regex = re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text),
+                               re.DOTALL)
+            matched = [name for name in self.tensors if regex.fullmatch(name)]
+            if not matched and text != "*":
+                raise CheckpointError(f"tensor selection: pattern '{text}' matches none of the {len(self.tensors)}"
+                                      f" tensors of {self._describe_files()}")
+            for name in matched:
+                chosen[name] = self.tensors[name]
+        return [chosen[name] for name in sorted(chosen)]
+
+    def _describe_files(self) -> str:
+        if len(self.files) == 1:
+            return self.files[0].path
+        return f"{len(self.files)} files in {os.path.dirname(_absolute(self.files[0].path))}"
+
+    def check_unchanged(self, during: str = "since it was opened",
+                        consequence: str = "what was read may not be what was validated; run again once the "
+                                           "file is stable") -> None:
+        """Raises :class:`CheckpointError` ("checkpoint PATH changed DURING (WHAT): CONSEQUENCE", naming
+        any other changed file too) when a file changed since it was opened: its size, mtime or ctime (fstat
+        of the fd), its header bytes (read again through the fd), or what its path names (stat of the path,
+        following symlinks: same device and inode)."""
+        first: Optional[str] = None
+        others: list = []
+        for f in self.files:
+            what = f.changes()
+            if not what:
+                continue
+            if first is None:
+                first = f"checkpoint {f.path} changed {during} ({', '.join(what)})"
+            else:
+                others.append(f"{f.path} ({', '.join(what)})")
+        if first is not None:
+            also = f"; also changed: {', '.join(others)}" if others else ""
+            raise CheckpointError(f"{first}{also}: {consequence}")
+
+    def close(self) -> None:
+        """Closes every file's fd once; later calls do nothing."""
+        for f in self.files:
+            f.close()
+
+    def __enter__(self) -> "Checkpoint":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({len(self.files)} files, {len(self.tensors)} tensors)"
+
+
+def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
+    """Opens and validates a checkpoint: each path a ``.safetensors`` file, a ``*.safetensors.index.json``
+    (its shards are checked against its weight_map both ways) or a directory (its single index, else every
+    ``*.safetensors`` in it by name). Tensor names must be unique across files and no file may be given
+    twice. Every file stays open on its fd; on any failure every fd opened is closed and
+    :class:`CheckpointError` says why."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if not paths:
+        raise CheckpointError("no checkpoint path given")
+    opened: list = []
+
+    def open_file(where: str) -> CheckpointFile:
+        fd = _open_fd(where)
+        try:
+            f = _read_file(where, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        opened.append(f)
+        return f
+
+    try:
+        files: dict = {}
+        for p in paths:
+            given = _display(p)
+            for f in _resolve(given, open_file):
+                key = os.path.normpath(_absolute(f.path))
+                if key in files:
+                    raise CheckpointError(f"{f.path}: given more than once (via {given})")
+                files[key] = f
+        tensors: dict = {}
+        for f in files.values():
+            for t in f.tensors:
+                other = tensors.setdefault(t.name, t)
+                if other is not t:
+                    raise CheckpointError(f"tensor '{t.name}' is in both {other.file.path} and {f.path}")
+        return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)})
+    except BaseException:
+        for f in opened:
+            f.close()
+        raise
+
+
+def _resolve(p: str, open_file) -> list:
+    if os.path.isdir(p):
+        return _directory(p, open_file)
+    if not os.path.exists(p):
+        raise CheckpointError(f"{p}: no such file or directory")
+    name = os.path.basename(p)
+    if name.endswith(INDEX_SUFFIX):
+        return _open_index(p, open_file)
+    if name.endswith(FILE_SUFFIX):
+        return [open_file(p)]
+    raise CheckpointError(f"{p}: not a {FILE_SUFFIX} file, a *{INDEX_SUFFIX} or a directory")
+
+
+def _directory(d: str, open_file) -> list:
+    try:
+        names = sorted(os.listdir(d), key=os.fsencode)
+    except OSError as e:
+        raise CheckpointError(f"{d}: cannot list: {e}") from None
+    indexes = [n for n in names if n.endswith(INDEX_SUFFIX) and os.path.isfile(os.path.join(d, n))]
+    shards = [n for n in names if n.endswith(FILE_SUFFIX) and os.path.isfile(os.path.join(d, n))]
+    if len(indexes) > 1:
+        raise CheckpointError(f"{d}: holds {len(indexes)} index files [{', '.join(indexes)}]: name the one to use")
+    if indexes:
+        return _open_index(_display(os.path.join(d, indexes[0])), open_file)
+    if not shards:
+        raise CheckpointError(f"{d}: holds no *{FILE_SUFFIX} file and no *{INDEX_SUFFIX}")
+    return [open_file(_display(os.path.join(d, n))) for n in shards]
+
+
+def _open_index(index: str, open_file) -> list:
+    """The shards of a ``*.safetensors.index.json``, by name, once the weight_map and the shards agree."""
+    weight_map = _weight_map(index, _read_index(index))
+    directory = os.path.dirname(_absolute(index))
+    shards: dict = {}
+    for shard_name in sorted(set(weight_map.values())):
+        shard = os.path.join(directory, shard_name)
+        if not os.path.isfile(shard):
+            tensor = next(t for t, s in weight_map.items() if s == shard_name)
+            raise CheckpointError(f"{index}: weight_map names shard '{shard_name}' (for tensor '{tensor}'), but "
+                                  f"{shard} does not exist")
+        shards[shard_name] = open_file(shard)
+    held = {shard_name: {t.name for t in shard.tensors} for shard_name, shard in shards.items()}
+    for tensor, shard_name in weight_map.items():
+        if tensor not in held[shard_name]:
+            raise CheckpointError(f"{index}: weight_map puts tensor '{tensor}' in '{shard_name}', but that shard has"
+                                  " no such tensor")
+    for shard_name, shard in shards.items():
+        for t in shard.tensors:
+            mapped = weight_map.get(t.name)
+            if mapped is None:
+                raise CheckpointError(f"{index}: shard '{shard_name}' holds tensor '{t.name}', which weight_map "
+                                      "does not list")
+            if mapped != shard_name:
+                raise CheckpointError(f"{index}: shard '{shard_name}' holds tensor '{t.name}', which weight_map "
+                                      f"puts in '{mapped}'")
+    return list(shards.values())
+
+
+def _read_index(index: str) -> bytes:
+    try:
+        with os.fdopen(os.open(index, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_INDEX_BYTES:
+                raise CheckpointError(f"{index}: index is {size} bytes, over the limit of {MAX_INDEX_BYTES}")
+            return f.read()
+    except FileNotFoundError:
+        raise CheckpointError(f"{index}: no such file") from None
+    except OSError as e:
+        raise CheckpointError(f"{index}: cannot read: {e}") from None
+
+
+def _weight_map(index: str, data: bytes) -> dict:
+    """tensor name -> shard file name, sorted by tensor name."""
+    try:
+        root = parse_json(data)
+    except JsonError as e:
+        raise CheckpointError(f"{index}: index JSON {e}") from None
+    if type(root) is not dict:
+        raise CheckpointError(f"{index}: index is not a JSON object")
+    entries = root.get("weight_map")
+    if type(entries) is not dict:
+        raise CheckpointError(f"{index}: index has no weight_map object")
+    for tensor, shard in entries.items():
+        if type(shard) is not str:
+            raise CheckpointError(f"{index}: weight_map entry for tensor '{tensor}' is not a file name but "
+                                  f"{_kind(shard)}")
+        if not shard or "/" in shard or shard in (".", "..") or "\0" in shard:
+            raise CheckpointError(f"{index}: weight_map entry for tensor '{tensor}' is '{shard}', not a file name in "
+                                  "the index's directory")
+    return {tensor: entries[tensor] for tensor in sorted(entries)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fingerprint
+
+@dataclass(frozen=True)
+class FingerprintFile:
+    """One checkpoint file of a fingerprint: base name, size, SHA-256 of its raw header (32 bytes)."""
+
+    name: str
+    size: int
+    header_sha256: bytes
+
+
+@dataclass(frozen=True)
+class FingerprintTable:
+    """One table of a fingerprint: name, dtype, shape and byte count (always dtype x shape)."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A fingerprint in canonical form: patterns sorted and distinct (never empty), files and tables sorted
+    by name in code point order."""
+
+    layout_version: int
+    backend: str
+    patterns: tuple
+    files: tuple
+    tables: tuple
+
+
+_MAGIC = b"EGFP"
+_ENCODING_VERSION = 1
+
+
+def fingerprint(checkpoint: Checkpoint, patterns: Sequence[str] = (), backend: str = "",
+                layout_version: int = LAYOUT_VERSION) -> bytes:
+    """The canonical encoding (version 1) of the fingerprint of ``patterns`` of ``checkpoint`` served with
+    ``backend`` (``""``: any), byte for byte what ``Fingerprint.of(...).canonicalBytes()`` gives: the files
+    that hold a selected table and the selected tables, by name; patterns sorted and distinct, ``[]`` as
+    ``["*"]``. Raises :class:`CheckpointError` for a pattern that matches nothing or two files of one base
+    name."""
+    files: dict = {}
+    tables = []
+    for t in checkpoint.select(list(patterns)):
+        f = t.file
+        entry = FingerprintFile(f.name, f.size, f.header_sha256)
+        if files.setdefault(entry.name, entry) != entry:
+            raise CheckpointError(f"{f.path}: another checkpoint file has the same base name; a fingerprint names "
+                                  "files by base name")
+        tables.append(FingerprintTable(t.name, t.dtype, t.shape, t.nbytes))
+    fp = Fingerprint(layout_version, backend, tuple(sorted(set(patterns))) or ("*",),
+                     tuple(files[n] for n in sorted(files)), tuple(tables))
+    return _encode(fp)
+
+
+def _encode(fp: Fingerprint) -> bytes:
+    out = bytearray(_MAGIC)
+    out += struct.pack("<HHi", _ENCODING_VERSION, 0, fp.layout_version)
+
+    def text(s: str) -> None:
+        b = s.encode("utf-8")
+        out.extend(struct.pack("<I", len(b)))
+        out.extend(b)
+
+    text(fp.backend)
+    out += struct.pack("<I", len(fp.patterns))
+    for p in fp.patterns:
+        text(p)
+    out += struct.pack("<I", len(fp.files))
+    for f in fp.files:
+        text(f.name)
+        out += struct.pack("<Q", f.size) + f.header_sha256
+    out += struct.pack("<I", len(fp.tables))
+    for t in fp.tables:
+        text(t.name)
+        text(t.dtype)
+        out += struct.pack(f"<I{len(t.shape)}QQ", len(t.shape), *t.shape, t.nbytes)
+    return bytes(out)
+
+
+def fingerprint_sha256_hex(encoded: bytes) -> str:
+    """SHA-256 of a canonical fingerprint encoding, 64 lower-case hex digits (what the short form and the
+    daemon's ready file show)."""
+    return hashlib.sha256(encoded).hexdigest()
+
+
+class _Decoder:
+    def __init__(self, data: bytes):
+        self.data = data
+        self.pos = 0
+
+    def error(self, at: int, problem: str) -> CheckpointError:
+        return CheckpointError(f"fingerprint at byte {at}: {problem}")
+
+    def left(self) -> int:
+        return len(self.data) - self.pos
+
+    def need(self, n: int, what: str) -> None:
+        if self.left() < n:
+            raise self.error(self.pos, f"{what} needs {n} bytes but only {self.left()} are left")
+
+    def raw(self, n: int, what: str) -> bytes:
+        self.need(n, what)
+        self.pos += n
+        return self.data[self.pos - n:self.pos]
+
+    def unpack(self, fmt: str, what: str) -> int:
+        size = struct.calcsize(fmt)
+        self.need(size, what)
+        self.pos += size
+        return struct.unpack_from(fmt, self.data, self.pos - size)[0]
+
+    def non_negative(self, what: str) -> int:
+        self.need(8, what)
+        v = struct.unpack_from("<Q", self.data, self.pos)[0]
+        if v > _I64_MAX:
+            raise self.error(self.pos, f"{what} {v} exceeds 2^63 - 1")
+        self.pos += 8
+        return v
+
+    def count(self, what: str, min_entry: int) -> int:
+        at = self.pos
+        n = self.unpack("<I", "u32")
+        if n * min_entry > self.left():
+            raise self.error(at, f"{n} {what} cannot fit in the {self.left()} bytes left")
+        return n
+
+    def text(self, what: str) -> str:
+        at = self.pos
+        n = self.unpack("<I", "u32")
+        if n > self.left():
+            raise self.error(at, f"{what} of {n} bytes runs past the end ({self.left()} left)")
+        try:
+            s = self.data[self.pos:self.pos + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.error(at, f"{what} is not valid UTF-8") from None
+        self.pos += n
+        return s
+
+    def ordered(self, at: int, what: str, previous: Optional[str], name: str) -> None:
+        if previous is not None and previous >= name:
+            problem = "is repeated" if previous == name else f"is out of order (after '{previous}')"
+            raise self.error(at, f"{what} '{name}' {problem}")
+
+
+def decode_fingerprint(encoded: bytes) -> Fingerprint:
+    """Decodes a canonical fingerprint strictly (``Fingerprint.decode``): magic, version and flags exact,
+    every length and count bounded by the bytes left, valid UTF-8, known dtypes, ranks up to 16, byte
+    counts equal to dtype x shape, canonical order without repeats, nothing left over. Raises
+    :class:`CheckpointError` ("fingerprint at byte N: ...") naming the offset and the problem."""
+    d = _Decoder(bytes(encoded))
+    magic = d.raw(4, "magic")
+    if magic != _MAGIC:
+        raise d.error(0, f'bad magic {magic.hex()}, expected "EGFP"')
+    version = d.unpack("<H", "u16")
+    if version != _ENCODING_VERSION:
+        raise d.error(4, f"encoding version {version}, this build reads only {_ENCODING_VERSION}")
+    flags = d.unpack("<H", "u16")
+    if flags:
+        raise d.error(6, f"flags 0x{flags:x}, expected 0")
+    layout = d.unpack("<i", "u32")
+    backend = d.text("backend")
+    patterns: list = []
+    n = d.count("patterns", 4)
+    if n == 0:
+        raise d.error(d.pos - 4, "no selection pattern (the canonical form has at least '*')")
+    for _ in range(n):
+        at = d.pos
+        p = d.text("pattern")
+        d.ordered(at, "pattern", patterns[-1] if patterns else None, p)
+        patterns.append(p)
+    files: list = []
+    for _ in range(d.count("files", 4 + 8 + 32)):
+        at = d.pos
+        name = d.text("file name")
+        d.ordered(at, "file", files[-1].name if files else None, name)
+        size = d.non_negative("file size")
+        files.append(FingerprintFile(name, size, d.raw(32, "header SHA-256")))
+    tables: list = []
+    for _ in range(d.count("tables", 4 + 4 + 4 + 8)):
+        at = d.pos
+        name = d.text("table name")
+        d.ordered(at, "table", tables[-1].name if tables else None, name)
+        dtype_at = d.pos
+        dtype = d.text("dtype")
+        if dtype not in DTYPE_BITS:
+            raise d.error(dtype_at, f"table '{name}': unknown dtype '{dtype}'")
+        rank_at = d.pos
+        rank = d.unpack("<I", "u32")
+        if rank > MAX_RANK:
+            raise d.error(rank_at, f"table '{name}': rank {rank} exceeds {MAX_RANK}")
+        shape = tuple(d.non_negative("dimension") for _ in range(rank))
+        bytes_at = d.pos
+        nbytes = d.non_negative("table bytes")
+        try:
+            needed = byte_length(dtype, shape)
+        except ValueError as e:
+            raise d.error(bytes_at, str(e)) from None
+        if needed != nbytes:
+            raise d.error(bytes_at, f"table '{name}': {dtype} {_shape_text(shape)} is {needed} bytes, not {nbytes}")
+        tables.append(FingerprintTable(name, dtype, shape, nbytes))
+    if d.pos != len(d.data):
+        raise d.error(d.pos, f"{len(d.data) - d.pos} bytes left over after the last table")
+    return Fingerprint(layout, backend, tuple(patterns), tuple(files), tuple(tables))
+
+
+def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[Fingerprint, bytes],
+                            limit: Optional[int] = None) -> list:
+    """How ``actual`` differs from ``expected``, one line each, in ``Fingerprint.differences``' order and
+    words: layout version; backend (only when ``expected`` names one); files missing / not expected / size /
+    header SHA-256; tables missing / not expected / dtype / shape / bytes. Patterns are not compared. An
+    empty list is a match. Encoded fingerprints are decoded first. With ``limit``, the first ``limit``
+    lines and then one counting the rest."""
+    e = decode_fingerprint(expected) if isinstance(expected, (bytes, bytearray, memoryview)) else expected
+    a = decode_fingerprint(actual) if isinstance(actual, (bytes, bytearray, memoryview)) else actual
+    out: list = []
+    if e.layout_version != a.layout_version:
+        out.append(f"layout version: expected {e.layout_version}, actual {a.layout_version}")
+    if e.backend and e.backend != a.backend:
+        out.append(f"backend: expected '{e.backend}', actual '{a.backend}'")
+
+    def compare(what: str, expected_items: tuple, actual_items: tuple, diff) -> None:
+        ex = {x.name: x for x in expected_items}
+        ac = {x.name: x for x in actual_items}
+        for name in sorted(ex.keys() | ac.keys()):
+            if name not in ac:
+                out.append(f"{what} '{name}': missing")
+            elif name not in ex:
+                out.append(f"{what} '{name}': not expected")
+            else:
+                out.extend(f"{what} '{name}': {d}" for d in diff(ex[name], ac[name]))
+
+    def file_diff(x: FingerprintFile, y: FingerprintFile) -> Iterator[str]:
+        if x.size != y.size:
+            yield f"size expected {x.size}, actual {y.size}"
+        if x.header_sha256 != y.header_sha256:
+            yield f"header SHA-256 expected {x.header_sha256.hex()}, actual {y.header_sha256.hex()}"
+
+    def table_diff(x: FingerprintTable, y: FingerprintTable) -> Iterator[str]:
+        if x.dtype != y.dtype:
+            yield f"dtype expected {x.dtype}, actual {y.dtype}"
+        if tuple(x.shape) != tuple(y.shape):
+            yield f"shape expected {_shape_text(x.shape)}, actual {_shape_text(y.shape)}"
+        if x.nbytes != y.nbytes:
+            yield f"bytes expected {x.nbytes}, actual {y.nbytes}"
+
+    compare("file", e.files, a.files, file_diff)
+    compare("table", e.tables, a.tables, table_diff)
+    if limit is not None and len(out) > limit:
+        return out[:limit] + [f"... and {len(out) - limit} more differences"]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# limits
+
+def check_limits(tensors: Sequence[TensorInfo], fingerprint_bytes: bytes) -> None:
+    """Checks the tables a daemon would serve and their canonical fingerprint against docs/checkpoints.md,
+    "Limits", in ``Limits.check``'s order: table count; per table, name length (UTF-8 bytes) and rank; the
+    fingerprint's size; the manifest's bound. Raises :class:`CheckpointError` with the Java's line."""
+    count = len(tensors)
+    if count > MAX_TABLES:
+        raise CheckpointError(f"{count} tables selected, over the limit of {MAX_TABLES} {_LIMITS_REF}")
+    for t in tensors:
+        name_bytes = len(t.name.encode("utf-8"))
+        if name_bytes > MAX_NAME_BYTES:
+            raise CheckpointError(f"{t.file.path}: tensor {_quoted(t.name)}: the name is {name_bytes} bytes of UTF-8,"
+                                  f" over the limit of {MAX_NAME_BYTES} {_LIMITS_REF}")
+        if t.rank > MAX_RANK:
+            raise CheckpointError(f"{t.file.path}: tensor {_quoted(t.name)}: rank {t.rank} ({t.describe()}) is over "
+                                  f"the limit of {MAX_RANK} {_LIMITS_REF}")
+    size = len(fingerprint_bytes)
+    if size > MAX_FINGERPRINT_BYTES:
+        raise CheckpointError(f"the fingerprint of the {count} selected tables is {size} bytes, over the limit of "
+                              f"{MAX_FINGERPRINT_BYTES} (16 MiB) that a manifest and an expectation carry; serve fewer"
+                              f" tables or shorter names {_LIMITS_REF}")
+    manifest = _MANIFEST_FIXED_BYTES + size + sum(
+        (_MANIFEST_REGION_BYTES if t.nbytes > 0 else 0) + _MANIFEST_TABLE_BYTES + len(t.name.encode("utf-8"))
+        + len(t.dtype) + 8 * t.rank for t in tensors)
+    if manifest > MAX_MANIFEST_BYTES:
+        raise CheckpointError(f"the manifest of the {count} selected tables could take {manifest} bytes, over the "
+                              f"limit of {MAX_MANIFEST_BYTES} (1 GiB, one frame) {_LIMITS_REF}")
