@@ -496,19 +496,25 @@ class _RegistrationState:
 class HostRegistration:
     """One page-locked registration of ``size`` bytes of existing host memory at ``address`` (a sealed memfd's
     PROT_READ mapping) with GPU ``device``: cuMemHostRegister_v2 with READ_ONLY | DEVICEMAP | PORTABLE, in chunks
-    of at most :data:`HOST_REGISTER_CHUNK`, and one device pointer for the whole range.
+    of ``chunk_bytes`` (at most :data:`HOST_REGISTER_CHUNK`), and one device pointer for the whole range (checked
+    contiguous across the chunks). Kernels read across chunk boundaries; a copy (cudaMemcpy, so a tensor's
+    ``.cpu()``) whose range spans two chunks fails with CUDA_ERROR_INVALID_VALUE (seen on an H200, driver 580).
 
     It does not own the mapping: the caller keeps ``[address, address + size)`` mapped until this is closed.
     :meth:`close` waits for the GPU (cuCtxSynchronize), then unregisters; it is idempotent and also runs when
     the object is garbage collected.
     """
 
-    def __init__(self, device: Union[Device, int], address: int, size: int):
+    def __init__(self, device: Union[Device, int], address: int, size: int, *,
+                 chunk_bytes: int = HOST_REGISTER_CHUNK):
         self.device = _as_device(device)
         page = mmap.PAGESIZE
         if address <= 0 or address % page or size <= 0:
             raise ValueError(f"cuMemHostRegister: address 0x{address:x} must be page-aligned ({page}) and size "
                              f"{size} positive")
+        if chunk_bytes <= 0 or chunk_bytes % page or chunk_bytes > HOST_REGISTER_CHUNK:
+            raise ValueError(f"cuMemHostRegister: chunk_bytes {chunk_bytes} must be a positive multiple of the page "
+                             f"size {page} of at most {HOST_REGISTER_CHUNK}")
         self.address = address
         self.size = size
         lib = self.device._lib
@@ -518,8 +524,8 @@ class HostRegistration:
         start = time.perf_counter_ns()
         try:
             with self.device.current():
-                for off in range(0, size, HOST_REGISTER_CHUNK):
-                    n = min(HOST_REGISTER_CHUNK, size - off)
+                for off in range(0, size, chunk_bytes):
+                    n = min(chunk_bytes, size - off)
                     r = lib.cuMemHostRegister_v2(address + off, n, flags)
                     if r != CUDA_SUCCESS:
                         raise CudaError(f"cuMemHostRegister_v2(0x{address + off:x}, size={n}, "
@@ -538,6 +544,7 @@ class HostRegistration:
                 pass  # the registration error is the one to report
             raise
         self.register_ms = _elapsed_ms(start)
+        self.chunks = len(chunks)
         self.device_pointer = base
         self._state = state
         self._finalizer = weakref.finalize(self, state.close)

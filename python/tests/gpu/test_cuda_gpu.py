@@ -1,7 +1,7 @@
 """_cuda and _tensors on a real NVIDIA GPU with PyTorch: a sealed memfd registered read-only, cuda-vmm host and
 device allocations made here (the daemon's side), exported as fds and imported, zero-copy tensors over both, a
 kernel's write into a read-only import failing (in a child process), and lifetimes: the tensor keeps the import,
-the import's release frees the GPU memory, nothing leaks fds. The whole module is skipped, saying why, without a
+the import's release frees the GPU memory, nothing leaks fds. Every test is skipped, saying why, without a
 usable CUDA driver or without PyTorch."""
 
 from __future__ import annotations
@@ -28,12 +28,19 @@ try:
 except ImportError:
     torch = None
 
-if not _cuda.available():
-    raise unittest.SkipTest(f"no usable CUDA driver: {_cuda.unavailable_reason()}")
-if torch is None:
-    raise unittest.SkipTest("PyTorch is not installed (the GPU tests build torch tensors)")
-if not torch.cuda.is_available():
-    raise unittest.SkipTest("PyTorch sees no CUDA device (a CPU-only build?)")
+
+def _skip_reason() -> str:
+    """Why this module cannot run here; empty when it can."""
+    if not _cuda.available():
+        return f"no usable CUDA driver: {_cuda.unavailable_reason()}"
+    if torch is None:
+        return "PyTorch is not installed (the GPU tests build torch tensors)"
+    if not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device (a CPU-only build?)"
+    return ""
+
+
+SKIP_REASON = _skip_reason()
 
 ORDINAL = 0
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_cuda.__file__)))
@@ -160,7 +167,9 @@ def expected_u8(data: bytes):
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)
 
 
+@unittest.skipIf(SKIP_REASON, SKIP_REASON)
 class GpuTestCase(unittest.TestCase):
+    """Every GPU test class derives from this one, and so is skipped with SKIP_REASON where it cannot run."""
     device: _cuda.Device
 
     @classmethod
@@ -262,6 +271,29 @@ class HostRegistrationTest(GpuTestCase):
             reg.close()
             self.assertTrue(reg.closed)
             reg.close()  # idempotent
+        finally:
+            _libc.munmap(addr, size)
+
+    def test_registered_in_chunks_with_one_device_pointer(self):
+        size = 4 << 20
+        data = os.urandom(size)
+        addr = sealed_memfd_mapping(data)
+        try:
+            with _cuda.HostRegistration(self.device, addr, size, chunk_bytes=1 << 20) as reg:
+                self.assertEqual(reg.chunks, 4)
+                t = _tensors.torch_tensor(reg.device_pointer, size, "U8", [size], ORDINAL, reg)
+                # kernels read across the chunks' boundaries (a copy engine transfer spanning two registrations
+                # fails with CUDA_ERROR_INVALID_VALUE on driver 580, so each copy stays inside one chunk)
+                expected = expected_u8(data)
+                self.assertTrue(torch.equal(t, expected.to(t.device)))
+                self.assertEqual(int(t.sum(dtype=torch.int64)), sum(data))
+                for i in range(4):
+                    part = slice(i << 20, (i + 1) << 20)
+                    self.assertTrue(torch.equal(t[part].cpu(), expected[part]))
+                del t
+            self.assertTrue(reg.closed)
+            # unregistered: the same range registers again
+            _cuda.HostRegistration(self.device, addr, size).close()
         finally:
             _libc.munmap(addr, size)
 
