@@ -1,0 +1,794 @@
+"""engram_host.checkpoint: every validation rule of docs/checkpoints.md on hand-built files, sharded
+checkpoints and directories, selection, the change check, the fingerprint (encoding, decoding,
+differences), the limits, and a cross-check against the Java implementation through bin/engram-host."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+from typing import Iterator, Optional, Sequence
+
+from engram_host.checkpoint import (DTYPE_BITS, CheckpointError, Fingerprint, FingerprintFile, FingerprintTable,
+                                    check_limits, decode_fingerprint, fingerprint, fingerprint_differences,
+                                    fingerprint_sha256_hex, open_checkpoint, parse_json)
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+LAUNCHER = os.path.join(REPO, "bin", "engram-host")
+JAVA_LIB = os.path.join(REPO, "engram-host", "cli", "target", "app", "lib")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers shared with test_digests
+
+def entry(name: str, dtype: str, shape: str, begin: int, end: int) -> str:
+    """One tensor entry of a header, as JSON text (``shape`` is JSON text too)."""
+    return f'"{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[{begin},{end}]}}'
+
+
+def write_raw(path: str, header, data: bytes = b"", data_len: int = 0, n: Optional[int] = None) -> str:
+    """A file of: u64le n (default: the header's length), the header bytes, then ``data`` or ``data_len``
+    zero bytes."""
+    h = header.encode("utf-8") if isinstance(header, str) else header
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h) if n is None else n) + h + (data or bytes(data_len)))
+    return path
+
+
+def write_safetensors(path: str, tensors: Sequence[tuple], metadata: Optional[dict] = None) -> str:
+    """A valid safetensors file: ``tensors`` are (name, dtype, shape, data) laid out in the order given, the
+    header padded with spaces to a multiple of 8 as writers do."""
+    header: dict = {"__metadata__": metadata} if metadata is not None else {}
+    offset = 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return write_raw(path, h, b"".join(t[3] for t in tensors))
+
+
+def pattern(n: int, salt: int = 0) -> bytes:
+    """n deterministic bytes: (i * 131 + (i >> 16) + salt) & 0xff."""
+    base = bytes((j * 131) & 0xFF for j in range(65536))
+    blocks = [base.translate(bytes((x + k + salt) & 0xFF for x in range(256))) for k in range((n >> 16) + 1)]
+    return b"".join(blocks)[:n]
+
+
+def every_dtype_tensors() -> list:
+    """One tensor of every dtype (sub-byte ones packed), scalars, empty tensors, rank 3, and names whose
+    code point order differs from UTF-16 order."""
+    out = []
+    sub_byte = {"F4": [2, 3], "F6_E2M3": [4], "F6_E3M2": [2, 4]}  # 24, 24 and 48 bits
+    for i, (dtype, bits) in enumerate(DTYPE_BITS.items()):
+        shape = sub_byte.get(dtype, [3, 5])
+        out.append((f"t.{dtype.lower()}", dtype, shape, pattern(shape[0] * shape[-1] * bits // 8 if len(shape) > 1
+                                                               else shape[0] * bits // 8, i)))
+    out += [("scalar.f32", "F32", [], pattern(4, 1)), ("scalar.i64", "I64", [], pattern(8, 2)),
+            ("empty.bf16", "BF16", [0, 4], b""), ("empty.u8", "U8", [0], b""),
+            ("rank3", "U16", [2, 3, 4], pattern(48, 3)), ("z", "U8", [1], b"z"), ("\u00e9", "U8", [2], b"e!"),
+            ("\uffff", "U8", [1], b"f"), ("\U0001F600", "U8", [1], b"s")]
+    return out
+
+
+def fds() -> set:
+    return set(os.listdir("/proc/self/fd"))
+
+
+@contextlib.contextmanager
+def no_fd_leak(test: unittest.TestCase) -> Iterator[None]:
+    """Asserts that the block leaves /proc/self/fd as it found it."""
+    before = fds()
+    yield
+    leaked = fds() - before
+    for fd in leaked:  # what is leaked now may have been closed meanwhile
+        if not os.path.exists(f"/proc/self/fd/{fd}"):
+            leaked = leaked - {fd}
+    test.assertEqual(set(), leaked, "file descriptors left open")
+
+
+class TempDirTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="engram-ckpt-test-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def fail_open(self, *paths) -> str:
+        """The one-line CheckpointError of opening ``paths``, after checking no fd was left open."""
+        with no_fd_leak(self):
+            with self.assertRaises(CheckpointError) as caught:
+                open_checkpoint(list(paths)).close()
+        message = str(caught.exception)
+        self.assertNotIn("\n", message)
+        return message
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+class SafetensorsFileTest(TempDirTest):
+    def file(self) -> str:
+        return self.path("model-00001.safetensors")
+
+    def fail(self, header, data_len: int = 0, n: Optional[int] = None) -> str:
+        return self.fail_open(write_raw(self.file(), header, data_len=data_len, n=n))
+
+    def at(self, tensor: Optional[str] = None) -> str:
+        return f"{self.file()}: " + (f"tensor '{tensor}': " if tensor is not None else "")
+
+    def test_reads_a_valid_file(self) -> None:
+        header = ('{"__metadata__":{"format":"pt"},' + entry("w", "F8_E4M3", "[10,256]", 0, 2560) + ","
+                  + entry("s", "F8_E8M0", "[10,8]", 2560, 2640) + "," + entry("scalar", "F32", "[]", 2640, 2644)
+                  + "," + entry("empty", "BF16", "[0,4]", 2644, 2644) + "}   ")
+        path = write_raw(self.file(), header, data_len=2644)
+        with no_fd_leak(self), open_checkpoint(path) as cp:
+            f = cp.files[0]
+            self.assertEqual(hashlib.sha256(header.encode()).digest(), f.header_sha256)
+            self.assertEqual({"format": "pt"}, f.metadata)
+            self.assertEqual("model-00001.safetensors", f.name)
+            self.assertEqual(8 + len(header) + 2644, f.size)
+            self.assertEqual(["empty", "s", "scalar", "w"], [t.name for t in f.tensors])
+            self.assertEqual(["empty", "s", "scalar", "w"], list(cp.tensors))
+            w = cp.tensors["w"]
+            self.assertEqual(("w", "F8_E4M3", (10, 256), 2560, 8 + len(header)),
+                             (w.name, w.dtype, w.shape, w.nbytes, w.offset))
+            self.assertIs(f, w.file)
+            self.assertEqual((8 + len(header) + 2640, 4, ()), (cp.tensors["scalar"].offset,
+                                                               cp.tensors["scalar"].nbytes, cp.tensors["scalar"].shape))
+            self.assertEqual(0, cp.tensors["empty"].nbytes)
+            flags = __import__("fcntl").fcntl(f.fd, __import__("fcntl").F_GETFL)
+            self.assertEqual(os.O_RDONLY, flags & os.O_ACCMODE)
+            self.assertTrue(flags & os.O_NONBLOCK)
+            self.assertFalse(os.get_inheritable(f.fd))
+        self.assertEqual(-1, f.fd)
+
+    def test_an_empty_header_and_tensors_in_any_header_order(self) -> None:
+        with open_checkpoint(write_raw(self.file(), "{}")) as cp:
+            self.assertEqual({}, cp.tensors)
+        header = "{" + entry("b", "U8", "[4]", 4, 8) + "," + entry("e", "U8", "[0]", 4, 4) + "," + \
+            entry("a", "I32", "[1]", 0, 4) + "}"
+        with open_checkpoint(write_raw(self.file(), header, data_len=8)) as cp:
+            self.assertEqual(["a", "b", "e"], list(cp.tensors))
+
+    def test_refuses_bad_lengths(self) -> None:
+        with open(self.file(), "wb") as f:
+            f.write(b"abc")
+        self.assertEqual(self.at() + "file is 3 bytes, too short for the 8-byte header length", self.fail_open(self.file()))
+        self.assertEqual(self.at() + "header length 104857601 exceeds the limit of 104857600 bytes (100 MiB)",
+                         self.fail("{}", n=104857601))
+        self.assertEqual(self.at() + "header length 18446744073709551615 exceeds the limit of 104857600 bytes "
+                         "(100 MiB)", self.fail("{}", n=(1 << 64) - 1))
+        self.assertEqual(self.at() + "header length 3 runs past the end of the file (10 bytes)",
+                         self.fail("{}", n=3))
+
+    def test_refuses_json_that_is_not_strict(self) -> None:
+        self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): unexpected '1', expected ':' after key",
+                         self.fail('{"a" 1}'))
+        self.assertEqual(self.at() + "header JSON at byte 0 (file offset 8): unexpected end of input, expected a value",
+                         self.fail(""))
+        self.assertEqual(self.at() + "header is not a JSON object", self.fail("[]"))
+        self.assertEqual(self.at() + "header JSON at byte 2 (file offset 10): invalid UTF-8 byte 0xff",
+                         self.fail(b'{"\xff"}'))
+        header = "{" + entry("t", "U8", "[1]", 0, 1) + "," + entry("t", "U8", "[1]", 1, 2) + "}"
+        second = header.rindex('"t"')
+        self.assertEqual(self.at() + f'header JSON at byte {second} (file offset {8 + second}): duplicate key "t"',
+                         self.fail(header, 2))
+        self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): unexpected 'N', expected a value",
+                         self.fail('{"a":NaN}'))
+        self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): unexpected 'I', expected a value",
+                         self.fail('{"a":Infinity}'))
+        self.assertEqual(self.at() + "header JSON at byte 64 (file offset 72): nesting deeper than 64 levels",
+                         self.fail('{"a":' + "[" * 64 + "]" * 64 + "}"))
+        self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): integer 9223372036854775808 does not "
+                         "fit in 64 bits", self.fail('{"a":9223372036854775808}'))
+        self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): number 1e999 is out of range",
+                         self.fail('{"a":1e999}'))
+        self.assertEqual(self.at() + "header JSON at byte 1 (file offset 9): unpaired surrogate \\ud800",
+                         self.fail('{"\\ud800":1}'))
+        self.assertEqual(self.at() + "header JSON at byte 3 (file offset 11): unexpected 'x' after the value",
+                         self.fail("{} x"))
+        self.assertEqual(self.at() + "header JSON at byte 6 (file offset 14): control character 0x1 in string "
+                         "(must be escaped)", self.fail('{"a":"\x01"}'))
+        self.assertEqual(self.at() + "header JSON at byte 0 (file offset 8): unexpected byte 0xef, expected a value",
+                         self.fail(b"\xef\xbb\xbf{}"))
+        # 64 levels, 64-bit integers, escapes and a trailing run of spaces are fine
+        self.assertEqual([], parse_json(b"[" * 64 + b"]" * 64)[0][0][0][:0])
+        self.assertEqual({"\U0001F600": -(1 << 63)}, parse_json(b'{"\\ud83d\\ude00":-9223372036854775808}    '))
+
+    def test_refuses_bad_metadata_and_entries(self) -> None:
+        self.assertEqual(self.at() + "__metadata__ is not an object but a list", self.fail('{"__metadata__":[]}'))
+        self.assertEqual(self.at() + "__metadata__ 'n' is not a string but the number 1",
+                         self.fail('{"__metadata__":{"a":"b","n":1}}'))
+        self.assertEqual(self.at("t") + 'entry is not an object but the string "x"', self.fail('{"t":"x"}'))
+        self.assertEqual(self.at("t") + 'entry is not an object but the string "'
+                         + "y" * 40 + '..."', self.fail('{"t":"' + "y" * 50 + '"}'))
+        self.assertEqual(self.at() + "a tensor has an empty name", self.fail("{" + entry("", "U8", "[1]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "unexpected field 'extra' (expected dtype, shape, data_offsets)",
+                         self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":0}}', 1))
+        self.assertEqual(self.at("t") + "missing 'dtype'", self.fail('{"t":{"shape":[1],"data_offsets":[0,1]}}', 1))
+        self.assertEqual(self.at("t") + "missing 'shape'", self.fail('{"t":{"dtype":"U8","data_offsets":[0,1]}}', 1))
+        self.assertEqual(self.at("t") + "missing 'data_offsets'", self.fail('{"t":{"dtype":"U8","shape":[1]}}', 1))
+
+    def test_refuses_bad_dtypes_and_shapes(self) -> None:
+        self.assertEqual(self.at("t") + "dtype is not a string but the number 8",
+                         self.fail('{"t":{"dtype":8,"shape":[1],"data_offsets":[0,1]}}', 1))
+        self.assertEqual(self.at("t") + "unknown dtype 'F8_E4M3FN' (known: BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2,"
+                         " F8_E4M3, F8_E8M0, I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64)",
+                         self.fail("{" + entry("t", "F8_E4M3FN", "[1]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape is not a list of non-negative integers but the number 1",
+                         self.fail("{" + entry("t", "U8", "1", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape is not a list of non-negative integers: element 1 is -1",
+                         self.fail("{" + entry("t", "U8", "[1,-1]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape is not a list of non-negative integers: element 0 is the number 1.5",
+                         self.fail("{" + entry("t", "U8", "[1.5]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape is not a list of non-negative integers: element 0 is the number 1.0E20",
+                         self.fail("{" + entry("t", "U8", "[1e20]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape is not a list of non-negative integers: element 0 is true",
+                         self.fail("{" + entry("t", "U8", "[true]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + 'shape is not a list of non-negative integers: element 0 is the string "1"',
+                         self.fail("{" + entry("t", "U8", '["1"]', 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "shape [4294967296, 4294967296] has more than 2^63 elements",
+                         self.fail("{" + entry("t", "U8", "[4294967296,4294967296]", 0, 1) + "}", 1))
+        self.assertEqual(self.at("t") + "U64 [2305843009213693952] is larger than 2^63 bits",
+                         self.fail("{" + entry("t", "U64", "[2305843009213693952]", 0, 1) + "}", 1))
+
+    def test_refuses_bad_offsets_and_byte_counts(self) -> None:
+        self.assertEqual(self.at("t") + "data_offsets has 3 elements, expected 2",
+                         self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}}', 1))
+        self.assertEqual(self.at("t") + "data_offsets is not a list of 2 non-negative integers: element 0 is -1",
+                         self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}}', 1))
+        self.assertEqual(self.at("t") + "data_offsets is not a list of 2 non-negative integers but null",
+                         self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":null}}', 1))
+        self.assertEqual(self.at("t") + "data_offsets [2, 1] end before they begin",
+                         self.fail("{" + entry("t", "U8", "[1]", 2, 1) + "}", 2))
+        self.assertEqual(self.at("t") + "data_offsets [0, 5] end past the data section (4 bytes)",
+                         self.fail("{" + entry("t", "U8", "[5]", 0, 5) + "}", 4))
+        self.assertEqual(self.at("engram.layers.1.embedding.weight") + "F8_E4M3 [10, 256] needs 2560 bytes but "
+                         "data_offsets give 2559",
+                         self.fail("{" + entry("engram.layers.1.embedding.weight", "F8_E4M3", "[10,256]", 0, 2559)
+                                   + "}", 2559))
+        self.assertEqual(self.at("s") + "F32 [] needs 4 bytes but data_offsets give 0",
+                         self.fail("{" + entry("s", "F32", "[]", 0, 0) + "}"))
+        self.assertEqual(self.at("p") + "F4 [3] has 3 elements of 4 bits = 12 bits, not a whole number of bytes",
+                         self.fail("{" + entry("p", "F4", "[3]", 0, 2) + "}", 2))
+        self.assertEqual(self.at("p") + "F6_E3M2 [4] needs 3 bytes but data_offsets give 4",
+                         self.fail("{" + entry("p", "F6_E3M2", "[4]", 0, 4) + "}", 4))
+
+    def test_refuses_overlaps_holes_and_bytes_of_no_tensor(self) -> None:
+        def two(b: tuple, data_len: int) -> str:
+            return self.fail("{" + entry("a", "U8", "[4]", 0, 4) + "," + entry(*b) + "}", data_len)
+
+        self.assertEqual(self.at("b") + "data_offsets [2, 6] overlap tensor 'a' [0, 4]", two(("b", "U8", "[4]", 2, 6), 6))
+        self.assertEqual(self.at("b") + "data_offsets [0, 4] overlap tensor 'a' [0, 4]", two(("b", "U8", "[4]", 0, 4), 4))
+        self.assertEqual(self.at("e") + "data_offsets [2, 2] overlap tensor 'a' [0, 4]", two(("e", "U8", "[0]", 2, 2), 4))
+        self.assertEqual(self.at("b") + "data_offsets [5, 9] leave a hole of 1 bytes after tensor 'a'",
+                         two(("b", "U8", "[4]", 5, 9), 9))
+        self.assertEqual(self.at("a") + "data_offsets [3, 7] leave a hole of 3 bytes after the start of the data section",
+                         self.fail("{" + entry("a", "U8", "[4]", 3, 7) + "}", 7))
+        self.assertEqual(self.at() + "the data section has 6 bytes but the tensors cover 4: 2 bytes at the end belong "
+                         "to no tensor", self.fail("{" + entry("a", "U8", "[4]", 0, 4) + "}", 6))
+        self.assertEqual(self.at() + "the data section has 1 bytes but the tensors cover 0: 1 bytes at the end belong "
+                         "to no tensor", self.fail("{}", 1))
+
+    def test_refuses_what_is_not_a_readable_regular_file(self) -> None:
+        missing = self.path("absent.safetensors")
+        self.assertEqual(f"{missing}: no such file or directory", self.fail_open(missing))
+        fifo = self.path("fifo.safetensors")
+        os.mkfifo(fifo)
+        self.assertEqual(f"{fifo}: not a regular file", self.fail_open(fifo))  # and the open did not hang
+
+
+class CheckpointTest(TempDirTest):
+    def shards(self) -> tuple:
+        """Two shards and their index: layers 1 (two tensors) and 14 (one)."""
+        s1 = write_safetensors(self.path("model-00001-of-00002.safetensors"), [
+            ("engram.layers.1.embedding.weight", "F8_E4M3", [4, 64], pattern(256)),
+            ("engram.layers.1.embedding.scale", "F8_E8M0", [4, 2], pattern(8, 1))])
+        s2 = write_safetensors(self.path("model-00002-of-00002.safetensors"), [
+            ("engram.layers.14.embedding.scale", "F8_E8M0", [8, 2], pattern(16, 2))])
+        index = self.write_index({"engram.layers.1.embedding.weight": os.path.basename(s1),
+                                  "engram.layers.1.embedding.scale": os.path.basename(s1),
+                                  "engram.layers.14.embedding.scale": os.path.basename(s2)})
+        return s1, s2, index
+
+    def write_index(self, weight_map, name: str = "model.safetensors.index.json") -> str:
+        path = self.path(name)
+        with open(path, "w") as f:
+            json.dump({"metadata": {"total_size": 280}, "weight_map": weight_map}, f)
+        return path
+
+    def test_opens_an_index_a_directory_and_files(self) -> None:
+        s1, s2, index = self.shards()
+        names = ["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight",
+                 "engram.layers.14.embedding.scale"]
+        with no_fd_leak(self):
+            with open_checkpoint(index) as via_index, open_checkpoint(self.dir) as via_dir, \
+                    open_checkpoint([s2, s1]) as via_files:
+                self.assertEqual(names, list(via_index.tensors))
+                self.assertEqual(names, list(via_dir.tensors))
+                self.assertEqual(names, list(via_files.tensors))
+                self.assertEqual([s1, s2], [f.path for f in via_index.files], "shards by name, absolute")
+                self.assertEqual([s2, s1], [f.path for f in via_files.files], "files keep the order given")
+                self.assertEqual("model-00002-of-00002.safetensors",
+                                 via_index.tensors["engram.layers.14.embedding.scale"].file.name)
+                self.assertEqual(6, len({f.fd for c in (via_index, via_dir, via_files) for f in c.files}))
+            os.unlink(index)
+            with open_checkpoint(self.dir + "//") as listed:
+                self.assertEqual([s1, s2], [f.path for f in listed.files], "a directory without an index: its files")
+
+    def test_selects_with_globs(self) -> None:
+        _, _, index = self.shards()
+        with open_checkpoint(index) as cp:
+            def names(patterns) -> list:
+                return [t.name for t in cp.select(patterns)]
+
+            everything = list(cp.tensors)
+            self.assertEqual(everything, names([]))
+            self.assertEqual(everything, names(["*"]))
+            self.assertEqual(everything, names(["*.scale", "*"]))
+            self.assertEqual(["engram.layers.1.embedding.weight"], names(["*.weight"]))
+            self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight"],
+                             names(["engram.layers.1.*"]))
+            self.assertEqual(["engram.layers.14.embedding.scale"], names(["engram.layers.1?.*.scale"]))
+            self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.14.embedding.scale"],
+                             names(["*14*", "*.1.*.scale"]), "sorted by name, each once")
+            for pattern_, what in (("engram.layers.2.*", ""), ("engram.layers.1", "no implicit prefix match"),
+                                   ("engram.layers.1.embedding.weigh[t]", "no character classes")):
+                with self.assertRaises(CheckpointError, msg=what) as caught:
+                    cp.select(["*.weight", pattern_])
+                self.assertEqual(f"tensor selection: pattern '{pattern_}' matches none of the 3 tensors of 2 files in "
+                                 f"{self.dir}", str(caught.exception))
+            with self.assertRaises(CheckpointError) as caught:
+                cp.select([""])
+            self.assertEqual("tensor selection: empty tensor name pattern", str(caught.exception))
+        single = write_safetensors(self.path("one.safetensors"), [("a.b", "U8", [1], b"x")])
+        with open_checkpoint(single) as cp:
+            self.assertEqual(["a.b"], [t.name for t in cp.select(["a?b"])])
+            with self.assertRaises(CheckpointError) as caught:
+                cp.select(["a"])
+            self.assertEqual(f"tensor selection: pattern 'a' matches none of the 1 tensors of {single}",
+                             str(caught.exception))
+
+    def test_refuses_repeats(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("x", "U8", [1], b"a")])
+        b = write_safetensors(self.path("b.safetensors"), [("x", "U8", [1], b"b")])
+        self.assertEqual(f"tensor 'x' is in both {a} and {b}", self.fail_open(a, b))
+        self.assertEqual(f"{a}: given more than once (via {a})", self.fail_open(a, a))
+        os.unlink(b)
+        relative = os.path.relpath(a)
+        self.assertEqual(f"{a}: given more than once (via {self.dir})", self.fail_open(relative, self.dir))
+
+    def test_checks_the_index_against_its_shards(self) -> None:
+        s1, s2, index = self.shards()
+        n1, n2 = os.path.basename(s1), os.path.basename(s2)
+        w1, c1, c14 = "engram.layers.1.embedding.weight", "engram.layers.1.embedding.scale", \
+            "engram.layers.14.embedding.scale"
+        self.write_index({w1: n1, c1: n1, c14: "missing.safetensors"})
+        self.assertEqual(f"{index}: weight_map names shard 'missing.safetensors' (for tensor '{c14}'), but "
+                         f"{self.path('missing.safetensors')} does not exist", self.fail_open(index))
+        self.write_index({w1: n1, c1: n1, c14: n2, "extra": n2})
+        self.assertEqual(f"{index}: weight_map puts tensor 'extra' in '{n2}', but that shard has no such tensor",
+                         self.fail_open(index))
+        self.write_index({w1: n1, c1: n1, "x": n2})
+        self.assertEqual(f"{index}: weight_map puts tensor 'x' in '{n2}', but that shard has no such tensor",
+                         self.fail_open(index))
+        self.write_index({w1: n1, c1: n2, c14: n2})
+        self.assertEqual(f"{index}: weight_map puts tensor '{c1}' in '{n2}', but that shard has no such tensor",
+                         self.fail_open(index))
+        self.write_index({w1: n1, c14: n2})
+        self.assertEqual(f"{index}: shard '{n1}' holds tensor '{c1}', which weight_map does not list",
+                         self.fail_open(index))
+        self.write_index({"t": "../elsewhere.safetensors"})
+        self.assertEqual(f"{index}: weight_map entry for tensor 't' is '../elsewhere.safetensors', not a file name in "
+                         "the index's directory", self.fail_open(index))
+        self.write_index({"t": 3})
+        self.assertEqual(f"{index}: weight_map entry for tensor 't' is not a file name but the number 3",
+                         self.fail_open(index))
+        with open(index, "w") as f:
+            f.write('{"metadata":{}}')
+        self.assertEqual(f"{index}: index has no weight_map object", self.fail_open(index))
+        with open(index, "w") as f:
+            f.write('{"weight_map":{}')
+        self.assertEqual(f"{index}: index JSON at byte 16: unexpected end of input, expected ',' or '}}' in object",
+                         self.fail_open(index))
+        with open(index, "w") as f:
+            f.write("[]")
+        self.assertEqual(f"{index}: index is not a JSON object", self.fail_open(index))
+
+    def test_refuses_directories_and_paths_it_cannot_use(self) -> None:
+        s1, s2, index = self.shards()
+        shutil.copy(index, self.path("other.safetensors.index.json"))
+        self.assertEqual(f"{self.dir}: holds 2 index files [model.safetensors.index.json, "
+                         "other.safetensors.index.json]: name the one to use", self.fail_open(self.dir))
+        empty = self.path("empty")
+        os.mkdir(empty)
+        self.assertEqual(f"{empty}: holds no *.safetensors file and no *.safetensors.index.json", self.fail_open(empty))
+        text = self.path("notes.txt")
+        open(text, "w").close()
+        self.assertEqual(f"{text}: not a .safetensors file, a *.safetensors.index.json or a directory",
+                         self.fail_open(text))
+        self.assertEqual(f"{self.path('absent')}: no such file or directory", self.fail_open(self.path("absent")))
+        self.assertEqual("no checkpoint path given", self.fail_open())
+        bad = write_raw(self.path("zz-bad.safetensors"), "{}", data_len=1)
+        self.assertEqual(f"{bad}: the data section has 1 bytes but the tensors cover 0: 1 bytes at the end belong to"
+                         " no tensor", self.fail_open(s1, s2, bad), "the good files' fds are closed too")
+
+
+class ChangeTest(TempDirTest):
+    def changed(self, cp) -> str:
+        """check_unchanged's error, with its default wording checked."""
+        with self.assertRaises(CheckpointError) as caught:
+            cp.check_unchanged()
+        text = str(caught.exception)
+        self.assertTrue(text.startswith("checkpoint "), text)
+        self.assertTrue(text.endswith(": what was read may not be what was validated; run again once the file is "
+                                      "stable"), text)
+        return text
+
+    def test_sees_every_kind_of_change(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("a", "U8", [4], b"abcd")])
+        b = write_safetensors(self.path("b.safetensors"), [("b", "U8", [4], b"abcd")])
+        with open_checkpoint([a, b]) as cp:
+            cp.check_unchanged()
+            st = os.stat(a)
+            os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            text = self.changed(cp)
+            self.assertTrue(text.startswith(f"checkpoint {a} changed since it was opened (mtime"), text)
+            self.assertNotIn(b, text)
+        with open_checkpoint([a, b]) as cp:
+            with open(a, "r+b") as f:
+                f.seek(10)
+                f.write(b"z")  # the same size, another header byte: the tensor is now named 'z'
+            with open(b, "ab") as f:
+                f.write(b"more")
+            text = self.changed(cp)
+            self.assertIn("header bytes", text.split("; also changed: ")[0])
+            self.assertIn(f"; also changed: {b} (size 68 -> 72 bytes, mtime", text)
+        for replace in (True, False):
+            c = write_safetensors(self.path("c.safetensors"), [("c", "U8", [4], b"abcd")])
+            with open_checkpoint(c) as cp:
+                if replace:
+                    os.rename(write_safetensors(self.path("new.safetensors"), [("c", "U8", [4], b"abcd")]), c)
+                    self.assertIn("the path now names another file)", self.changed(cp))
+                else:
+                    os.unlink(c)
+                    self.assertIn("the path no longer exists)", self.changed(cp))
+        d = write_safetensors(self.path("d.safetensors"), [("d", "U8", [4], b"abcd")])
+        with open_checkpoint(d) as cp:
+            os.truncate(d, 8)
+            with self.assertRaises(CheckpointError) as caught:
+                cp.check_unchanged("during the load", "refusing to serve it; restart the daemon once the file is stable")
+            self.assertRegex(str(caught.exception), rf"^checkpoint {d} changed during the load \(size 68 -> 8 bytes, "
+                             r"mtime(, ctime)?, header bytes \(the file is now shorter than its header\)\): refusing to"
+                             r" serve it; restart the daemon once the file is stable$")
+
+    def test_close_closes_every_fd_once(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("a", "U8", [4], b"abcd")])
+        with no_fd_leak(self):
+            cp = open_checkpoint(a)
+            fd = cp.files[0].fd
+            os.fstat(fd)
+            cp.close()
+            cp.close()
+            with self.assertRaises(OSError):
+                os.fstat(fd)
+
+
+class FingerprintTest(TempDirTest):
+    SHA_A = "aa" * 32
+    SHA_B = "bb" * 32
+
+    def test_encodes_the_canonical_form(self) -> None:
+        t = write_safetensors(self.path("m.safetensors"), [("t", "F4", [2, 2], b"xy")])
+        with open(t, "rb") as f:
+            raw = f.read()
+        header = raw[8:8 + struct.unpack_from("<Q", raw)[0]]
+        with open_checkpoint(t) as cp:
+            encoded = fingerprint(cp, ["t", "?", "t", "*"], "memfd", 7)
+            size = os.path.getsize(t)
+        s = lambda text: struct.pack("<I", len(text.encode())) + text.encode()  # noqa: E731
+        expected = (b"EGFP" + struct.pack("<HHi", 1, 0, 7) + s("memfd") + struct.pack("<I", 3) + s("*") + s("?")
+                    + s("t") + struct.pack("<I", 1) + s("m.safetensors") + struct.pack("<Q", size)
+                    + hashlib.sha256(header).digest() + struct.pack("<I", 1) + s("t") + s("F4")
+                    + struct.pack("<IQQQ", 2, 2, 2, 2))
+        self.assertEqual(expected, encoded)
+        self.assertEqual(hashlib.sha256(expected).hexdigest(), fingerprint_sha256_hex(encoded))
+
+    def test_lists_only_files_of_selected_tables_in_code_point_order(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("\uffff", "U8", [1], b"f"), ("z", "U8", [1], b"z")])
+        b = write_safetensors(self.path("b.safetensors"), [("\U0001F600", "U8", [1], b"s"), ("\u00e9", "U8", [1], b"e")])
+        with open_checkpoint([b, a]) as cp:
+            fp = decode_fingerprint(fingerprint(cp))
+            self.assertEqual(("*",), fp.patterns)
+            self.assertEqual(["a.safetensors", "b.safetensors"], [f.name for f in fp.files])
+            self.assertEqual(["z", "\u00e9", "\uffff", "\U0001F600"], [t.name for t in fp.tables])
+            self.assertEqual(fingerprint(cp), fingerprint(cp, ["*"]))
+            only_a = decode_fingerprint(fingerprint(cp, ["z"]))
+            self.assertEqual(["a.safetensors"], [f.name for f in only_a.files])
+            self.assertEqual(FingerprintFile("a.safetensors", os.path.getsize(a), cp.files[1].header_sha256),
+                             only_a.files[0])
+            self.assertEqual((FingerprintTable("z", "U8", (1,), 1),), only_a.tables)
+            self.assertEqual(("z",), only_a.patterns)
+            with self.assertRaises(CheckpointError) as caught:
+                fingerprint(cp, ["nothing*"])
+            self.assertIn("pattern 'nothing*' matches none", str(caught.exception))
+
+    def test_refuses_two_files_of_one_base_name(self) -> None:
+        os.mkdir(self.path("x"))
+        os.mkdir(self.path("y"))
+        a = write_safetensors(self.path("x/m.safetensors"), [("a", "U8", [1], b"a")])
+        b = write_safetensors(self.path("y/m.safetensors"), [("b", "U8", [2], b"bb")])
+        with open_checkpoint([a, b]) as cp:
+            with self.assertRaises(CheckpointError) as caught:
+                fingerprint(cp)
+            self.assertEqual(f"{b}: another checkpoint file has the same base name; a fingerprint names files by base"
+                             " name", str(caught.exception))
+
+    def good(self) -> bytes:
+        """A small canonical fingerprint with one pattern, one file and one table 't' F4 [2, 2]."""
+        with open_checkpoint(write_safetensors(self.path("m.safetensors"), [("t", "F4", [2, 2], b"xy")])) as cp:
+            return fingerprint(cp, ["*"], "memfd")
+
+    def decode_error(self, data: bytes) -> str:
+        with self.assertRaises(CheckpointError) as caught:
+            decode_fingerprint(data)
+        return str(caught.exception)
+
+    def test_decodes_strictly(self) -> None:
+        good = self.good()
+        fp = decode_fingerprint(good)
+        self.assertEqual((1, "memfd", ("*",)), (fp.layout_version, fp.backend, fp.patterns))
+
+        def patch(at: int, value: int) -> bytes:
+            return good[:at] + bytes([value]) + good[at + 1:]
+
+        self.assertEqual('fingerprint at byte 0: bad magic 58474650, expected "EGFP"', self.decode_error(patch(0, 88)))
+        self.assertEqual("fingerprint at byte 4: encoding version 2, this build reads only 1",
+                         self.decode_error(patch(4, 2)))
+        self.assertEqual("fingerprint at byte 6: flags 0x1, expected 0", self.decode_error(patch(6, 1)))
+        self.assertEqual(f"fingerprint at byte {len(good)}: 3 bytes left over after the last table",
+                         self.decode_error(good + b"abc"))
+        self.assertEqual("fingerprint at byte 0: magic needs 4 bytes but only 2 are left", self.decode_error(b"EG"))
+        self.assertEqual(f"fingerprint at byte 12: backend of 2147483647 bytes runs past the end ({len(good) - 16} left)",
+                         self.decode_error(good[:12] + struct.pack("<I", 0x7FFFFFFF) + good[16:]))
+        self.assertEqual(f"fingerprint at byte 21: 4294967295 patterns cannot fit in the {len(good) - 25} bytes left",
+                         self.decode_error(good[:21] + b"\xff\xff\xff\xff" + good[25:]))
+        self.assertEqual("fingerprint at byte 21: no selection pattern (the canonical form has at least '*')",
+                         self.decode_error(patch(21, 0)))
+        self.assertEqual("fingerprint at byte 25: pattern is not valid UTF-8", self.decode_error(patch(29, 0xC3)))
+        size_at = 34 + 4 + len("m.safetensors")
+        self.assertEqual(f"fingerprint at byte {size_at}: file size {(1 << 63) + 66} exceeds 2^63 - 1",
+                         self.decode_error(patch(size_at + 7, 0x80)))
+        table_at = size_at + 8 + 32 + 4
+        self.assertEqual(f"fingerprint at byte {table_at + 5}: table 't': unknown dtype 'F9'",
+                         self.decode_error(patch(table_at + 10, ord("9"))))
+        self.assertEqual(f"fingerprint at byte {table_at + 11}: table 't': rank 17 exceeds 16",
+                         self.decode_error(patch(table_at + 11, 17)))
+        self.assertEqual(f"fingerprint at byte {len(good) - 8}: table 't': F4 [2, 2] is 2 bytes, not 3",
+                         self.decode_error(patch(len(good) - 8, 3)))
+        self.assertEqual(f"fingerprint at byte {len(good) - 8}: F4 [3, 1] has 3 elements of 4 bits = 12 bits, not a "
+                         "whole number of bytes", self.decode_error(good[:table_at + 15] + struct.pack("<QQQ", 3, 1, 2)))
+
+    def test_decodes_only_canonical_order(self) -> None:
+        two = Fingerprint(1, "", ("*",), (), (FingerprintTable("b", "U8", (1,), 1), FingerprintTable("a", "U8", (1,), 1)))
+        from engram_host.checkpoint import _encode
+        data = _encode(two)
+        second = data.rindex(b"\x01\x00\x00\x00a")
+        self.assertEqual(f"fingerprint at byte {second}: table 'a' is out of order (after 'b')", self.decode_error(data))
+        same = data[:second + 4] + b"b" + data[second + 5:]
+        self.assertEqual(f"fingerprint at byte {second}: table 'b' is repeated", self.decode_error(same))
+
+    def test_lists_differences_in_order(self) -> None:
+        t = FingerprintTable
+        a, b = bytes.fromhex(self.SHA_A), bytes.fromhex(self.SHA_B)
+        expected = Fingerprint(1, "cuda-vmm", ("*",), (
+            FingerprintFile("a", 10, a), FingerprintFile("b", 5, a), FingerprintFile("c", 5, a)), (
+            t("t1", "F8_E4M3", (4,), 4), t("t2", "U8", (4, 8), 32), t("t3", "U16", (2,), 4), t("t4", "U8", (1,), 1)))
+        actual = Fingerprint(2, "memfd", ("x",), (
+            FingerprintFile("a", 11, b), FingerprintFile("c", 5, a), FingerprintFile("d", 5, a)), (
+            t("t1", "I8", (4,), 4), t("t2", "U8", (8, 4), 32), t("t3", "U16", (3,), 6), t("t5", "U8", (1,), 1)))
+        lines = ["layout version: expected 1, actual 2",
+                 "backend: expected 'cuda-vmm', actual 'memfd'",
+                 "file 'a': size expected 10, actual 11",
+                 f"file 'a': header SHA-256 expected {self.SHA_A}, actual {self.SHA_B}",
+                 "file 'b': missing",
+                 "file 'd': not expected",
+                 "table 't1': dtype expected F8_E4M3, actual I8",
+                 "table 't2': shape expected [4, 8], actual [8, 4]",
+                 "table 't3': shape expected [2], actual [3]",
+                 "table 't3': bytes expected 4, actual 6",
+                 "table 't4': missing",
+                 "table 't5': not expected"]
+        self.assertEqual(lines, fingerprint_differences(expected, actual))
+        from engram_host.checkpoint import _encode
+        self.assertEqual(lines, fingerprint_differences(_encode(expected), _encode(actual)), "encoded forms")
+        self.assertEqual(lines[:3] + ["... and 9 more differences"], fingerprint_differences(expected, actual, 3))
+        self.assertEqual([], fingerprint_differences(expected, expected))
+        any_backend = Fingerprint(1, "", ("*",), (), ())
+        memfd = Fingerprint(1, "memfd", ("*",), (), ())
+        self.assertEqual([], fingerprint_differences(any_backend, memfd))
+        self.assertEqual(["backend: expected 'memfd', actual ''"], fingerprint_differences(memfd, any_backend))
+
+
+class LimitsTest(TempDirTest):
+    def test_checks_names_ranks_counts_and_sizes(self) -> None:
+        long_name = "\u00e9" * 2049
+        path = write_safetensors(self.path("m.safetensors"), [
+            ("ok", "U8", [1] * 16, b"o"), ("r17", "U8", [1] * 17, b"r"), (long_name, "U8", [1], b"l"),
+            ("n" * 1000, "U8", [1], b"n")])
+        with open_checkpoint(path) as cp:
+            tables = cp.select([])
+
+            def error(selection: list, fp: bytes = b"") -> str:
+                with self.assertRaises(CheckpointError) as caught:
+                    check_limits(selection, fp)
+                return str(caught.exception)
+
+            check_limits([cp.tensors["ok"]], fingerprint(cp, ["ok"]))
+            self.assertEqual(f"{path}: tensor 'r17': rank 17 (U8 {[1] * 17}) is over the limit of 16 "
+                             "(docs/checkpoints.md, Limits)", error(tables, fingerprint(cp)))
+            self.assertEqual(f"{path}: tensor '{long_name[:64]}...' (2049 characters): the name is 4098 bytes of UTF-8,"
+                             " over the limit of 4096 (docs/checkpoints.md, Limits)",
+                             error([cp.tensors[long_name]]))
+            self.assertEqual("the fingerprint of the 1 selected tables is 16777217 bytes, over the limit of 16777216 "
+                             "(16 MiB) that a manifest and an expectation carry; serve fewer tables or shorter names "
+                             "(docs/checkpoints.md, Limits)", error([cp.tensors["ok"]], bytes(16777217)))
+            self.assertEqual("1048577 tables selected, over the limit of 1048576 (docs/checkpoints.md, Limits)",
+                             error([cp.tensors["ok"]] * 1048577))
+            many = [cp.tensors["n" * 1000]] * 1048576
+            bound = 52 + 16777216 + 1048576 * (17 + 42 + 1000 + 2 + 8)
+            self.assertEqual(f"the manifest of the 1048576 selected tables could take {bound} bytes, over the limit of"
+                             " 1073741824 (1 GiB, one frame) (docs/checkpoints.md, Limits)",
+                             error(many, bytes(16777216)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the Java implementation, through real processes
+
+def java_reason() -> Optional[str]:
+    if not os.path.isdir(JAVA_LIB):
+        return f"the Java CLI is not built ({JAVA_LIB} does not exist; mvn -DskipTests package builds it)"
+    return None
+
+
+# Short-lived JVMs start faster with the client compiler only and the serial collector.
+QUICK_JVM = {**os.environ, "ENGRAM_HOST_JVM_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+
+
+def run_java(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LAUNCHER, *args], capture_output=True, text=True, timeout=120, env=QUICK_JVM)
+
+
+class JavaCrossCheckTest(unittest.TestCase):
+    """Fingerprints and descriptions equal to those of bin/engram-host for Java-generated and Python-written
+    checkpoints; all Java processes run at once in setUpClass."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.reason = java_reason()
+        if cls.reason:
+            return
+        cls.dir = tempfile.mkdtemp(prefix="engram-java-ckpt-")
+        gen = os.path.join(cls.dir, "gen")
+        p = run_java("generate", "--out", gen, "--rows", "64", "--layers", "1,14")
+        if p.returncode:
+            raise AssertionError(f"generate failed: {p.stderr}")
+        plain = os.path.join(cls.dir, "plain")
+        os.mkdir(plain)
+        for name in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+            os.link(os.path.join(gen, name), os.path.join(plain, name))
+        cls.every = write_safetensors(os.path.join(cls.dir, "every.safetensors"), every_dtype_tensors(),
+                                      {"format": "pt", "note": "every dtype"})
+        cls.rank17 = write_safetensors(os.path.join(cls.dir, "r.safetensors"), [
+            ("r16", "U8", [1] * 16, b"a"), ("r17", "I8", [1] * 17, b"b")])
+        cls.cases = {
+            "single file": [os.path.join(gen, "model-00001-of-00002.safetensors")],
+            "index": [os.path.join(gen, "model.safetensors.index.json")],
+            "directory without index": [plain],
+            "every dtype": [cls.every],
+            "rank 17": [cls.rank17],
+        }
+        procs = {k: subprocess.Popen([LAUNCHER, "inspect", "--json", *v], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=QUICK_JVM) for k, v in cls.cases.items()}
+        cls.served_patterns = ["engram.layers.1.*", "*.scale"]
+        sock = os.path.join(cls.dir, "s.sock")
+        serve = subprocess.Popen([LAUNCHER, "serve", "--checkpoint", cls.cases["index"][0], "--tables",
+                                  ",".join(cls.served_patterns), "--backend", "memfd", "--socket", sock],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "ENGRAM_HOST_JVM_OPTS": "-XX:TieredStopAtLevel=1"})
+        try:
+            cls.inspected = {}
+            for k, proc in procs.items():
+                out, err = proc.communicate(timeout=120)
+                cls.inspected[k] = json.loads(out) if out.strip() else {"stderr": err}
+            cls.ready = cls.wait_ready(sock + ".ready", serve)
+        finally:
+            serve.terminate()
+            serve.wait(timeout=60)
+            serve.stderr.close()
+
+    @staticmethod
+    def wait_ready(path: str, serve: subprocess.Popen) -> dict:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if serve.poll() is not None:
+                raise AssertionError(f"serve exited {serve.returncode}: {serve.stderr.read()}")
+            try:
+                with open(path) as f:
+                    fields = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+                if fields.get("pid") == str(serve.pid):
+                    return fields
+            except FileNotFoundError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("serve did not become ready in 90 s")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if not cls.reason:
+            shutil.rmtree(cls.dir, True)
+
+    def setUp(self) -> None:
+        if self.reason:
+            self.skipTest(self.reason)
+
+    def test_fingerprints_equal_the_javas(self) -> None:
+        for case, paths in self.cases.items():
+            if case == "rank 17":
+                continue
+            with self.subTest(case), open_checkpoint(paths) as cp:
+                java = self.inspected[case]
+                self.assertTrue(java.get("valid"), java)
+                self.assertEqual(java["fingerprint"], fingerprint_sha256_hex(fingerprint(cp)))
+
+    def test_a_selection_and_a_backend_fingerprint_as_serve_does(self) -> None:
+        with open_checkpoint(self.cases["index"]) as cp:
+            encoded = fingerprint(cp, self.served_patterns, "memfd")
+            self.assertEqual(self.ready["fingerprint"], fingerprint_sha256_hex(encoded))
+            self.assertEqual("memfd", self.ready["backend"])
+            self.assertNotEqual(self.ready["fingerprint"], fingerprint_sha256_hex(fingerprint(cp, self.served_patterns)))
+            fp = decode_fingerprint(encoded)
+            self.assertEqual(["*.scale", "engram.layers.1.*"], list(fp.patterns))
+            self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight",
+                              "engram.layers.14.embedding.scale"], [t.name for t in fp.tables])
+
+    def test_descriptions_equal_the_javas(self) -> None:
+        for case, paths in self.cases.items():
+            if case == "rank 17":
+                continue
+            with self.subTest(case), open_checkpoint(paths) as cp:
+                java = self.inspected[case]
+                self.assertEqual(java["files"], [{"name": f.name, "size": f.size, "header_sha256": f.header_sha256.hex(),
+                                                  "tensors": len(f.tensors)} for f in cp.files])
+                # inspect lists tensors in Java's String order (UTF-16 units), the fingerprint in code point order
+                java_tensors = sorted(java["tensors"], key=lambda t: t["name"])
+                self.assertEqual(java_tensors, [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                                                    "bytes": t.nbytes, "file": t.file.name, "offset": t.offset}
+                                                   for t in cp.tensors.values()])
+                self.assertEqual(java["bytes"], sum(t.nbytes for t in cp.tensors.values()))
+
+    def test_every_dtype_is_covered(self) -> None:
+        with open_checkpoint(self.every) as cp:
+            self.assertEqual(set(DTYPE_BITS), {t.dtype for t in cp.tensors.values()})
+            self.assertEqual(["empty.bf16", "empty.u8"], [t.name for t in cp.tensors.values() if t.nbytes == 0])
+            self.assertEqual({"format": "pt", "note": "every dtype"}, cp.files[0].metadata)
+
+    def test_a_limit_violation_reads_as_the_javas(self) -> None:
+        java = self.inspected["rank 17"]
+        self.assertFalse(java.get("valid"), java)
+        with open_checkpoint(self.rank17) as cp:
+            with self.assertRaises(CheckpointError) as caught:
+                check_limits(cp.select([]), fingerprint(cp, [], "memfd"))
+        self.assertEqual(java["error"], str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
