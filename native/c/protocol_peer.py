@@ -11,6 +11,7 @@ another user, e.g. under setpriv, to be a daemon the client must refuse).
 """
 import errno
 import fcntl
+import hashlib
 import os
 import socket
 import struct
@@ -97,7 +98,8 @@ def recv(conn, version):
 
 
 def manifest(regions, tables, extra=b'', fingerprint=b'EGFP', version=None):
-    body = [bytes(range(32)), struct.pack('<I', len(fingerprint)), fingerprint, struct.pack('<I', len(regions))]
+    body = [hashlib.sha256(fingerprint).digest(), struct.pack('<I', len(fingerprint)), fingerprint,
+            struct.pack('<I', len(regions))]
     for kind, size, numa, device in regions:
         body.append(struct.pack('<BQii', kind, size, numa, device))
     body.append(struct.pack('<I', len(tables)))
@@ -233,6 +235,9 @@ def answer(conn, case, path):
     elif case == 'not-ready' or case == 'v1-not-ready':
         send(conn, error(3, 1, 'still loading 40%'))
         return True
+    elif case.startswith('error-'):  # error-CODE: an ERROR of that code, e.g. error-6 (STOPPING)
+        code = int(case.split('-')[1])
+        send(conn, error(code, 1 if code in (3, 9) else 0, f'scripted error {code}', [f'detail of {code}']))
     elif case == 'eof':
         send(conn, manifest(*regions_and_tables(300)), memfds(253), fd_count=300)
     else:

@@ -25,6 +25,8 @@ import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from .errors import CudaUnavailable, EngramHostError
+
 LIBRARY = "libcuda.so.1"
 
 # CUresult codes this module names itself when the driver cannot (not loaded, or an unknown code).
@@ -149,11 +151,11 @@ _OPTIONAL_SIGNATURES: Dict[str, list] = {
 }
 
 
-class CudaUnavailableError(RuntimeError):
+class CudaUnavailableError(CudaUnavailable):
     """CUDA cannot be used in this process; the message is :func:`unavailable_reason`."""
 
 
-class CudaError(Exception):
+class CudaError(EngramHostError):
     """A driver call failed. The message names the call (with its arguments), then the CUresult's number and
     name, e.g. ``cuMemMap(va=0x7f0000000000, size=2097152) failed: 1 CUDA_ERROR_INVALID_VALUE``."""
 

@@ -1,0 +1,912 @@
+"""The client: connect to the daemon, check it, import the tables, and hand them out as zero-copy views.
+
+What happens in :func:`connect`, in order (docs/protocol.md):
+
+1. the socket path is resolved as the Java CLI resolves it; ``ENOENT`` or ``ECONNREFUSED`` at ``connect`` is
+   :class:`DaemonAbsent` (no daemon listens);
+2. the daemon's uid (``SO_PEERCRED``) must be root's, this process's euid, or one listed in ``daemon_uid``;
+3. HELLO offering versions 1 to 2; WELCOME must be encoded in an offered version, and in version 2 name the same
+   uid as ``SO_PEERCRED``; an ERROR sent at accept (NOT_ALLOWED, BUSY) is raised as its subclass;
+4. IMPORT with the expectation, retried every 100 ms while the daemon answers NOT_READY and ``wait`` lasts;
+5. MANIFEST: every bound checked, one fd per region, the served fingerprint must meet the expectation;
+6. every memfd's seals and size are checked before any region is mapped; memfds are mapped ``PROT_READ`` (and
+   registered with CUDA, read-only, for a GPU view); cuda-vmm fds are imported into one VA range with read-only
+   GPU access (and a HOST_NUMA CPU view with ``cpu_view``); the fds are closed once attached;
+7. the connection stays open as the lease until :meth:`ImportedTables.close`, which sends BYE.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import socket as _socket
+import struct
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+from . import _memory, _paths, _wire
+from . import errors as E
+
+DEFAULT_TIMEOUT = 10.0
+NOT_READY_RETRY = 0.1
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+# ------------------------------------------------------------------------------------------ expectations
+
+
+def expectation_of(expect) -> _wire.Expectation:
+    """``expect`` as connect() takes it: None (any), an :class:`Expectation`, a 64-hex-digit SHA-256, raw
+    canonical fingerprint bytes, or a checkpoint: a path or a list of paths (its structured fingerprint is
+    computed here, over all its tables; use :func:`expect_checkpoint` to name a selection or a backend)."""
+    if expect is None:
+        return _wire.Expectation.any()
+    if isinstance(expect, _wire.Expectation):
+        return expect
+    if isinstance(expect, (bytes, bytearray, memoryview)):
+        return _wire.Expectation.structured(bytes(expect))
+    if isinstance(expect, str) and len(expect) == 64 and all(c in "0123456789abcdefABCDEF" for c in expect):
+        return _wire.Expectation.sha256(expect.lower())
+    if isinstance(expect, (str, os.PathLike)):
+        return expect_checkpoint([expect])
+    if isinstance(expect, (list, tuple)):
+        return expect_checkpoint(list(expect))
+    raise TypeError(f"expect: {type(expect).__name__} is none of None, a SHA-256 hex string, fingerprint bytes, "
+                    "a checkpoint path or a list of them")
+
+
+def expect_sha256(hex_digest: str) -> _wire.Expectation:
+    """Expect the fingerprint whose SHA-256 (short form) is ``hex_digest``."""
+    return _wire.Expectation.sha256(hex_digest)
+
+
+def expect_checkpoint(paths: Sequence[PathLike], tables: Sequence[str] = (), backend: str = "") -> _wire.Expectation:
+    """Expect the structured fingerprint of this checkpoint, as ``serve --tables ... --backend ...`` would
+    load it (docs/checkpoints.md, "Fingerprint")."""
+    from . import checkpoint
+    with checkpoint.open_checkpoint([os.fspath(p) for p in paths]) as cp:
+        return _wire.Expectation.structured(checkpoint.fingerprint(cp, list(tables), backend))
+
+
+# ------------------------------------------------------------------------------------------ the owner
+
+
+class _Export:
+    """A token handed to each view (tensor, array, buffer): while one lives, the import's memory stays."""
+    __slots__ = ("__weakref__", "attachment")
+
+    def __init__(self, attachment: "_Attachment"):
+        self.attachment = attachment
+
+
+class _Attachment:
+    """The one owner of an import's native resources: memfd mappings, CUDA registrations, VMM imports,
+    anonymous memory, the retained primary context. They are freed once, when the :class:`ImportedTables` has
+    been closed and no view handed out is alive; before anything is unmapped or unregistered the device is
+    synchronised, so no kernel still reading it is cut off."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._undo: list[tuple[str, Callable[[], None]]] = []
+        self._exports = 0
+        self._held = True
+        self.freed = False
+        self.device = None  # a _cuda.Device once a GPU resource exists
+        self.release_errors: list[str] = []
+
+    def add(self, what: str, undo: Callable[[], None]) -> None:
+        self._undo.append((what, undo))
+
+    def export(self) -> _Export:
+        with self._lock:
+            if self.freed:
+                raise E.EngramHostError("the imported tables are closed and their memory is freed")
+            self._exports += 1
+        token = _Export(self)
+        weakref.finalize(token, self._unexport)
+        return token
+
+    def live_exports(self) -> int:
+        return self._exports
+
+    def _unexport(self) -> None:
+        with self._lock:
+            self._exports -= 1
+            free = not self._held and self._exports == 0 and not self.freed
+            if free:
+                self.freed = True
+        if free:
+            self._free()
+
+    def release(self) -> None:
+        """The ImportedTables lets go; frees now unless views are still alive."""
+        with self._lock:
+            if not self._held:
+                return
+            self._held = False
+            free = self._exports == 0 and not self.freed
+            if free:
+                self.freed = True
+        if free:
+            self._free()
+
+    def free_now(self) -> None:
+        """For a failed import: frees whatever was attached, views or not (none were handed out)."""
+        with self._lock:
+            self._held = False
+            if self.freed:
+                return
+            self.freed = True
+        self._free()
+
+    def _free(self) -> None:
+        if self.device is not None:
+            try:
+                self.device.synchronize()
+            except Exception as e:  # still free what we can; the error is kept for the caller
+                self.release_errors.append(f"synchronize before release: {e}")
+        for what, undo in reversed(self._undo):
+            try:
+                undo()
+            except Exception as e:
+                self.release_errors.append(f"{what}: {e}")
+        self._undo.clear()
+        self.device = None  # the primary context's retain goes with the last reference (_cuda.Device)
+        if self.release_errors:
+            import sys
+            print(f"engram_host: releasing the imported tables: {'; '.join(self.release_errors)}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------ tables
+
+
+class Table:
+    """One imported table: ``name``, ``dtype`` (the safetensors dtype string), ``shape``, ``nbytes``,
+    ``digest`` (the daemon's engram digest v1), ``backend``, ``numa_node``, ``device`` (the GPU the table's
+    memory lives on, or None for host memory), and its views: ``cpu_address``/``gpu_address`` (0 when it has
+    none), :meth:`to_torch`, :meth:`to_numpy`, :meth:`buffer`."""
+
+    def __init__(self, imported: "ImportedTables", entry: _wire.TableEntry, cpu_address: int, gpu_address: int,
+                 digest: Optional[int], backend: str):
+        self._imported = imported
+        self.name = entry.name
+        self.dtype = entry.dtype
+        self.shape = tuple(entry.shape)
+        self.nbytes = entry.nbytes
+        self.region = entry.region
+        self.offset = entry.offset
+        self.backend = backend
+        self.numa_node = entry.numa_node
+        self.device = entry.device if entry.device >= 0 else None
+        self.cpu_address = cpu_address
+        self.gpu_address = gpu_address
+        self._digest = digest
+
+    def __repr__(self) -> str:
+        return (f"Table({self.name!r}, {self.dtype}, {list(self.shape)}, {self.nbytes} bytes, {self.backend}, "
+                f"numa_node={self.numa_node}, device={self.device})")
+
+    @property
+    def digest(self) -> int:
+        """The engram digest v1 of the bytes: the daemon's, or for a load from disk computed here on first use
+        (in pure Python; slow for large tables)."""
+        if self._digest is None:
+            from . import digests
+            self._digest = digests.engram_digest(self.buffer())
+        return self._digest
+
+    @property
+    def digest_hex(self) -> str:
+        return f"{self.digest:016x}"
+
+    @property
+    def has_cpu_view(self) -> bool:
+        return self.cpu_address != 0 or (self.nbytes == 0 and self.device is None)
+
+    @property
+    def has_gpu_view(self) -> bool:
+        return self.gpu_address != 0 or (self.nbytes == 0 and self._imported.gpu_device is not None)
+
+    def _token(self) -> _Export:
+        self._imported._check_open()
+        return self._imported._attachment.export()
+
+    def buffer(self) -> memoryview:
+        """A read-only memoryview of the CPU view (format ``B``, ``nbytes`` long). Keeps the memory alive."""
+        if self.nbytes == 0:
+            return memoryview(b"")
+        if not self.cpu_address:
+            raise E.EngramHostError(f"table {self.name}: no CPU view ({self.backend}; import with cpu_view=True)")
+        arr = _memory.view(self.cpu_address, self.nbytes)
+        arr._engram_owner = self._token()  # the array holds the token; the memoryview holds the array
+        return memoryview(arr).cast("B").toreadonly()
+
+    def to_numpy(self):
+        """A read-only NumPy array over the CPU view with the checkpoint's dtype and shape; dtypes NumPy lacks
+        (F8_*, BF16, F4, F6_*) come back as uint8 of shape [nbytes]. Zero-copy; keeps the memory alive."""
+        from . import _tensors
+        if self.nbytes and not self.cpu_address:
+            raise E.EngramHostError(f"table {self.name}: no CPU view ({self.backend}; import with cpu_view=True)")
+        return _tensors.numpy_array(self.cpu_address, self.nbytes, self.dtype, self.shape, self._token())
+
+    def to_torch(self, cpu: Optional[bool] = None):
+        """A zero-copy PyTorch tensor with the checkpoint's dtype and shape: on the GPU view when the import
+        named a device, on the CPU view when it did not or when ``connect(cpu_view=True)``; ``cpu`` overrides.
+        Dtypes the running PyTorch lacks come back as uint8 of shape [nbytes] (docs/python.md). The tensor keeps
+        the mapping, registration or import alive until it is freed. Writing through it is an error: SIGSEGV on
+        the CPU, a sticky CUDA error on the GPU."""
+        from . import _tensors
+        if cpu is None:
+            cpu = self._imported.cpu_view or self._imported.gpu_device is None
+        token = self._token()
+        if cpu:
+            if self.nbytes and not self.cpu_address:
+                raise E.EngramHostError(f"table {self.name}: no CPU view ({self.backend}; import with cpu_view=True)")
+            return _tensors.torch_tensor(self.cpu_address, self.nbytes, self.dtype, self.shape, None, token)
+        if self.nbytes and not self.gpu_address:
+            raise E.EngramHostError(f"table {self.name}: no GPU view (import with device=N)")
+        return _tensors.torch_tensor(self.gpu_address, self.nbytes, self.dtype, self.shape,
+                                     self._imported.gpu_device, token)
+
+
+# ------------------------------------------------------------------------------------------ watching
+
+
+class _Watch:
+    """Tells when the daemon goes: EOF on the lease connection, or its process exiting (a pidfd, where its pid
+    is visible). One thread, started by the first callback."""
+
+    def __init__(self, lease_fd: int, daemon_pid: int):
+        self._lease_fd = lease_fd
+        self._pidfd = -1
+        if daemon_pid > 0 and hasattr(os, "pidfd_open"):
+            try:
+                self._pidfd = os.pidfd_open(daemon_pid)
+            except OSError:
+                self._pidfd = -1  # another pid namespace or an old kernel: the lease's EOF still tells
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._callbacks: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self.reason: Optional[str] = None
+        self._closed = False
+
+    def on_gone(self, callback: Callable[[str], None]) -> None:
+        with self._lock:
+            reason = self.reason
+            if reason is None:
+                self._callbacks.append(callback)
+                if self._thread is None and not self._closed:
+                    self._thread = threading.Thread(target=self._run, name="engram-daemon-watch", daemon=True)
+                    self._thread.start()
+        if reason is not None:
+            callback(reason)
+
+    def check(self) -> Optional[str]:
+        """Why the daemon is gone, or None; looks without waiting when no thread watches."""
+        if self._thread is None and self.reason is None and not self._closed:
+            self._poll(0)
+        return self.reason
+
+    def _poll(self, timeout_ms: Optional[int]) -> bool:
+        p = select.poll()
+        p.register(self._lease_fd, select.POLLIN)
+        p.register(self._wake_r, select.POLLIN)
+        if self._pidfd >= 0:
+            p.register(self._pidfd, select.POLLIN)
+        for fd, ev in p.poll(timeout_ms):
+            if fd == self._wake_r:
+                return False
+            if fd == self._pidfd:
+                self._fire("the daemon process exited")
+                return False
+            if fd == self._lease_fd:
+                if ev & (select.POLLHUP | select.POLLERR):
+                    self._fire("the daemon closed the lease connection")
+                    return False
+                try:
+                    data = os.read(self._lease_fd, 4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    self._fire("the daemon closed the lease connection")
+                    return False
+        return True
+
+    def _run(self) -> None:
+        while self.reason is None and not self._closed:
+            if not self._poll(None):
+                return
+
+    def _fire(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            try:
+                cb(reason)
+            except Exception as e:  # a callback's failure must not stop the others
+                import sys
+                print(f"engram_host: on_daemon_gone callback failed: {e!r}", file=sys.stderr)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(5)
+        for fd in (self._wake_r, self._wake_w, self._pidfd):
+            if fd >= 0:
+                os.close(fd)
+        self._pidfd = -1
+
+
+# ------------------------------------------------------------------------------------------ imported tables
+
+
+class ImportedTables:
+    """What :func:`connect` returns: the tables (``.tables``, name to :class:`Table`), the lease, and the
+    memory behind the views. A context manager; :meth:`close` ends the lease (BYE) and frees the memory once no
+    view handed out is alive."""
+
+    def __init__(self, source: str, fingerprint: str, attachment: _Attachment, gpu_device: Optional[int],
+                 cpu_view: bool, channel: Optional[_wire.Channel], welcome: Optional[_wire.Welcome],
+                 daemon_pid: int, timings: dict, region_timings: Sequence[dict]):
+        self.source = source
+        self.fingerprint = fingerprint
+        self.gpu_device = gpu_device
+        self.cpu_view = cpu_view
+        self.daemon = welcome
+        self.daemon_pid = daemon_pid
+        self.timings = timings
+        self.region_timings = list(region_timings)
+        self.tables: dict[str, Table] = {}
+        self._attachment = attachment
+        self._channel = channel
+        self._watch = _Watch(channel.fileno(), daemon_pid) if channel is not None else None
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, ImportedTables._finalize, channel, self._watch, attachment)
+
+    def __enter__(self) -> "ImportedTables":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getitem__(self, name: str) -> Table:
+        return self.tables[name]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise E.EngramHostError("the imported tables are closed")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def on_daemon_gone(self, callback: Callable[[str], None]) -> None:
+        """Calls ``callback(reason)`` once, from a watcher thread, when the daemon goes away (its lease
+        connection closes or its process exits); at once if it is already gone. The tables stay valid: the
+        callback only tells the engine that its next restart would pay a full load. Never fires for a load
+        from disk."""
+        if self._watch is not None:
+            self._watch.on_gone(callback)
+
+    def daemon_gone(self) -> Optional[str]:
+        """Why the daemon is gone, or None while it serves (or for a load from disk)."""
+        return self._watch.check() if self._watch is not None else None
+
+    def live_views(self) -> int:
+        """How many views (tensors, arrays, buffers) handed out are still alive."""
+        return self._attachment.live_exports()
+
+    @property
+    def memory_freed(self) -> bool:
+        """True once every mapping, registration and import of this import has been released."""
+        return self._attachment.freed
+
+    def close(self) -> None:
+        """Ends the lease (BYE, then the connection is closed) and lets go of the memory: it is freed now, or
+        when the last view handed out is freed. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._finalizer.detach()
+        ImportedTables._finalize(self._channel, self._watch, self._attachment)
+
+    @staticmethod
+    def _finalize(channel: Optional[_wire.Channel], watch: Optional[_Watch], attachment: _Attachment) -> None:
+        if channel is not None:
+            try:
+                channel.sock.settimeout(1.0)
+                channel.send(_wire.encode_empty(_wire.BYE, channel.version))
+            except (OSError, _wire.ProtocolError):
+                pass  # the daemon may be gone: nothing to clean up but the socket
+            if watch is not None:
+                watch.close()
+            channel.close()
+        attachment.release()
+
+
+# ------------------------------------------------------------------------------------------ connecting
+
+
+@dataclass
+class _Connected:
+    path: str
+    channel: _wire.Channel
+    peer_pid: int
+    peer_uid: int
+    welcome: _wire.Welcome
+
+
+def _connect_socket(path: str, timeout: float) -> _socket.socket:
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+    except FileNotFoundError:
+        s.close()
+        raise E.DaemonAbsent(path, "no socket file: ENOENT") from None
+    except ConnectionRefusedError:
+        s.close()
+        raise E.DaemonAbsent(path, "connection refused: ECONNREFUSED") from None
+    except OSError as e:
+        s.close()
+        raise E.EngramHostError(f"cannot connect to {path}: {errno.errorcode.get(e.errno, e.errno)} "
+                                f"({e.strerror})") from None
+    return s
+
+
+def _trusted_uids(daemon_uid) -> list[int]:
+    if daemon_uid is None:
+        return []
+    uids = [daemon_uid] if isinstance(daemon_uid, int) else list(daemon_uid)
+    for u in uids:
+        if not isinstance(u, int) or not 0 <= u < 0xFFFFFFFF:
+            raise ValueError(f"daemon_uid: {u!r} is not a uid")
+    return uids
+
+
+def _handshake(path: str, daemon_uid, timeout: float, name: str) -> _Connected:
+    sock = _connect_socket(path, timeout)
+    channel = _wire.Channel(sock, timeout)
+    try:
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED,
+                                                             struct.calcsize("3i")))
+        uid &= 0xFFFFFFFF
+        me = os.geteuid()
+        extra = _trusted_uids(daemon_uid)
+        if uid not in (0, me) and uid not in extra:
+            trusted = ["0 (root)"] + ([f"{me} (this client's euid)"] if me != 0 else []) + \
+                [f"{u} (daemon_uid)" for u in extra]
+            raise E.DaemonNotTrusted(
+                f"refusing the daemon on {path}: its uid (SO_PEERCRED, pid {pid}) is {uid}, and this client trusts "
+                f"only the uids {', '.join(trusted)}; if that user's daemon is meant to serve you, pass "
+                f"daemon_uid={uid} (--daemon-uid {uid})")
+        try:
+            channel.send(_wire.encode_hello(os.getpid(), name))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a daemon that refuses at accept writes its ERROR and closes: it is still there to read
+        msg = _receive(channel, path, 0)
+        if msg.msg_type == _wire.ERROR:
+            raise _refusal(_wire.decode_error(_wire.Reader(msg.body, "ERROR")))
+        if msg.msg_type != _wire.WELCOME:
+            raise _wire.ProtocolError(f"expected WELCOME, got {_wire.type_name(msg.msg_type)}")
+        welcome = _wire.decode_welcome(_wire.Reader(msg.body, "WELCOME"), msg.version)
+        if welcome.uid is not None and welcome.uid != uid:
+            raise E.DaemonNotTrusted(f"refusing the daemon on {path}: its WELCOME says uid {welcome.uid} but "
+                                     f"SO_PEERCRED says uid {uid} (pid {pid})")
+        channel.version = welcome.version
+        return _Connected(path, channel, pid, uid, welcome)
+    except _wire.ProtocolError as e:
+        channel.close()
+        raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
+    except BaseException:
+        channel.close()
+        raise
+
+
+def _receive(channel: _wire.Channel, path: str, version: int) -> _wire.Incoming:
+    try:
+        return channel.receive(version)
+    except _wire.AnswerTimeout:
+        raise E.NoAnswer(f"the daemon on {path} did not answer within {channel.timeout:g} s") from None
+    except _wire.PeerClosed as e:
+        raise E.NoAnswer(f"the daemon on {path} closed the connection: {e}") from None
+
+
+def _refusal(reply: _wire.ErrorReply) -> E.EngramHostError:
+    details = list(reply.details)
+    if reply.code == 4 and len(reply.details) == 1 and reply.details[0].startswith("expected fingerprint ") \
+            and reply.daemon_fingerprint:
+        details += _daemon_record(reply.daemon_fingerprint)
+    return E.from_reply(reply.code, reply.message, details, reply.retryable, reply.daemon_fingerprint)
+
+
+def _daemon_record(canonical: bytes) -> list[str]:
+    from . import checkpoint
+    try:
+        fp = checkpoint.decode_fingerprint(canonical)
+    except Exception as e:
+        return [f"the daemon's record could not be decoded: {e}"]
+    out = [f"the daemon's record: layout {fp.layout_version}, backend {fp.backend}"]
+    out += [f"  file {f.name} ({f.size} bytes, header sha256 {f.header_sha256.hex()})" for f in fp.files]
+    out += [f"  table {t.name} {t.dtype} {list(t.shape)} {t.nbytes} bytes" for t in fp.tables]
+    return out
+
+
+def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> Optional[str]:
+    """Why the manifest does not meet the expectation as the daemon itself judges it, or None."""
+    import hashlib
+    served = manifest.fingerprint_sha256
+    if expectation.kind == 0:
+        return None
+    if expectation.kind == 1:
+        return None if served == expectation.data else \
+            f"fingerprint {served.hex()}, not the expected {expectation.data.hex()}"
+    if len(expectation.data) > (1 << 20):
+        return None if hashlib.sha256(expectation.data).digest() == served else \
+            "its fingerprint's SHA-256 differs from the expected one's"
+    from . import checkpoint
+    try:
+        actual = checkpoint.decode_fingerprint(manifest.fingerprint)
+    except Exception as e:
+        return f"its structured fingerprint is malformed: {e}"
+    d = checkpoint.fingerprint_differences(checkpoint.decode_fingerprint(expectation.data), actual)
+    return "; ".join(d[:3]) if d else None
+
+
+def status(socket: Optional[str] = None, *, instance: Optional[str] = None, device: Optional[int] = None,
+           daemon_uid=None, timeout: float = DEFAULT_TIMEOUT) -> dict:
+    """The daemon's STATUS document, parsed."""
+    import json
+    path = _paths.socket_path(socket, instance, device)
+    c = _handshake(path, daemon_uid, timeout, "engram_host status")
+    try:
+        c.channel.send(_wire.encode_empty(_wire.STATUS, c.channel.version))
+        msg = _receive(c.channel, path, c.channel.version)
+        if msg.msg_type == _wire.ERROR:
+            raise _refusal(_wire.decode_error(_wire.Reader(msg.body, "ERROR")))
+        if msg.msg_type != _wire.STATUS_REPLY:
+            raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: expected STATUS_REPLY, got "
+                                      f"{_wire.type_name(msg.msg_type)}")
+        return json.loads(_wire.decode_status_reply(_wire.Reader(msg.body, "STATUS_REPLY")))
+    except _wire.ProtocolError as e:
+        raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
+    finally:
+        c.channel.close()
+
+
+def stop(socket: Optional[str] = None, *, instance: Optional[str] = None, device: Optional[int] = None,
+         daemon_uid=None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Asks the daemon to stop; returns once it acknowledged. Clients keep their mappings."""
+    path = _paths.socket_path(socket, instance, device)
+    c = _handshake(path, daemon_uid, timeout, "engram_host stop")
+    try:
+        c.channel.send(_wire.encode_empty(_wire.STOP, c.channel.version))
+        msg = _receive(c.channel, path, c.channel.version)
+        if msg.msg_type == _wire.ERROR:
+            raise _refusal(_wire.decode_error(_wire.Reader(msg.body, "ERROR")))
+        if msg.msg_type != _wire.STOP_ACK:
+            raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: expected STOP_ACK, got "
+                                      f"{_wire.type_name(msg.msg_type)}")
+    except _wire.ProtocolError as e:
+        raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
+    finally:
+        c.channel.close()
+
+
+class _GpuPrep:
+    """cuInit and the primary context, on a thread while the handshake runs (ctypes drops the GIL in calls)."""
+
+    def __init__(self, ordinal: int):
+        self.ordinal = ordinal
+        self.device = None
+        self.error: Optional[BaseException] = None
+        self.nanos = 0
+        self._thread = threading.Thread(target=self._run, name="engram-gpu-prepare", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        t0 = time.perf_counter_ns()
+        try:
+            from . import _cuda
+            if not _cuda.available():
+                raise E.CudaUnavailable(f"a GPU view needs CUDA: {_cuda.unavailable_reason()}")
+            self.device = _cuda.Device(self.ordinal)
+        except BaseException as e:
+            self.error = e
+        self.nanos = time.perf_counter_ns() - t0
+
+    def wait(self):
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.device
+
+    def discard(self) -> None:
+        self._thread.join()
+        self.device = None  # releases the primary context's retain unless another owner holds it
+
+
+def _ms(ns: int) -> float:
+    return round(ns / 1e6, 3)
+
+
+def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = None, cpu_view: bool = False,
+            wait: float = 0.0, daemon_uid=None, *, instance: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
+            populate: bool = False, name: str = "engram_host (python)") -> ImportedTables:
+    """Imports the daemon's tables. ``socket``: a path or template (default as the Java CLI: ``--socket``,
+    ``$ENGRAM_HOST_SOCKET``, then the per-user default). ``expect``: see :func:`expectation_of`. ``device``: a
+    GPU ordinal for GPU views (memfds registered read-only, cuda-vmm imported with read-only access, the
+    daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
+    cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
+    retrying while the daemon is loading. ``daemon_uid``: a uid (or several) to trust besides root's and this
+    process's own. ``timeout``: seconds to wait for each answer.
+
+    Raises :class:`DaemonAbsent` when no daemon listens, the code's subclass of :class:`EngramHostError` for a
+    daemon's ERROR, :class:`DaemonNotTrusted`, :class:`ProtocolViolation` or :class:`NoAnswer`.
+    """
+    t_start = time.perf_counter_ns()
+    if device is not None and not 0 <= device <= _wire.MAX_DEVICE:
+        raise ValueError(f"device {device} is not a GPU ordinal 0..{_wire.MAX_DEVICE}")
+    expectation = expectation_of(expect)
+    path = _paths.socket_path(socket, instance, device)
+    gpu = _GpuPrep(device) if device is not None else None
+    timings: dict = {}
+    try:
+        t0 = time.perf_counter_ns()
+        c = _handshake(path, daemon_uid, timeout, name)
+        timings["handshake_ms"] = _ms(time.perf_counter_ns() - t0)
+    except BaseException:
+        if gpu is not None:
+            gpu.discard()
+        raise
+    attachment = _Attachment()
+    fds: list = []
+    try:
+        t0 = time.perf_counter_ns()
+        deadline = time.monotonic() + wait
+        while True:
+            c.channel.send(_wire.encode_import(c.channel.version, -1 if device is None else device, expectation))
+            msg = _receive(c.channel, path, c.channel.version)
+            fds = msg.fds
+            if msg.msg_type == _wire.ERROR:
+                reply = _wire.decode_error(_wire.Reader(msg.body, "ERROR"))
+                if reply.code == 3 and time.monotonic() < deadline:
+                    time.sleep(NOT_READY_RETRY)
+                    continue
+                raise _refusal(reply)
+            if msg.msg_type != _wire.MANIFEST:
+                raise _wire.ProtocolError(f"expected MANIFEST, got {_wire.type_name(msg.msg_type)}")
+            break
+        manifest = _wire.decode_manifest(_wire.Reader(msg.body, "MANIFEST"), len(fds), _memory.PAGE_SIZE)
+        why = _served_mismatch(manifest, expectation)
+        if why is not None:
+            raise E.ProtocolViolation(f"the daemon on {path} answered an expectation it does not meet: {why}")
+        timings["manifest_ms"] = _ms(time.perf_counter_ns() - t0)
+        if gpu is not None:
+            t0 = time.perf_counter_ns()
+            attachment.device = gpu.wait()
+            timings["gpu_prepare_ms"] = _ms(gpu.nanos)
+            timings["gpu_prepare_wait_ms"] = _ms(time.perf_counter_ns() - t0)
+            gpu = None
+        t0 = time.perf_counter_ns()
+        cpu, gpu_addr, region_timings = _attach(manifest, fds, attachment, device, cpu_view, populate, path, timings)
+        fds = []
+        timings["attach_ms"] = _ms(time.perf_counter_ns() - t0)
+        timings["total_ms"] = _ms(time.perf_counter_ns() - t_start)
+        imported = ImportedTables("daemon", manifest.fingerprint_sha256.hex(), attachment, device, cpu_view,
+                                  c.channel, c.welcome, c.welcome.pid, timings, region_timings)
+        for e in manifest.tables:
+            base_cpu = cpu[e.region] if e.region >= 0 else 0
+            base_gpu = gpu_addr[e.region] if e.region >= 0 else 0
+            imported.tables[e.name] = Table(imported, e, base_cpu + e.offset if base_cpu else 0,
+                                            base_gpu + e.offset if base_gpu else 0, e.digest,
+                                            _wire.KIND_BACKENDS[e.kind])
+        return imported
+    except _wire.ProtocolError as e:
+        _abandon(c, fds, attachment, gpu)
+        raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
+    except BaseException:
+        _abandon(c, fds, attachment, gpu)
+        raise
+
+
+def _abandon(c: _Connected, fds: list, attachment: _Attachment, gpu: Optional[_GpuPrep]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    attachment.free_now()
+    if gpu is not None:
+        gpu.discard()
+    c.channel.close()
+
+
+def _region_what(manifest: _wire.Manifest, i: int) -> str:
+    r = manifest.regions[i]
+    names = [t.name for t in manifest.tables if t.region == i]
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    label = "no tables" if not names else ("table " if len(names) == 1 else "tables ") + shown
+    return f"region {i} ({_wire.KIND_BACKENDS[r.kind]}, {r.size} bytes; {label})"
+
+
+def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device: Optional[int], cpu_view: bool,
+            populate: bool, path: str, timings: dict) -> tuple[list, list, list]:
+    """Maps every region; every resource goes to ``attachment``. Closes every fd, on success or failure."""
+    n = len(fds)
+    cpu = [0] * n
+    gpu = [0] * n
+    per_region: list[dict] = [{} for _ in range(n)]
+    try:
+        for i, r in enumerate(manifest.regions):  # every memfd, before any is mapped
+            if r.kind in (_wire.KIND_MEMFD, _wire.KIND_MEMFD_HUGETLB):
+                try:
+                    _memory.check_memfd(fds[i], r.size, _region_what(manifest, i))
+                except ValueError as e:
+                    raise E.DaemonNotTrusted(f"the daemon on {path}: {e}; refused") from None
+        vmm: list[int] = []
+        dev: list[int] = []
+        map_ns = reg_ns = 0
+        for i, r in enumerate(manifest.regions):
+            if r.kind == _wire.KIND_VMM_HOST:
+                vmm.append(i)
+                continue
+            if r.kind == _wire.KIND_VMM_DEVICE:
+                dev.append(i)
+                continue
+            t0 = time.perf_counter_ns()
+            addr = _memory.map_read_only(fds[i], r.size, populate)
+            attachment.add(f"munmap of region {i}", lambda a=addr, s=r.size: _memory.unmap(a, s))
+            cpu[i] = addr
+            t1 = time.perf_counter_ns()
+            per_region[i]["mmap_ms"] = _ms(t1 - t0)
+            map_ns += t1 - t0
+            if device is not None:
+                from . import _cuda
+                reg = _cuda.HostRegistration(attachment.device, addr, r.size)
+                attachment.add(f"cuMemHostUnregister of region {i}", reg.close)
+                gpu[i] = reg.device_pointer
+                t2 = time.perf_counter_ns()
+                per_region[i]["register_ms"] = _ms(t2 - t1)
+                reg_ns += t2 - t1
+        timings["map_ms"] = _ms(map_ns)
+        if device is not None:
+            timings["register_ms"] = _ms(reg_ns)
+        for label, which, with_cpu in (("vmm", vmm, cpu_view), ("device", dev, False)):
+            if not which:
+                continue
+            first = manifest.regions[which[0]]
+            if device is None:
+                raise E.EngramHostError(f"{_wire.KIND_BACKENDS[first.kind]} memory needs a GPU to attach: import "
+                                        "with a device (device=N, --gpu --device N)")
+            from . import _cuda
+            imp = _cuda.VmmImport(attachment.device,
+                                  [(fds[i], manifest.regions[i].size,
+                                    "host" if manifest.regions[i].kind == _wire.KIND_VMM_HOST else "device",
+                                    manifest.regions[i].numa_node) for i in which],
+                                  cpu_view=with_cpu, read_only=True)
+            attachment.add(f"release of the {label} import", imp.close)
+            for j, i in enumerate(which):
+                gpu[i] = imp.address_of(j)
+                if with_cpu:
+                    cpu[i] = imp.address_of(j)
+            for k, v in imp.timings.items():
+                timings[f"{label}_{k}"] = _ms(v) if isinstance(v, int) else v
+            for i in which:
+                per_region[i] = {k: (_ms(v) if isinstance(v, int) else v) for k, v in imp.timings.items()}
+        return cpu, gpu, per_region
+    finally:
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------------------------------------ fallback
+
+
+def connect_or_load(checkpoint: Union[PathLike, Sequence[PathLike]], socket: Optional[str] = None, expect=None,
+                    device: Optional[int] = None, cpu_view: bool = False, wait: float = 0.0, daemon_uid=None, *,
+                    tables: Sequence[str] = (), threads: Optional[int] = None, notice=None,
+                    **kwargs) -> ImportedTables:
+    """:func:`connect`, or, only when no daemon listens at the socket (no socket file, or a socket whose connect
+    is refused, as a killed daemon leaves), a load of ``checkpoint`` (``tables``: the selection) into this
+    process's own memory, said in one line on stderr (or to ``notice``). ``.source`` says which happened.
+    Whatever a live daemon answers (a refusal, a mismatch, BUSY, a timeout) and a daemon this client does not
+    trust raise: none of them turns into a slow disk load."""
+    paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    try:
+        return connect(socket, expect, device, cpu_view, wait, daemon_uid, **kwargs)
+    except E.DaemonAbsent as absent:
+        line = (f"engram-host: no daemon listens on {absent.socket_path} ({absent.reason}): loading "
+                f"{', '.join(os.fspath(p) for p in paths)} from disk")
+        if notice is None:
+            import sys
+            print(line, file=sys.stderr)
+        else:
+            notice(line)
+        return load_from_disk(paths, tables=tables, device=device, threads=threads)
+
+
+def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device: Optional[int] = None,
+                   threads: Optional[int] = None) -> ImportedTables:
+    """Loads the selected tables of a checkpoint into anonymous memory of this process (the fallback), reading
+    through the fds the checkpoint was validated from, and refusing a file that changed during the load. With
+    ``device``, each table is registered with CUDA for a GPU view (which pins it)."""
+    from concurrent.futures import ThreadPoolExecutor
+    from . import checkpoint
+    t_start = time.perf_counter_ns()
+    threads = threads or os.cpu_count() or 1
+    attachment = _Attachment()
+    try:
+        with checkpoint.open_checkpoint([os.fspath(p) for p in paths]) as cp:
+            selected = cp.select(list(tables))
+            fp = checkpoint.fingerprint(cp, list(tables), "")
+            bases = []
+            for t in selected:
+                base = 0
+                if t.nbytes:
+                    base = _memory.map_anonymous(t.nbytes)
+                    attachment.add(f"munmap of table {t.name}", lambda a=base, s=t.nbytes: _memory.unmap(a, s))
+                bases.append(base)
+            chunk = 16 << 20
+            jobs = [(t, b, off) for t, b in zip(selected, bases) for off in range(0, t.nbytes, chunk)]
+
+            def read(job) -> None:
+                t, base, off = job
+                n = min(chunk, t.nbytes - off)
+                buf = memoryview(_memory.view(base + off, n)).cast("B")
+                done = 0
+                while done < n:
+                    got = os.preadv(t.file.fd, [buf[done:]], t.offset + off + done)
+                    if got <= 0:
+                        raise E.EngramHostError(f"{t.file.path}: tensor '{t.name}': file ended at offset "
+                                                f"{t.offset + off + done}")
+                    done += got
+
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                list(pool.map(read, jobs))
+            cp.check_unchanged()
+        gpu = [0] * len(selected)
+        if device is not None:
+            from . import _cuda
+            if not _cuda.available():
+                raise E.CudaUnavailable(f"a GPU view needs CUDA: {_cuda.unavailable_reason()}")
+            attachment.device = _cuda.Device(device)
+            for i, (t, base) in enumerate(zip(selected, bases)):
+                if base:
+                    reg = _cuda.HostRegistration(attachment.device, base, t.nbytes)
+                    attachment.add(f"cuMemHostUnregister of table {t.name}", reg.close)
+                    gpu[i] = reg.device_pointer
+        total = _ms(time.perf_counter_ns() - t_start)
+        imported = ImportedTables("disk", checkpoint.fingerprint_sha256_hex(fp), attachment, device, False, None,
+                                  None, -1, {"disk_load_ms": total, "total_ms": total}, [])
+        for i, (t, base) in enumerate(zip(selected, bases)):
+            e = _wire.TableEntry(t.name, t.dtype, tuple(t.shape), t.nbytes, i if t.nbytes else -1, 0, 0, 255, -1, -1)
+            imported.tables[t.name] = Table(imported, e, base, gpu[i], None, "disk")
+        return imported
+    except BaseException:
+        attachment.free_now()
+        raise

@@ -1,0 +1,207 @@
+"""Real daemons for the tests: the Java daemon (bin/engram-host serve) as a separate process, generated
+checkpoints, and the scripted peer of native/c/protocol_peer.py. Nothing here stands in for the daemon."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from typing import Optional
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PYTHON_DIR = os.path.join(REPO, "python")
+LAUNCHER = os.environ.get("ENGRAM_HOST_LAUNCHER", os.path.join(REPO, "bin", "engram-host"))
+PEER = os.path.join(REPO, "native", "c", "protocol_peer.py")
+
+
+def java_app_reason() -> Optional[str]:
+    """Why the Java launcher cannot run here, or None."""
+    if "ENGRAM_HOST_LAUNCHER" in os.environ:
+        return None if os.access(LAUNCHER, os.X_OK) else f"{LAUNCHER} is not executable"
+    if not os.path.isdir(os.path.join(REPO, "engram-host", "cli", "target", "app", "lib")):
+        return "the Java CLI is not built (mvn -DskipTests package builds engram-host/cli/target/app)"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "no java on PATH"
+    return None
+
+
+def require_java(test: unittest.TestCase) -> None:
+    reason = java_app_reason()
+    if reason:
+        test.skipTest(reason)
+
+
+def run_cli(*args: str, env: Optional[dict] = None, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run([LAUNCHER, *args], capture_output=True, text=True, timeout=timeout,
+                       env=None if env is None else {**os.environ, **env})
+    if check and p.returncode != 0:
+        raise AssertionError(f"engram-host {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    return p
+
+
+def run_python_cli(*args: str, env: Optional[dict] = None, timeout: float = 120,
+                   prefix: tuple = ()) -> subprocess.CompletedProcess:
+    e = {**os.environ, **(env or {})}
+    e["PYTHONPATH"] = PYTHON_DIR + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return subprocess.run([*prefix, sys.executable, "-m", "engram_host", *args], capture_output=True, text=True,
+                          timeout=timeout, env=e)
+
+
+def generate(out: str, rows: int = 4096, layers: str = "1,14", single_file: bool = False, seed: int = 42,
+             dim: int = 256) -> str:
+    args = ["generate", "--out", out, "--rows", str(rows), "--layers", layers, "--seed", str(seed), "--dim", str(dim)]
+    if single_file:
+        args.append("--single-file")
+    run_cli(*args)
+    return out
+
+
+def safetensors_tables(paths: list) -> dict:
+    """Every tensor's (dtype, shape, bytes) of these .safetensors files, read with a parser of this test's own
+    (not the package's), so that the tests check the package against the files themselves."""
+    out = {}
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".safetensors"))
+        else:
+            files.append(p)
+    for f in files:
+        with open(f, "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+            base = 8 + n
+            for name, e in header.items():
+                if name == "__metadata__":
+                    continue
+                b, end = e["data_offsets"]
+                fh.seek(base + b)
+                out[name] = (e["dtype"], tuple(e["shape"]), fh.read(end - b))
+    return out
+
+
+def fd_count() -> int:
+    gc.collect()
+    return len(os.listdir("/proc/self/fd"))
+
+
+def memfd_mappings() -> int:
+    """How many mappings of this process are memfds (/proc/self/maps names them 'memfd:')."""
+    with open("/proc/self/maps") as f:
+        return sum(1 for line in f if "/memfd:" in line)
+
+
+class Daemon:
+    """``engram-host serve`` as a separate process, ready when its ready file names its pid."""
+
+    def __init__(self, checkpoint: str, *extra: str, backend: str = "memfd", socket_path: Optional[str] = None,
+                 env: Optional[dict] = None, wait_ready: bool = True, timeout: float = 120):
+        self.dir = tempfile.mkdtemp(prefix="engram-py-daemon-")
+        os.chmod(self.dir, 0o700)
+        self.socket = socket_path or os.path.join(self.dir, "d.sock")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self._log = open(self.log_path, "w")
+        args = [LAUNCHER, "serve", "--checkpoint", checkpoint, "--socket", self.socket, "--backend", backend,
+                "--numa", "none", "--threads", "2", *extra]
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=None if env is None else {**os.environ, **env})
+        if wait_ready:
+            self.wait_ready(timeout)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        with open(self.log_path) as f:
+            return f.read()
+
+    def wait_socket(self, timeout: float = 60) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if os.path.exists(self.socket):
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited {self.proc.returncode}: {self.log()[-3000:]}")
+            time.sleep(0.02)
+        raise AssertionError(f"no socket at {self.socket} after {timeout} s: {self.log()[-3000:]}")
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        ready = self.socket + ".ready"
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                with open(ready) as f:
+                    if f"pid={self.proc.pid}\n" in f.read():
+                        return
+            except FileNotFoundError:
+                pass
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the daemon exited {self.proc.returncode}: {self.log()[-3000:]}")
+            time.sleep(0.02)
+        raise AssertionError(f"the daemon was not ready after {timeout} s: {self.log()[-3000:]}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "Daemon":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Peer:
+    """native/c/protocol_peer.py serving one connection with a scripted CASE."""
+
+    def __init__(self, case: str, directory: str, prefix: tuple = ()):
+        self.socket = os.path.join(directory, f"peer-{case}.sock")
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        self.proc = subprocess.Popen([*prefix, sys.executable, PEER, self.socket, case], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        end = time.monotonic() + 20
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None or time.monotonic() > end:
+                raise AssertionError(f"protocol_peer {case}: no socket: {self.proc.communicate()[0]}")
+            time.sleep(0.01)
+
+    def finish(self, timeout: float = 60) -> tuple:
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        return self.proc.returncode, out
+
+
+def unlistened_socket(path: str) -> socket.socket:
+    """A socket file nobody listens on, as a daemon killed with SIGKILL leaves (connect: ECONNREFUSED)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    return s

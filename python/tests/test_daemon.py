@@ -1,0 +1,346 @@
+"""The package against the real Java daemon: ``engram-host serve`` as a separate process serving generated
+checkpoints; the client in this process or as ``python -m engram_host`` processes."""
+
+import gc
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import engram_host  # noqa: E402
+from engram_host import errors as E  # noqa: E402
+from support import (Daemon, fd_count, generate, java_app_reason, memfd_mappings, run_cli, run_python_cli,  # noqa: E402
+                     safetensors_tables, unlistened_socket)
+
+ROWS = 8192
+
+
+def setUpModule():
+    global WORK, CKPT, SINGLE, DAEMON, EXPECTED
+    reason = java_app_reason()
+    if reason:
+        raise unittest.SkipTest(reason)
+    WORK = tempfile.mkdtemp(prefix="engram-py-test-")
+    CKPT = generate(os.path.join(WORK, "sharded"), rows=ROWS, layers="1,14")
+    SINGLE = generate(os.path.join(WORK, "single"), rows=ROWS, layers="2", single_file=True, seed=7)
+    EXPECTED = safetensors_tables([CKPT])
+    DAEMON = Daemon(CKPT)
+
+
+def tearDownModule():
+    DAEMON.close()
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+class ImportTest(unittest.TestCase):
+    def test_every_table_is_the_checkpoints_bytes(self):
+        with engram_host.connect(DAEMON.socket, expect=CKPT) as imported:
+            self.assertEqual("daemon", imported.source)
+            self.assertEqual(DAEMON.pid, imported.daemon_pid)
+            self.assertEqual(set(EXPECTED), set(imported.tables))
+            for name, (dtype, shape, data) in EXPECTED.items():
+                t = imported.tables[name]
+                self.assertEqual((dtype, shape, len(data)), (t.dtype, t.shape, t.nbytes))
+                self.assertEqual(hashlib.sha256(data).hexdigest(), hashlib.sha256(t.buffer()).hexdigest(), name)
+                self.assertEqual("memfd", t.backend)
+                self.assertIsNone(t.device)
+                self.assertEqual(0, t.cpu_address % 4096)
+
+    def test_fingerprint_is_the_java_clis(self):
+        java = json.loads(run_cli("import", "--socket", DAEMON.socket, "--json").stdout)
+        with engram_host.connect(DAEMON.socket) as imported:
+            self.assertEqual(java["fingerprint"], imported.fingerprint)
+        with engram_host.connect(DAEMON.socket, expect=java["fingerprint"]) as imported:
+            self.assertEqual(len(EXPECTED), len(imported.tables))
+
+    def test_numpy_view_is_read_only_and_zero_copy(self):
+        import numpy as np
+        with engram_host.connect(DAEMON.socket) as imported:
+            t = imported.tables["engram.layers.1.embedding.scale"]
+            a = t.to_numpy()
+            self.assertFalse(a.flags.writeable)
+            self.assertEqual(t.cpu_address, a.__array_interface__["data"][0])
+            self.assertEqual(EXPECTED[t.name][2], a.tobytes())
+            with self.assertRaises(ValueError):
+                a[0] = 1
+            del a
+            gc.collect()
+
+    def test_a_mismatch_lists_the_differences(self):
+        with self.assertRaises(E.FingerprintMismatch) as cm:
+            engram_host.connect(DAEMON.socket, expect=SINGLE)
+        e = cm.exception
+        self.assertEqual(4, e.code)
+        self.assertTrue(any("engram.layers.2" in d for d in e.details), e.details)
+        self.assertGreater(len(e.daemon_fingerprint), 0)
+        with self.assertRaises(E.FingerprintMismatch) as cm:
+            engram_host.connect(DAEMON.socket, expect="0" * 64)
+        self.assertIn("0" * 64, "\n".join(cm.exception.details) + str(cm.exception))
+
+    def test_status(self):
+        s = engram_host.status(DAEMON.socket)
+        self.assertEqual("ready", s["state"])
+        self.assertEqual(DAEMON.pid, s["pid"])
+        with engram_host.connect(DAEMON.socket):
+            s = engram_host.status(DAEMON.socket)
+            self.assertTrue(any(lease["pid"] == os.getpid() for lease in s["leases"]), s["leases"])
+
+    def test_bye_ends_the_lease(self):
+        imported = engram_host.connect(DAEMON.socket)
+        imported.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if not any(lease["pid"] == os.getpid() for lease in engram_host.status(DAEMON.socket)["leases"]):
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the lease outlived BYE")
+
+
+class LifetimeTest(unittest.TestCase):
+    def test_no_fd_and_no_mapping_left_after_close_and_views_freed(self):
+        fds, maps = fd_count(), memfd_mappings()
+        imported = engram_host.connect(DAEMON.socket)
+        buffers = {n: t.buffer() for n, t in imported.tables.items()}
+        arrays = {n: t.to_numpy() for n, t in imported.tables.items()}
+        self.assertGreater(memfd_mappings(), maps)
+        imported.close()
+        self.assertFalse(imported.memory_freed, "views are alive: the memory must stay")
+        for name, (_, _, data) in EXPECTED.items():
+            self.assertEqual(data, bytes(buffers[name]))
+            self.assertEqual(data, arrays[name].tobytes())
+        del buffers
+        gc.collect()
+        self.assertFalse(imported.memory_freed, "the arrays are alive: the memory must stay")
+        del arrays
+        gc.collect()
+        self.assertTrue(imported.memory_freed)
+        self.assertEqual(maps, memfd_mappings())
+        self.assertEqual(fds, fd_count())
+
+    def test_views_after_close_are_refused(self):
+        imported = engram_host.connect(DAEMON.socket)
+        t = next(iter(imported.tables.values()))
+        imported.close()
+        with self.assertRaises(E.EngramHostError):
+            t.buffer()
+
+    def test_a_daemon_killed_under_live_views(self):
+        d = Daemon(CKPT)
+        try:
+            fds, maps = fd_count(), memfd_mappings()
+            imported = engram_host.connect(d.socket)
+            gone = threading.Event()
+            reasons = []
+            imported.on_daemon_gone(lambda r: (reasons.append(r), gone.set()))
+            arrays = {n: t.to_numpy() for n, t in imported.tables.items()}
+            d.kill()
+            self.assertTrue(gone.wait(10), "on_daemon_gone did not fire")
+            self.assertIn(reasons[0], ("the daemon process exited", "the daemon closed the lease connection"))
+            for name, a in arrays.items():
+                self.assertEqual(hashlib.sha256(EXPECTED[name][2]).digest(), hashlib.sha256(a.tobytes()).digest())
+            imported.close()
+            for name, a in arrays.items():  # still readable after close: the arrays hold the mappings
+                self.assertEqual(EXPECTED[name][2][-64:], a.tobytes()[-64:])
+            del arrays, a
+            gc.collect()
+            self.assertTrue(imported.memory_freed)
+            self.assertEqual(maps, memfd_mappings())
+            self.assertEqual(fds, fd_count())
+        finally:
+            d.close()
+
+
+class AbsentTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="engram-py-absent-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_no_socket_file(self):
+        with self.assertRaises(E.DaemonAbsent) as cm:
+            engram_host.connect(os.path.join(self.dir, "none.sock"))
+        self.assertIn("ENOENT", str(cm.exception))
+
+    def test_a_socket_nobody_listens_on_then_the_fallback(self):
+        path = os.path.join(self.dir, "dead.sock")
+        s = unlistened_socket(path)
+        try:
+            with self.assertRaises(E.DaemonAbsent) as cm:
+                engram_host.connect(path)
+            self.assertIn("ECONNREFUSED", str(cm.exception))
+            notices = []
+            with engram_host.connect_or_load(CKPT, path, notice=notices.append, threads=2) as imported:
+                self.assertEqual("disk", imported.source)
+                self.assertIn("from disk", notices[0])
+                for name, (dtype, shape, data) in EXPECTED.items():
+                    self.assertEqual(data, bytes(imported.tables[name].buffer()))
+                java = json.loads(run_cli("import", "--socket", path, "--json", "--fallback-checkpoint", CKPT).stdout)
+                self.assertEqual("disk", java["source"])
+                self.assertEqual(java["fingerprint"], imported.fingerprint)
+        finally:
+            s.close()
+
+    def test_a_live_daemon_never_falls_back(self):
+        with self.assertRaises(E.FingerprintMismatch):
+            engram_host.connect_or_load(SINGLE, DAEMON.socket, expect=SINGLE, notice=self.fail)
+
+
+class LimitsTest(unittest.TestCase):
+    def test_busy_when_the_uids_connections_are_taken(self):
+        with Daemon(SINGLE, "--max-connections-per-uid", "1") as d:
+            with engram_host.connect(d.socket):
+                with self.assertRaises(E.Busy) as cm:
+                    engram_host.connect(d.socket)
+                self.assertEqual(9, cm.exception.code)
+                self.assertTrue(cm.exception.retryable)
+                self.assertIn("1", str(cm.exception))
+
+    def test_not_ready_then_the_wait(self):
+        gate = os.path.join(WORK, "gate")
+        with Daemon(SINGLE, env={"ENGRAM_HOST_TEST_LOAD_GATE": "before-read:" + gate}, wait_ready=False) as d:
+            d.wait_socket()
+            deadline = time.monotonic() + 30
+            while True:  # the socket appears before the listener is ready to answer; NOT_READY is what we want
+                try:
+                    engram_host.connect(d.socket)
+                    self.fail("the daemon served before the gate opened")
+                except E.NotReady as e:
+                    self.assertEqual(3, e.code)
+                    break
+                except E.DaemonAbsent:
+                    self.assertLess(time.monotonic(), deadline)
+                    time.sleep(0.05)
+            threading.Timer(0.5, lambda: open(gate, "w").close()).start()
+            with engram_host.connect(d.socket, wait=30) as imported:
+                self.assertEqual(2, len(imported.tables))
+
+
+class CliTest(unittest.TestCase):
+    """``python -m engram_host import`` prints the Java ``import``'s JSON document."""
+
+    def both(self, *args):
+        java = run_cli("import", "--socket", DAEMON.socket, "--json", *args)
+        py = run_python_cli("import", "--socket", DAEMON.socket, "--json", *args)
+        self.assertEqual(0, py.returncode, py.stderr)
+        return json.loads(java.stdout), json.loads(py.stdout)
+
+    def test_same_document(self):
+        java, py = self.both("--digest", "sha256", "--expect-checkpoint", CKPT)
+        self.assertEqual(set(java), set(py))
+        for k in ("source", "fingerprint", "daemon_pid"):
+            self.assertEqual(java[k], py[k], k)
+        self.assertEqual(len(java["tables"]), len(py["tables"]))
+        for j, p in zip(java["tables"], py["tables"]):
+            for k in ("name", "dtype", "shape", "bytes", "backend", "numa_node", "region", "digest", "sha256"):
+                self.assertEqual(j[k], p[k], f"{j['name']}: {k}")
+            self.assertEqual(set(j) - {"attach"}, set(p) - {"attach"}, j["name"])
+        for k in ("handshake_ms", "manifest_ms", "map_ms", "attach_ms", "total_ms", "import_ms"):
+            self.assertIn(k, py["timings"])
+
+    def test_engram_digest_and_content_check(self):
+        run_cli("inspect", "--write-digests", CKPT)
+        sidecar = os.path.join(CKPT, "engram-digests.json")
+        java, py = self.both("--digest", "engram", "--verify-content", sidecar)
+        self.assertEqual([t["digest_verified"] for t in java["tables"]], [t["digest_verified"] for t in py["tables"]])
+        self.assertEqual([t["sha256-tree-v1"] for t in java["tables"]], [t["sha256-tree-v1"] for t in py["tables"]])
+        self.assertEqual(java["content_check"]["verified"], py["content_check"]["verified"])
+        self.assertEqual(set(java["content_check"]), set(py["content_check"]))
+
+    def test_content_mismatch_exits_1(self):
+        sidecar = os.path.join(WORK, "wrong.engram-digests.json")
+        names = sorted(EXPECTED)
+        with open(sidecar, "w") as f:
+            json.dump({"format": "engram-content-digests", "version": 1, "algorithm": "sha256-tree-v1",
+                       "chunk_bytes": 16777216, "tables": {n: "ab" * 32 for n in names}}, f)
+        p = run_python_cli("import", "--socket", DAEMON.socket, "--verify-content", sidecar)
+        self.assertEqual(1, p.returncode, p.stdout)
+        self.assertIn("content check (sha256-tree-v1) failed", p.stderr)
+
+    def test_hold_sees_the_daemon_go(self):
+        with Daemon(SINGLE) as d:
+            child = subprocess.Popen([sys.executable, "-m", "engram_host", "import", "--socket", d.socket, "--json",
+                                      "--hold-ms", "20000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(__file__), "..")})
+            deadline = time.monotonic() + 20
+            while not engram_host.status(d.socket)["leases"]:
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.05)
+            d.kill()
+            out, err = child.communicate(timeout=30)
+            self.assertEqual(0, child.returncode, err)
+            doc = json.loads(out)
+            self.assertIsNotNone(doc["daemon_gone"])
+            self.assertEqual(len(doc["tables"]), len(doc["tables_after_hold"]))
+
+    def test_usage_errors_exit_2(self):
+        for args in (["import", "--verify"], ["import", "--expect", "x", "--expect-checkpoint", "y"], ["nonsense"],
+                     ["import", "--daemon-uid", "-1"]):
+            with self.subTest(args=args):
+                p = run_python_cli(*args)
+                self.assertEqual(2, p.returncode, p.stderr)
+                self.assertEqual(2, len(p.stderr.strip().splitlines()), p.stderr)
+
+    def test_help(self):
+        for args in (["--help"], ["import", "--help"], ["status", "--help"], ["stop", "--help"]):
+            p = run_python_cli(*args)
+            self.assertEqual(0, p.returncode, p.stderr)
+            self.assertIn("usage:", p.stdout)
+        p = run_python_cli("import", "--help")
+        for flag in ("--socket", "--gpu", "--device", "--digest", "--json", "--expect-checkpoint", "--verify-content",
+                     "--fallback-checkpoint", "--daemon-uid", "--wait-ms", "--hold-ms", "--cpu-view", "--verify"):
+            self.assertIn(flag, p.stdout)
+
+    def test_no_daemon_exits_1_with_one_line(self):
+        p = run_python_cli("import", "--socket", os.path.join(WORK, "nobody.sock"))
+        self.assertEqual(1, p.returncode)
+        self.assertRegex(p.stderr, r"^python -m engram_host: no daemon listens on .*nobody.sock \(no socket file")
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"), "needs root and setpriv to act as another uid")
+class OtherUidTest(unittest.TestCase):
+    """A root daemon that admits uid 65534: that user imports (root's daemon is always trusted), and may not stop
+    it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="engram-py-uid-")
+        os.chmod(cls.dir, 0o755)
+        cls.daemon = Daemon(SINGLE, "--allow-uid", "65534", socket_path=os.path.join(cls.dir, "run", "d.sock"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def as_nobody(self, *args):
+        return run_python_cli(*args, prefix=("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"),
+                              env={"HOME": "/"})
+
+    def test_another_uid_imports_from_roots_daemon(self):
+        p = self.as_nobody("import", "--socket", self.daemon.socket, "--json", "--digest", "sha256")
+        self.assertEqual(0, p.returncode, p.stderr)
+        tables = json.loads(p.stdout)["tables"]
+        expected = safetensors_tables([SINGLE])
+        self.assertEqual({n: hashlib.sha256(d).hexdigest() for n, (_, _, d) in expected.items()},
+                         {t["name"]: t["sha256"] for t in tables})
+
+    def test_another_uid_may_not_stop_it(self):
+        p = self.as_nobody("stop", "--socket", self.daemon.socket)
+        self.assertEqual(1, p.returncode)
+        self.assertIn("NOT_ALLOWED", p.stderr)
+        self.assertEqual("ready", engram_host.status(self.daemon.socket)["state"])
+
+
+if __name__ == "__main__":
+    unittest.main()

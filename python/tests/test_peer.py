@@ -1,0 +1,193 @@
+"""The client against native/c/protocol_peer.py, a scripted daemon side of docs/protocol.md: the paths the real
+daemon cannot be made to take cheaply (hundreds of fds over fillers, parts, every error code, malformed frames,
+memfds without seals). Each case is a separate peer process."""
+
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import engram_host  # noqa: E402
+from engram_host import errors as E  # noqa: E402
+from support import Peer, fd_count, memfd_mappings  # noqa: E402
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class PeerTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="engram-py-peer-")
+        self.fds = fd_count()
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.assertEqual(self.fds, fd_count(), "an fd was left open")
+
+    def connect(self, case, **kw):
+        peer = Peer(case, self.dir)
+        try:
+            return engram_host.connect(peer.socket, **kw), peer
+        except BaseException:
+            rc, out = peer.finish()
+            raise
+
+    def refused(self, case, exc, pattern, **kw):
+        peer = Peer(case, self.dir)
+        with self.assertRaises(exc) as cm:
+            engram_host.connect(peer.socket, **kw)
+        rc, out = peer.finish()
+        self.assertRegex(str(cm.exception), pattern)
+        self.assertEqual(0, rc, out)
+        return cm.exception
+
+    # -- fds, fillers, parts
+
+    def test_520_fds_over_fillers(self):
+        before = memfd_mappings()
+        imported, peer = self.connect("batch-520")
+        with imported:
+            self.assertEqual(520, len(imported.tables))
+            for i in (0, 252, 253, 505, 506, 519):
+                t = imported.tables[f"t{i}"]
+                self.assertEqual(PAGE, t.nbytes)
+                self.assertEqual(bytes(PAGE), bytes(t.buffer()))
+            self.assertEqual(before + 520, memfd_mappings())
+        rc, out = peer.finish()
+        self.assertEqual(0, rc, out)
+        self.assertTrue(imported.memory_freed)
+        self.assertEqual(before, memfd_mappings())
+
+    def test_254_fds_one_filler(self):
+        imported, peer = self.connect("batch-254")
+        with imported:
+            self.assertEqual(254, len(imported.tables))
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_manifest_in_parts(self):
+        imported, peer = self.connect("parts-520")
+        with imported:
+            self.assertEqual(520, len(imported.tables))
+            self.assertIn("table.0519." + "x" * 3000, imported.tables)
+            self.assertEqual(PAGE, imported.tables["table.0000." + "x" * 3000].nbytes)
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_sealed_with_write_seal_is_accepted(self):
+        imported, peer = self.connect("sealed-write")
+        with imported:
+            self.assertEqual(2, len(imported.tables))
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_not_ready_then_manifest_within_the_wait(self):
+        imported, peer = self.connect("not-ready", wait=5.0)
+        with imported:
+            self.assertEqual(2, len(imported.tables))
+        self.assertEqual(0, peer.finish()[0])
+
+    # -- every error code, each as its subclass with code and details
+
+    def test_every_error_code(self):
+        for code, cls in E.BY_CODE.items():
+            with self.subTest(code=code):
+                e = self.refused(f"error-{code}", cls, f"^{cls.name}: scripted error {code}")
+                self.assertEqual(code, e.code)
+                self.assertEqual((f"detail of {code}",), e.details)
+                self.assertEqual(code in (3, 9), e.retryable)
+
+    def test_unknown_code_is_the_base_class(self):
+        e = self.refused("unknown-error", E.EngramHostError, "error code 42: a code from a later daemon")
+        self.assertIs(type(e), E.EngramHostError)
+        self.assertEqual(42, e.code)
+
+    def test_not_ready_past_the_wait(self):
+        e = self.refused("not-ready", E.NotReady, "NOT_READY: still loading")
+        self.assertTrue(e.retryable)
+
+    def test_mismatch_details(self):
+        e = self.refused("mismatch", E.FingerprintMismatch, "FINGERPRINT_MISMATCH")
+        self.assertEqual(("table t: bytes 1 != 2", "backend: memfd != cuda-vmm"), e.details)
+
+    def test_mismatch_with_101_details(self):
+        e = self.refused("mismatch-101", E.FingerprintMismatch, "FINGERPRINT_MISMATCH")
+        self.assertEqual(101, len(e.details))
+
+    def test_error_in_parts(self):
+        e = self.refused("parts-error", E.FingerprintMismatch, "fingerprint mismatch")
+        self.assertEqual(1500000, len(e.daemon_fingerprint))
+
+    def test_timed_out(self):
+        self.refused("timed-out", E.TimedOut, "TIMED_OUT: request timeout")
+
+    def test_refusals_at_accept(self):
+        self.refused("busy-before-hello", E.Busy, "BUSY: connection limit")
+        self.refused("not-allowed-before-hello", E.NotAllowed, "NOT_ALLOWED: uid 4242")
+
+    # -- the daemon breaks the protocol: a clear error, nothing left open
+
+    def test_protocol_violations(self):
+        cases = {
+            "v2-error-before-hello": "ERROR encoded as version 2 before a version was chosen",
+            "part-orphan": "a PART without a continued frame before it",
+            "part-fds": "PART 1 carried fds|announced 0 fds but 1 arrived",
+            "part-interrupted": "expected PART 1 of a continued frame, got ERROR",
+            "part-eof": "the daemon closed the connection",
+            "wrong-version-after": "MANIFEST is encoded as version 1, not the chosen version 2",
+            "bad-filler": "filler 0 is 0x00, not 0xFD",
+            "empty-filler": "filler 0 carried no fds",
+            "count-mismatch": "MANIFEST lists 3 regions but 2 fds arrived",
+            "outside-region": r"table 't' \[100, \+\d+\) does not fit in region 0",
+            "wrong-bytes": "table 't' is F16 \\[100\\], which is 200 bytes, but the manifest says 100",
+            "trailing": "1 trailing bytes after the last field",
+            "bad-magic": "bad magic 0x12345678",
+            "too-many-details": "detail_count 102 is over the limit of 101",
+            "long-message": "message is 4097 bytes, over the limit of 4096",
+            "bad-version": "encoded as version 3; this client offered 1 to 2",
+            "bad-version-body": "WELCOME: chose version 3 but is encoded as version 2",
+            "welcome-header-version": "WELCOME: chose version 2 but is encoded as version 1",
+        }
+        for case, pattern in cases.items():
+            with self.subTest(case=case):
+                self.refused(case, (E.ProtocolViolation, E.NoAnswer), pattern)
+
+    def test_eof_mid_message(self):
+        self.refused("eof", E.NoAnswer, "closed the connection")
+
+    def test_welcome_uid_differs_from_peercred(self):
+        if os.geteuid() == 4242:
+            self.skipTest("this test's peer claims uid 4242")
+        self.refused("welcome-uid", E.DaemonNotTrusted, "WELCOME says uid 4242 but SO_PEERCRED says uid")
+
+    def test_memfds_without_seals_are_refused(self):
+        for case, pattern in {"unsealed": "seals are SEAL; need", "some-seals": "seals are SHRINK\\|GROW; need",
+                              "no-seal-seal": "seals are SHRINK\\|GROW\\|FUTURE_WRITE; need",
+                              "wrong-size": "holds \\d+ bytes but the manifest says",
+                              "regular-file": "F_GET_SEALS\\) failed: EINVAL"}.items():
+            with self.subTest(case=case):
+                before = memfd_mappings()
+                self.refused(case, E.DaemonNotTrusted, pattern)
+                self.assertEqual(before, memfd_mappings())
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("setpriv"), "needs root and setpriv to run a peer as another uid")
+    def test_a_daemon_of_another_uid(self):
+        nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+        os.chmod(self.dir, 0o777)
+        peer = Peer("uid-refused", self.dir, prefix=nobody)
+        with self.assertRaises(E.DaemonNotTrusted) as cm:
+            engram_host.connect(peer.socket)
+        self.assertRegex(str(cm.exception), r"its uid \(SO_PEERCRED, pid \d+\) is 65534, and this client trusts only "
+                                            r"the uids 0 \(root\); .*daemon_uid=65534")
+        self.assertEqual(0, peer.finish()[0])
+        peer = Peer("batch-2", self.dir, prefix=nobody)
+        with engram_host.connect(peer.socket, daemon_uid=65534) as imported:
+            self.assertEqual(2, len(imported.tables))
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_frame_over_1_gib_is_refused(self):
+        self.refused("part-over-1gib", E.ProtocolViolation, "over 1073741824 bytes", timeout=120)
+
+
+if __name__ == "__main__":
+    unittest.main()
