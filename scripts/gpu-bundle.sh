@@ -9,7 +9,9 @@
 #                   holds the test classes of every engram-host/* module (protocol, checkpoint, client, daemon, cli)
 #   engram-attach   the C client of the wire protocol (native/c/engram_attach.c)
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
-#   jvm.options     the JVM flags of the parent pom (engram.jvm.flags)
+#   jvm.options     the JVM flags of the parent pom (engram.jvm.flags); daemon.jvm.options, serve's own
+#   engram-host     a launcher of the CLI on the bundle's runtime (the Python GPU tests start daemons with it)
+#   python/         the Python package and its tests (python/tests/gpu runs there, with PyTorch)
 #   gpu-test.sh     what to run there
 # Usage: scripts/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB)
 # MVN_ONLINE=1 lets Maven fetch the console launcher once if ~/.m2 lacks it.
@@ -46,6 +48,21 @@ for m in protocol checkpoint client daemon cli; do
     [ ! -d engram-host/$m/target/test-classes ] || cp -r engram-host/$m/target/test-classes/. "$STAGE/test-classes/engram-host/"
 done
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
+cp engram-host/cli/target/app/daemon.jvm.options "$STAGE/daemon.jvm.options"
+mkdir -p "$STAGE/python"
+cp -r python/engram_host python/tests python/pyproject.toml "$STAGE/python/"
+find "$STAGE/python" -name __pycache__ -prune -exec rm -rf {} +
+cat > "$STAGE/engram-host" <<'LAUNCHER'
+#!/usr/bin/env bash
+# The CLI on the bundle's runtime (unpacked by gpu-test.sh into $WORK/jre), with the build's JVM flags.
+set -euo pipefail
+B=$(cd "$(dirname "$0")" && pwd)
+JAVA="${WORK:-/tmp/engram-gpu}/jre/bin/java"
+read -r -a flags < "$B/jvm.options"
+if [ "${1:-}" = serve ]; then read -r -a d < "$B/daemon.jvm.options"; flags+=("${d[@]}"); fi
+exec "$JAVA" "${flags[@]}" -cp "$B/lib/*" io.engramhost.cli.Main "$@"
+LAUNCHER
+chmod +x "$STAGE/engram-host"
 
 echo "== C client and kernels"
 make -s -C native engram-attach

@@ -5,8 +5,10 @@
 #   env.txt            date, kernel, driver, GPU
 #   junit-console.txt  the launcher's tree and summary (also the tests' stdout: timings, child logs)
 #   junit-jupiter.xml  the XML report
-#   summary.txt        the tests' exit code
-# Usage: OUT=/some/dir bash gpu-test.sh
+#   python-gpu.txt     the Python package's GPU tests (python/tests/gpu, unittest) against daemon processes
+#   summary.txt        the exit codes
+# Usage: OUT=/some/dir bash gpu-test.sh            (PARTS=java, PARTS=python: one of the two; default both)
+#        ENGRAM_GPU_BACKENDS=memfd,cuda-vmm ...    the Python tests' backends (default all three)
 set -uo pipefail
 
 B=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +36,9 @@ CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
     "$JAVA" -version 2>&1
 } > "$OUT/env.txt" 2>&1
 
+PARTS=${PARTS:-java,python}
+TESTS=skipped
+if [[ ",$PARTS," == *",java,"* ]]; then
 echo "== gpu tests"
 timeout ${TEST_TIMEOUT:-300} "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
     --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu \
@@ -43,6 +48,18 @@ timeout ${TEST_TIMEOUT:-300} "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.
 TESTS=$?
 cp "$WORK"/reports/TEST-junit-jupiter.xml "$OUT/junit-jupiter.xml" 2>/dev/null
 tail -25 "$OUT/junit-console.txt"
+fi
 
-printf 'tests=%s\n' "$TESTS" | tee "$OUT/summary.txt"
-[ "$TESTS" = 0 ]
+PY=skipped
+if [[ ",$PARTS," == *",python,"* ]]; then
+echo "== python gpu tests"
+python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' >> "$OUT/env.txt" 2>&1
+WORK="$WORK" ENGRAM_HOST_LAUNCHER="$B/engram-host" TMPDIR="$WORK/tmp" timeout ${PY_TEST_TIMEOUT:-420} \
+    python3 -m unittest discover -v -s "$B/python/tests/gpu" -t "$B/python/tests" > "$OUT/python-gpu.txt" 2>&1
+PY=$?
+tail -25 "$OUT/python-gpu.txt"
+fi
+
+printf 'tests=%s python=%s\n' "$TESTS" "$PY" | tee "$OUT/summary.txt"
+[ "$TESTS" = 0 ] || [ "$TESTS" = skipped ] || exit 1
+[ "$PY" = 0 ] || [ "$PY" = skipped ]
