@@ -2,9 +2,10 @@
 check, sent in the manifest), sha256-tree-v1 (the content digest a client can trust independently of the
 daemon) over memory or file regions, and the digest sidecar ``inspect --write-digests`` writes.
 
-Rates measured on the 2-core development VM (AMD EPYC, Python 3.11): :func:`xxh64` about 60 MB/s (pure
-Python); :func:`tree_digest` about 1.7 GB/s on 1 thread and 3.2 GB/s on 2 (hashlib's SHA-256 releases the
-GIL, so threads scale with cores).
+Rates measured on the 2-core development VM (AMD EPYC with SHA extensions, Python 3.11, 2026-11-30, load
+average near 5, best of 3 passes): :func:`xxh64` 61 MB/s (pure Python); :func:`tree_digest` over 1 GiB in
+memory 1.54 GB/s on 1 thread and 3.27 GB/s on 2, :func:`tree_digest_fd` from the page cache 1.55 and
+3.00 GB/s (hashlib's SHA-256 releases the GIL while it hashes, so threads scale with cores).
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ def xxh64(data: Buffer, seed: int = 0) -> int:
     """XXH64 (xxHash, 64 bits) of any buffer, as the reference implementation computes it, in pure Python.
 
     The 32-byte stripes are read with ``struct.iter_unpack`` over a memoryview, 1 MiB at a time, and the
-    four accumulators are advanced together as one packed integer: about 60 MB/s on the development VM
-    (one core of an AMD EPYC, Python 3.11), 1.7x the plain four-variable loop.
+    four accumulators are advanced together as one packed integer: 61 MB/s on the development VM (one core
+    of an AMD EPYC, Python 3.11), about 1.7x the plain four-variable loop. engram digest v1 of 1 GiB thus
+    takes about 18 s.
     """
     view = _byte_view(data)
     n = len(view)
@@ -235,7 +237,7 @@ def tree_digest(buf: Buffer, threads: Optional[int] = None) -> str:
     """sha256-tree-v1 of a buffer (any object with the buffer protocol, never copied), leaves hashed on
     ``threads`` threads; 64 lower-case hex digits. The value does not depend on the number of threads.
     hashlib releases the GIL while it hashes a leaf, so threads scale with cores: on the development VM
-    (2 cores, AMD EPYC with SHA extensions) about 1.7 GB/s on 1 thread and 3.2 GB/s on 2."""
+    (2 cores, AMD EPYC with SHA extensions) 1.54 GB/s on 1 thread and 3.27 GB/s on 2."""
     return tree_digest_all([buf], threads)[0]
 
 

@@ -5,8 +5,10 @@ differences), the limits, and a cross-check against the Java implementation thro
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import struct
@@ -69,8 +71,7 @@ def every_dtype_tensors() -> list:
     sub_byte = {"F4": [2, 3], "F6_E2M3": [4], "F6_E3M2": [2, 4]}  # 24, 24 and 48 bits
     for i, (dtype, bits) in enumerate(DTYPE_BITS.items()):
         shape = sub_byte.get(dtype, [3, 5])
-        out.append((f"t.{dtype.lower()}", dtype, shape, pattern(shape[0] * shape[-1] * bits // 8 if len(shape) > 1
-                                                               else shape[0] * bits // 8, i)))
+        out.append((f"t.{dtype.lower()}", dtype, shape, pattern(math.prod(shape) * bits // 8, i)))
     out += [("scalar.f32", "F32", [], pattern(4, 1)), ("scalar.i64", "I64", [], pattern(8, 2)),
             ("empty.bf16", "BF16", [0, 4], b""), ("empty.u8", "U8", [0], b""),
             ("rank3", "U16", [2, 3, 4], pattern(48, 3)), ("z", "U8", [1], b"z"), ("\u00e9", "U8", [2], b"e!"),
@@ -88,9 +89,7 @@ def no_fd_leak(test: unittest.TestCase) -> Iterator[None]:
     before = fds()
     yield
     leaked = fds() - before
-    for fd in leaked:  # what is leaked now may have been closed meanwhile
-        if not os.path.exists(f"/proc/self/fd/{fd}"):
-            leaked = leaked - {fd}
+    leaked = {fd for fd in leaked if os.path.exists(f"/proc/self/fd/{fd}")}  # not the fd that listed the directory
     test.assertEqual(set(), leaked, "file descriptors left open")
 
 
@@ -144,7 +143,7 @@ class SafetensorsFileTest(TempDirTest):
             self.assertEqual((8 + len(header) + 2640, 4, ()), (cp.tensors["scalar"].offset,
                                                                cp.tensors["scalar"].nbytes, cp.tensors["scalar"].shape))
             self.assertEqual(0, cp.tensors["empty"].nbytes)
-            flags = __import__("fcntl").fcntl(f.fd, __import__("fcntl").F_GETFL)
+            flags = fcntl.fcntl(f.fd, fcntl.F_GETFL)
             self.assertEqual(os.O_RDONLY, flags & os.O_ACCMODE)
             self.assertTrue(flags & os.O_NONBLOCK)
             self.assertFalse(os.get_inheritable(f.fd))
@@ -161,7 +160,8 @@ class SafetensorsFileTest(TempDirTest):
     def test_refuses_bad_lengths(self) -> None:
         with open(self.file(), "wb") as f:
             f.write(b"abc")
-        self.assertEqual(self.at() + "file is 3 bytes, too short for the 8-byte header length", self.fail_open(self.file()))
+        self.assertEqual(self.at() + "file is 3 bytes, too short for the 8-byte header length",
+                         self.fail_open(self.file()))
         self.assertEqual(self.at() + "header length 104857601 exceeds the limit of 104857600 bytes (100 MiB)",
                          self.fail("{}", n=104857601))
         self.assertEqual(self.at() + "header length 18446744073709551615 exceeds the limit of 104857600 bytes "
@@ -210,7 +210,8 @@ class SafetensorsFileTest(TempDirTest):
         self.assertEqual(self.at("t") + 'entry is not an object but the string "x"', self.fail('{"t":"x"}'))
         self.assertEqual(self.at("t") + 'entry is not an object but the string "'
                          + "y" * 40 + '..."', self.fail('{"t":"' + "y" * 50 + '"}'))
-        self.assertEqual(self.at() + "a tensor has an empty name", self.fail("{" + entry("", "U8", "[1]", 0, 1) + "}", 1))
+        self.assertEqual(self.at() + "a tensor has an empty name",
+                         self.fail("{" + entry("", "U8", "[1]", 0, 1) + "}", 1))
         self.assertEqual(self.at("t") + "unexpected field 'extra' (expected dtype, shape, data_offsets)",
                          self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":0}}', 1))
         self.assertEqual(self.at("t") + "missing 'dtype'", self.fail('{"t":{"shape":[1],"data_offsets":[0,1]}}', 1))
@@ -266,12 +267,16 @@ class SafetensorsFileTest(TempDirTest):
         def two(b: tuple, data_len: int) -> str:
             return self.fail("{" + entry("a", "U8", "[4]", 0, 4) + "," + entry(*b) + "}", data_len)
 
-        self.assertEqual(self.at("b") + "data_offsets [2, 6] overlap tensor 'a' [0, 4]", two(("b", "U8", "[4]", 2, 6), 6))
-        self.assertEqual(self.at("b") + "data_offsets [0, 4] overlap tensor 'a' [0, 4]", two(("b", "U8", "[4]", 0, 4), 4))
-        self.assertEqual(self.at("e") + "data_offsets [2, 2] overlap tensor 'a' [0, 4]", two(("e", "U8", "[0]", 2, 2), 4))
+        self.assertEqual(self.at("b") + "data_offsets [2, 6] overlap tensor 'a' [0, 4]",
+                         two(("b", "U8", "[4]", 2, 6), 6))
+        self.assertEqual(self.at("b") + "data_offsets [0, 4] overlap tensor 'a' [0, 4]",
+                         two(("b", "U8", "[4]", 0, 4), 4))
+        self.assertEqual(self.at("e") + "data_offsets [2, 2] overlap tensor 'a' [0, 4]",
+                         two(("e", "U8", "[0]", 2, 2), 4))
         self.assertEqual(self.at("b") + "data_offsets [5, 9] leave a hole of 1 bytes after tensor 'a'",
                          two(("b", "U8", "[4]", 5, 9), 9))
-        self.assertEqual(self.at("a") + "data_offsets [3, 7] leave a hole of 3 bytes after the start of the data section",
+        self.assertEqual(self.at("a") + "data_offsets [3, 7] leave a hole of 3 bytes after the start of the data "
+                         "section",
                          self.fail("{" + entry("a", "U8", "[4]", 3, 7) + "}", 7))
         self.assertEqual(self.at() + "the data section has 6 bytes but the tensors cover 4: 2 bytes at the end belong "
                          "to no tensor", self.fail("{" + entry("a", "U8", "[4]", 0, 4) + "}", 6))
@@ -465,7 +470,8 @@ class ChangeTest(TempDirTest):
         with open_checkpoint(d) as cp:
             os.truncate(d, 8)
             with self.assertRaises(CheckpointError) as caught:
-                cp.check_unchanged("during the load", "refusing to serve it; restart the daemon once the file is stable")
+                cp.check_unchanged("during the load",
+                                   "refusing to serve it; restart the daemon once the file is stable")
             self.assertRegex(str(caught.exception), rf"^checkpoint {d} changed during the load \(size 68 -> 8 bytes, "
                              r"mtime(, ctime)?, header bytes \(the file is now shorter than its header\)\): refusing to"
                              r" serve it; restart the daemon once the file is stable$")
@@ -504,7 +510,8 @@ class FingerprintTest(TempDirTest):
 
     def test_lists_only_files_of_selected_tables_in_code_point_order(self) -> None:
         a = write_safetensors(self.path("a.safetensors"), [("\uffff", "U8", [1], b"f"), ("z", "U8", [1], b"z")])
-        b = write_safetensors(self.path("b.safetensors"), [("\U0001F600", "U8", [1], b"s"), ("\u00e9", "U8", [1], b"e")])
+        b = write_safetensors(self.path("b.safetensors"), [("\U0001F600", "U8", [1], b"s"),
+                                                           ("\u00e9", "U8", [1], b"e")])
         with open_checkpoint([b, a]) as cp:
             fp = decode_fingerprint(fingerprint(cp))
             self.assertEqual(("*",), fp.patterns)
@@ -557,7 +564,8 @@ class FingerprintTest(TempDirTest):
         self.assertEqual(f"fingerprint at byte {len(good)}: 3 bytes left over after the last table",
                          self.decode_error(good + b"abc"))
         self.assertEqual("fingerprint at byte 0: magic needs 4 bytes but only 2 are left", self.decode_error(b"EG"))
-        self.assertEqual(f"fingerprint at byte 12: backend of 2147483647 bytes runs past the end ({len(good) - 16} left)",
+        self.assertEqual(f"fingerprint at byte 12: backend of 2147483647 bytes runs past the end "
+                         f"({len(good) - 16} left)",
                          self.decode_error(good[:12] + struct.pack("<I", 0x7FFFFFFF) + good[16:]))
         self.assertEqual(f"fingerprint at byte 21: 4294967295 patterns cannot fit in the {len(good) - 25} bytes left",
                          self.decode_error(good[:21] + b"\xff\xff\xff\xff" + good[25:]))
@@ -575,14 +583,17 @@ class FingerprintTest(TempDirTest):
         self.assertEqual(f"fingerprint at byte {len(good) - 8}: table 't': F4 [2, 2] is 2 bytes, not 3",
                          self.decode_error(patch(len(good) - 8, 3)))
         self.assertEqual(f"fingerprint at byte {len(good) - 8}: F4 [3, 1] has 3 elements of 4 bits = 12 bits, not a "
-                         "whole number of bytes", self.decode_error(good[:table_at + 15] + struct.pack("<QQQ", 3, 1, 2)))
+                         "whole number of bytes",
+                         self.decode_error(good[:table_at + 15] + struct.pack("<QQQ", 3, 1, 2)))
 
     def test_decodes_only_canonical_order(self) -> None:
-        two = Fingerprint(1, "", ("*",), (), (FingerprintTable("b", "U8", (1,), 1), FingerprintTable("a", "U8", (1,), 1)))
+        two = Fingerprint(1, "", ("*",), (),
+                          (FingerprintTable("b", "U8", (1,), 1), FingerprintTable("a", "U8", (1,), 1)))
         from engram_host.checkpoint import _encode
         data = _encode(two)
         second = data.rindex(b"\x01\x00\x00\x00a")
-        self.assertEqual(f"fingerprint at byte {second}: table 'a' is out of order (after 'b')", self.decode_error(data))
+        self.assertEqual(f"fingerprint at byte {second}: table 'a' is out of order (after 'b')",
+                         self.decode_error(data))
         same = data[:second + 4] + b"b" + data[second + 5:]
         self.assertEqual(f"fingerprint at byte {second}: table 'b' is repeated", self.decode_error(same))
 
@@ -696,8 +707,8 @@ class JavaCrossCheckTest(unittest.TestCase):
             "every dtype": [cls.every],
             "rank 17": [cls.rank17],
         }
-        procs = {k: subprocess.Popen([LAUNCHER, "inspect", "--json", *v], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=QUICK_JVM) for k, v in cls.cases.items()}
+        procs = {k: subprocess.Popen([LAUNCHER, "inspect", "--json", *v], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=QUICK_JVM) for k, v in cls.cases.items()}
         cls.served_patterns = ["engram.layers.1.*", "*.scale"]
         sock = os.path.join(cls.dir, "s.sock")
         serve = subprocess.Popen([LAUNCHER, "serve", "--checkpoint", cls.cases["index"][0], "--tables",
@@ -754,7 +765,8 @@ class JavaCrossCheckTest(unittest.TestCase):
             encoded = fingerprint(cp, self.served_patterns, "memfd")
             self.assertEqual(self.ready["fingerprint"], fingerprint_sha256_hex(encoded))
             self.assertEqual("memfd", self.ready["backend"])
-            self.assertNotEqual(self.ready["fingerprint"], fingerprint_sha256_hex(fingerprint(cp, self.served_patterns)))
+            self.assertNotEqual(self.ready["fingerprint"],
+                                fingerprint_sha256_hex(fingerprint(cp, self.served_patterns)), "the backend counts")
             fp = decode_fingerprint(encoded)
             self.assertEqual(["*.scale", "engram.layers.1.*"], list(fp.patterns))
             self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight",
@@ -766,8 +778,9 @@ class JavaCrossCheckTest(unittest.TestCase):
                 continue
             with self.subTest(case), open_checkpoint(paths) as cp:
                 java = self.inspected[case]
-                self.assertEqual(java["files"], [{"name": f.name, "size": f.size, "header_sha256": f.header_sha256.hex(),
-                                                  "tensors": len(f.tensors)} for f in cp.files])
+                self.assertEqual(java["files"], [{"name": f.name, "size": f.size,
+                                                  "header_sha256": f.header_sha256.hex(), "tensors": len(f.tensors)}
+                                                 for f in cp.files])
                 # inspect lists tensors in Java's String order (UTF-16 units), the fingerprint in code point order
                 java_tensors = sorted(java["tensors"], key=lambda t: t["name"])
                 self.assertEqual(java_tensors, [{"name": t.name, "dtype": t.dtype, "shape": list(t.shape),

@@ -241,7 +241,8 @@ class SidecarTest(TempDirTest):
                          self.read_error(self.doc(algorithm="xxh64")))
         self.assertEqual("'chunk_bytes' is the number 1024, this build reads only 16777216",
                          self.read_error(self.doc(chunk_bytes=1024)))
-        self.assertEqual("'tables' is not an object of table name to digest but a list", self.read_error(self.doc(tables=[])))
+        self.assertEqual("'tables' is not an object of table name to digest but a list",
+                         self.read_error(self.doc(tables=[])))
         self.assertEqual("table 'a': digest is the number 5, not 64 lower-case hex digits",
                          self.read_error(self.doc(tables={"a": 5})))
         self.assertEqual(f"table 'a': digest is the string \"{self.D1.upper()[:40]}...\", not 64 lower-case hex digits",
