@@ -54,7 +54,7 @@ PY=skipped
 if [[ ",$PARTS," == *",python,"* ]]; then
 echo "== python gpu tests"
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' >> "$OUT/env.txt" 2>&1
-WORK="$WORK" ENGRAM_HOST_LAUNCHER="$B/engram-host" TMPDIR="$WORK/tmp" timeout ${PY_TEST_TIMEOUT:-420} \
+PYTHONPATH="$B/python" WORK="$WORK" ENGRAM_HOST_LAUNCHER="$B/engram-host" TMPDIR="$WORK/tmp" timeout ${PY_TEST_TIMEOUT:-420} \
     python3 -m unittest discover -v -s "$B/python/tests/gpu" -t "$B/python/tests" > "$OUT/python-gpu.txt" 2>&1
 PY=$?
 tail -25 "$OUT/python-gpu.txt"

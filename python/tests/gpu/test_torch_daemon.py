@@ -98,6 +98,7 @@ class BackendCase:
         self.device = _cuda.Device(0)
         gc.collect()
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # PyTorch's cached blocks would hide what the import holds
         self.fds, self.maps, self.nv = fd_count(), memfd_mappings(), nvidia_mappings()
         self.free_before = self.device.mem_info()[0]
 
@@ -160,6 +161,7 @@ class BackendCase:
             d.close()
         gc.collect()
         torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         self.assertEqual(self.fds, fd_count(), "an fd was left open")
         self.assertEqual(self.maps, memfd_mappings(), "a memfd mapping was left")
         self.assertEqual(self.nv, nvidia_mappings(), "a mapping of the GPU driver was left")
@@ -178,9 +180,13 @@ class BackendCase:
                 imported = engram_host.connect({d.socket!r}, device=0, cpu_view={self.backend == 'cuda-vmm'})
                 where = sys.argv[1]
                 t = imported[{name!r}].to_torch(cpu=where == 'cpu').view(torch.uint8)
-                print('writing', where, flush=True)
+                how = sys.argv[2]
+                print('writing', where, how, flush=True)
                 try:
-                    t[0, 0] = t[0, 0] + 1
+                    if how == 'kernel':
+                        t[0].add_(1)  # an elementwise kernel writes through the view
+                    else:
+                        t[0].copy_(t[1])  # a copy (cudaMemcpy on the GPU)
                     torch.cuda.synchronize()
                 except Exception as e:
                     print('ERROR', type(e).__name__, str(e).splitlines()[0], flush=True)
@@ -192,9 +198,10 @@ class BackendCase:
                     sys.exit(3)
                 print('WROTE', flush=True)
             """)
-            for where in ("cpu", "gpu"):
-                p = subprocess.run([sys.executable, "-c", script, where], capture_output=True, text=True, timeout=120)
-                print(f"\nGPU-WRITE {self.backend} {where}: rc={p.returncode} {p.stdout.strip()!r} "
+            for where, how in (("cpu", "kernel"), ("gpu", "kernel"), ("gpu", "copy")):
+                p = subprocess.run([sys.executable, "-c", script, where, how], capture_output=True, text=True,
+                                   timeout=120)
+                print(f"\nGPU-WRITE {self.backend} {where} {how}: rc={p.returncode} {p.stdout.strip()!r} "
                       f"{p.stderr.strip()[-300:]!r}", flush=True)
                 self.assertNotIn("WROTE", p.stdout, f"{where}: a write went through")
                 if where == "cpu":
