@@ -27,7 +27,8 @@ __all__ = [
     "is_sidecar", "read_sidecar", "trusted_digests_from_checkpoint",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview, object]
+#: Anything with the buffer protocol: bytes, bytearray, memoryview, array, a ctypes array, an mmap.
+Buffer = object
 #: A file region: (fd, offset, length), or (fd, offset, length, what) where ``what`` names it in errors.
 FileRegion = Union[Tuple[int, int, int], Tuple[int, int, int, str]]
 
