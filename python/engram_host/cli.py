@@ -18,7 +18,6 @@ from . import __version__, _paths, client, errors as E
 from ._wire import MAX_VERSION, MIN_VERSION
 
 ALGORITHM = "sha256-tree-v1"
-NOT_CPU_READABLE = "not checked: not CPU-readable"
 
 
 class UsageError(Exception):
@@ -230,54 +229,16 @@ def _describe(imported: client.ImportedTables, args) -> list:
 
 
 def _content_check(imported: client.ImportedTables, args) -> dict:
-    from . import digests
-    threads = args.verify_threads if args.verify_threads > 0 else (os.cpu_count() or 1)
-    sources = args.verify_content
-    t0 = time.perf_counter()
-    sidecars = [p for p in sources if digests.is_sidecar(p)]
-    if sidecars and len(sidecars) != len(sources):
-        raise ValueError("--verify-content: give sidecars (*.engram-digests.json) or a checkpoint, not both")
-    if sidecars:
-        trusted: dict = {}
-        for p in sources:
-            for name, d in digests.read_sidecar(p).items():
-                other = trusted.setdefault(name, d)
-                if other != d:
-                    raise ValueError(f"--verify-content: the sidecars give table '{name}' two digests: {other} and {d}")
-        source = " ".join(sources)
-    else:
-        trusted = digests.trusted_digests_from_checkpoint(sources, list(imported.tables), threads)
-        source = "checkpoint " + " ".join(sources)
-    trusted_s = time.perf_counter() - t0
-    readable = [t for t in imported.tables.values() if t.has_cpu_view]
-    t1 = time.perf_counter()
-    mapped = digests.tree_digest_all([t.buffer() for t in readable], threads)
-    seconds = time.perf_counter() - t1
-    by_table = {t.name: (NOT_CPU_READABLE, None) for t in imported.tables.values() if not t.has_cpu_view}
-    problems = []
-    for t, d in zip(readable, mapped):
-        expected = trusted.get(t.name)
-        if expected is None:
-            problems.append(f"table '{t.name}' has no trusted digest in {source}")
-        elif expected != d:
-            problems.append(f"table '{t.name}': the mapped bytes have digest {d} but {source} says {expected}")
-        by_table[t.name] = ("verified", d)
-    if problems:
-        imported.close()
-        more = "" if len(problems) == 1 else f" (and {len(problems) - 1} more tables)"
-        raise E.ContentMismatch(f"content check ({ALGORITHM}) failed: {problems[0]}{more}; the tables were closed",
-                                details=problems)
-    nbytes = sum(t.nbytes for t in readable)
-    summary = {"algorithm": ALGORITHM, "trusted": source, "verified": len(readable),
-               "not_checked": len(imported.tables) - len(readable), "bytes": nbytes, "trusted_s": trusted_s,
-               "check_s": seconds, "gb_per_s": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "threads": threads}
+    threads = args.verify_threads if args.verify_threads > 0 else None
+    report = imported.verify_content(args.verify_content, threads)
     if not args.json:
-        for name, (status, d) in by_table.items():
+        for name, (status, d) in report.tables.items():
             print(f"content {name:<48} {status}{'' if d is None else ' ' + d}")
-        print(f"content check ({ALGORITHM}): {len(readable)} tables verified, {summary['not_checked']} not checked, "
-              f"against {source}; {nbytes} bytes checked in {seconds:.3f} s ({summary['gb_per_s']:.2f} GB/s, "
-              f"{threads} threads)")
-    return {"summary": summary, "by_table": by_table}
+        c = report.summary
+        print(f"content check ({ALGORITHM}): {c['verified']} tables verified, {c['not_checked']} not checked, "
+              f"against {c['trusted']}; {c['bytes']} bytes checked in {c['check_s']:.3f} s ({c['gb_per_s']:.2f} GB/s, "
+              f"{c['threads']} threads)")
+    return {"summary": report.summary, "by_table": report.tables}
 
 
 def _make_tensors(imported: client.ImportedTables, import_torch_ms: float) -> dict:

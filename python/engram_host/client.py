@@ -412,6 +412,14 @@ class ImportedTables:
         """Why the daemon is gone, or None while it serves (or for a load from disk)."""
         return self._watch.check() if self._watch is not None else None
 
+    def verify_content(self, sources: Sequence[PathLike], threads: Optional[int] = None) -> "ContentReport":
+        """The content check (docs/checkpoints.md): every CPU-readable table's sha256-tree-v1 digest, computed over
+        the mapped bytes on ``threads`` threads (default: one per CPU), must equal a trusted one, from sidecars
+        (``*.engram-digests.json``, ``engram-digests.json``) or computed from a checkpoint's files. Tables without a
+        CPU view are reported "not checked: not CPU-readable". On any difference, or a table without a trusted
+        digest, the tables are closed and :class:`ContentMismatch` raised naming them."""
+        return _verify_content(self, [os.fspath(p) for p in sources], threads or os.cpu_count() or 1)
+
     def live_views(self) -> int:
         """How many views (tensors, arrays, buffers) handed out are still alive."""
         return self._attachment.live_exports()
@@ -443,6 +451,64 @@ class ImportedTables:
                 watch.close()
             channel.close()
         attachment.release()
+
+
+# ------------------------------------------------------------------------------------------ content check
+
+CONTENT_ALGORITHM = "sha256-tree-v1"
+NOT_CPU_READABLE = "not checked: not CPU-readable"
+
+
+@dataclass
+class ContentReport:
+    """What :meth:`ImportedTables.verify_content` found: per table (status, digest or None), and the summary
+    ``import --json`` prints as ``content_check``."""
+    tables: dict
+    summary: dict
+
+
+def _verify_content(imported: ImportedTables, sources: list, threads: int) -> ContentReport:
+    from . import digests
+    imported._check_open()
+    t0 = time.perf_counter()
+    sidecars = [p for p in sources if digests.is_sidecar(p)]
+    if sidecars and len(sidecars) != len(sources):
+        raise ValueError("--verify-content: give sidecars (*.engram-digests.json) or a checkpoint, not both")
+    if sidecars:
+        trusted: dict = {}
+        for p in sources:
+            for name, d in digests.read_sidecar(p).items():
+                other = trusted.setdefault(name, d)
+                if other != d:
+                    raise ValueError(f"--verify-content: the sidecars give table '{name}' two digests: {other} and {d}")
+        source = " ".join(sources)
+    else:
+        trusted = digests.trusted_digests_from_checkpoint(sources, list(imported.tables), threads)
+        source = "checkpoint " + " ".join(sources)
+    trusted_s = time.perf_counter() - t0
+    readable = [t for t in imported.tables.values() if t.has_cpu_view]
+    t1 = time.perf_counter()
+    mapped = digests.tree_digest_all([t.buffer() for t in readable], threads)
+    seconds = time.perf_counter() - t1
+    by_table = {t.name: (NOT_CPU_READABLE, None) for t in imported.tables.values()}
+    problems = []
+    for t, d in zip(readable, mapped):
+        expected = trusted.get(t.name)
+        if expected is None:
+            problems.append(f"table '{t.name}' has no trusted digest in {source}")
+        elif expected != d:
+            problems.append(f"table '{t.name}': the mapped bytes have digest {d} but {source} says {expected}")
+        by_table[t.name] = ("verified", d)
+    if problems:
+        imported.close()
+        more = "" if len(problems) == 1 else f" (and {len(problems) - 1} more tables)"
+        raise E.ContentMismatch(f"content check ({CONTENT_ALGORITHM}) failed: {problems[0]}{more}; the tables were "
+                                "closed", details=problems)
+    nbytes = sum(t.nbytes for t in readable)
+    summary = {"algorithm": CONTENT_ALGORITHM, "trusted": source, "verified": len(readable),
+               "not_checked": len(imported.tables) - len(readable), "bytes": nbytes, "trusted_s": trusted_s,
+               "check_s": seconds, "gb_per_s": nbytes / seconds / 1e9 if seconds > 0 else 0.0, "threads": threads}
+    return ContentReport(by_table, summary)
 
 
 # ------------------------------------------------------------------------------------------ connecting

@@ -106,6 +106,28 @@ class ImportTest(unittest.TestCase):
             self.fail("the lease outlived BYE")
 
 
+class ContentCheckTest(unittest.TestCase):
+    def test_against_the_checkpoint_and_a_wrong_sidecar(self):
+        with engram_host.connect(DAEMON.socket) as imported:
+            report = imported.verify_content([CKPT], threads=2)
+            self.assertEqual(len(EXPECTED), report.summary["verified"])
+            self.assertEqual({"verified"}, {status for status, _ in report.tables.values()})
+        sidecar = os.path.join(WORK, "one-wrong.engram-digests.json")
+        run_cli("inspect", "--write-digests", CKPT)
+        with open(os.path.join(CKPT, "engram-digests.json")) as f:
+            doc = json.load(f)
+        doc["tables"]["engram.layers.14.embedding.scale"] = "0" * 64
+        with open(sidecar, "w") as f:
+            json.dump(doc, f)
+        imported = engram_host.connect(DAEMON.socket)
+        with self.assertRaises(E.ContentMismatch) as cm:
+            imported.verify_content([sidecar])
+        self.assertIn("table 'engram.layers.14.embedding.scale': the mapped bytes have digest", str(cm.exception))
+        self.assertTrue(imported.closed)
+        gc.collect()
+        self.assertTrue(imported.memory_freed)
+
+
 class LifetimeTest(unittest.TestCase):
     def test_no_fd_and_no_mapping_left_after_close_and_views_freed(self):
         fds, maps = fd_count(), memfd_mappings()
