@@ -4,6 +4,8 @@
 #   jre.tar.gz       a jlink runtime with the modules the jar uses (jdeps), --compress=2
 #   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
 #   engram-attach    the C client (native/c/engram_attach.c): the C baselines of AttachBench and RestartBench
+#   python/          the Python client (python/engram_host, python/pyproject.toml): RestartBench's Python peer
+#                    (bench-gpu.sh names it with -Dengram.python.path; PyTorch comes from the machine's python3)
 #   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
 #   test-classes/, lib-test/, bench-gpu-test.sh   the jmh module's gpu-tagged tests and the JUnit console
 # Usage: scripts/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
@@ -22,6 +24,9 @@ cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh scri
 mkdir -p "$STAGE/test-classes"
 cp -r jmh/target/test-classes "$STAGE/test-classes/jmh"
 cp -r jmh/target/lib-test "$STAGE/lib-test"
+mkdir -p "$STAGE/python"
+cp -r python/engram_host python/pyproject.toml "$STAGE/python/"
+find "$STAGE/python" -name __pycache__ -prune -exec rm -rf {} +
 cp native/target/classes/io/engramhost/os/jvm.options "$STAGE/jvm.options"
 MODULES=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 jmh/target/benchmarks.jar)
 # Chronicle needs java.naming at run time; jdk.unsupported for sun.misc.Unsafe (found by jdeps too);

@@ -7,13 +7,19 @@
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)
 #   gather    GpuGatherBench: random rows vs a sequential read, 3 backends (about 3 min)
 #   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows               (about 2 min)
-#   restart   RestartBench: process start to tables usable, Java vs C, 16 GiB (about 3 min)
+#   restart   RestartBench: process start to tables usable, Java, C and Python (with import torch alone), 16 GiB,
+#             the three backends (about 6 min); BACKEND and TABLE_MIB narrow it, e.g. BACKEND=cuda-vmm TABLE_MIB=40960
+#   restart-py16, restart-py40   RestartBench's four benchmarks (javaClient, cClient, pythonClient,
+#             pythonImportTorch) on one backend, BACKEND (default cuda-vmm; run once per backend), at 16 and
+#             40 GiB: 1 warmup and 5 measured shots each (about 3 and 4 min); files restart-py16-BACKEND.*
+#             Python after import torch = pythonClient - pythonImportTorch, compared with cClient
 #   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
 #   busy      BusyDaemonBench: an import with 1,000 idle, slowloris or polling peers, against none (about 2 min)
 #   coldload  CheckpointLoader against pread, from the page cache and cold, on this machine (about 2 min;
 #             the checkpoint goes to $ENGRAM_BENCH_DIR, which must not be tmpfs)
-# Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only).
-# Usage: OUT=/some/dir bash bench-gpu-pass.sh PART [PART...]
+# Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only; restart-py40
+# on memfd-hugetlb takes at least 20736 = 40.5 GiB).
+# Usage: OUT=/some/dir [BACKEND=cuda-vmm|memfd-hugetlb|memfd] bash bench-gpu-pass.sh PART [PART...]
 set -uo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$B/out}
@@ -27,18 +33,28 @@ for part in "$@"; do
         attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
         gather) args=(--name gather GpuGatherBench) ;;
         gather16) args=(--name gather-16g -p tableMiB=16384 -p rowBytes=264 GpuGatherBench) ;;
-        restart) args=(--name restart RestartBench) ;;
+        restart) args=(--name "restart${BACKEND:+-$BACKEND}${TABLE_MIB:+-$TABLE_MIB}"
+                       -p "backend=${BACKEND:-memfd,memfd-hugetlb,cuda-vmm}" -p "tableMiB=${TABLE_MIB:-16384}"
+                       RestartBench) ;;
+        restart-py16) args=(--name "restart-py16-${BACKEND:-cuda-vmm}" -wi 1 -i 5 -p "backend=${BACKEND:-cuda-vmm}"
+                            -p tableMiB=16384 RestartBench) ;;
+        restart-py40) args=(--name "restart-py40-${BACKEND:-cuda-vmm}" -wi 1 -i 5 -p "backend=${BACKEND:-cuda-vmm}"
+                            -p tableMiB=40960 RestartBench) ;;
         handshake) args=(--name cpu-handshake HandshakeBench HandshakePartsBench) ;;
         busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
                         'ColdLoadBench\.(loaderIntoMemfd|preadIntoAnonymous)$') ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, handshake, busy, coldload)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
     esac
     suite=gpu
     case "$part" in handshake|coldload|busy) suite=cpu ;; esac
+    pages=$HUGEPAGES
+    if [ "$part" = restart-py40 ] && [ "${BACKEND:-cuda-vmm}" = memfd-hugetlb ] && [ "$pages" -lt 20736 ]; then
+        pages=20736 # the 40 GiB table (20480 pages) and some room
+    fi
     name=${args[1]}
     echo "== $part: bench-gpu.sh ${args[*]}  ($(date -u +%H:%M:%S))"
-    SUITE=$suite OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
+    HUGEPAGES=$pages SUITE=$suite OUT="$OUT" bash "$B/bench-gpu.sh" "${args[@]}" > "$OUT/$name.log" 2>&1
     rc=$?
     echo "   exit $rc ($(date -u +%H:%M:%S)); failures: $(grep -c '<failure>' "$OUT/$name.log")"
     grep -A3 '<failure>' "$OUT/$name.log" | head -20

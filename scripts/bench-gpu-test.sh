@@ -14,7 +14,7 @@ export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
 FLAGS=$(cat "$B/jvm.options")
 CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
 # shellcheck disable=SC2086
-timeout "${TEST_TIMEOUT:-400}" "$WORK/jre/bin/java" $FLAGS "-Djava.io.tmpdir=$WORK/tmp" \
+timeout "${TEST_TIMEOUT:-400}" "$WORK/jre/bin/java" $FLAGS "-Djava.io.tmpdir=$WORK/tmp" "-Dengram.python.path=$B/python" \
     -cp "$B/benchmarks.jar:$B/test-classes/jmh:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
     --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu \
     --scan-classpath="$B/test-classes/jmh" --reports-dir="$WORK/reports" > "$OUT/bench-junit.txt" 2>&1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the GPU suite (AttachBench,
-# GpuGatherBench, RestartBench) with the bundled runtime and C client (ENGRAM_ATTACH). Results:
+# GpuGatherBench, RestartBench) with the bundled runtime, C client (ENGRAM_ATTACH) and Python client
+# (-Dengram.python.path=$B/python, run by python3 on PATH or $ENGRAM_HOST_PYTHON). Results:
 # $OUT/gpu.json and $OUT/gpu.meta.json (copy them to bench/results/<date>-<host>/ and run
 # scripts/bench-report.py); bench-gpu-pass.sh runs the whole pass in parts. Extra arguments go to BenchMain/JMH,
 # e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first reserves N 2 MiB pages (root only) for the
@@ -20,4 +21,4 @@ fi
 export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
 export ENGRAM_GIT_COMMIT=${ENGRAM_GIT_COMMIT:-$(cat "$B/COMMIT" 2>/dev/null || echo unknown)}
 cd "$WORK"
-exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" -jar "$B/benchmarks.jar" --suite "${SUITE:-gpu}" --out "$OUT" "$@"
+exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" "-Dengram.python.path=$B/python" -jar "$B/benchmarks.jar" --suite "${SUITE:-gpu}" --out "$OUT" "$@"

@@ -31,11 +31,20 @@ final class BenchTables {
         return "engram.layers." + i + ".embedding.weight";
     }
 
-    /** The fingerprint this catalog serves (hex), derived from its shape so a client can expect it. */
+    /**
+     * The fingerprint record this catalog serves in place of a checkpoint's structured one: its shape. Not a canonical
+     * structured fingerprint (nothing here has a checkpoint), but the manifest's fingerprint_sha256 is its SHA-256, as
+     * docs/protocol.md requires and the Python client checks.
+     */
+    static byte[] fingerprint(int count, long rows, int rowBytes) {
+        return ("bench:" + count + "x" + rows + "x" + rowBytes).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    }
+
+    /** The fingerprint this catalog serves (hex: the SHA-256 of {@link #fingerprint}), so a client can expect it. */
     static String fingerprintHex(int count, long rows, int rowBytes) {
         try {
             MessageDigest sha = MessageDigest.getInstance("SHA-256");
-            sha.update(("bench:" + count + "x" + rows + "x" + rowBytes).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            sha.update(fingerprint(count, rows, rowBytes));
             return HexFormat.of().formatHex(sha.digest());
         } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException("SHA-256 is missing from this JVM", e);
@@ -72,7 +81,7 @@ final class BenchTables {
             }
             String hex = fingerprintHex(count, rows, rowBytes);
             byte[] sha = HexFormat.of().parseHex(hex);
-            Manifest manifest = new Manifest(sha, new byte[0], rs, ts);
+            Manifest manifest = new Manifest(sha, fingerprint(count, rows, rowBytes), rs, ts);
             List<Fd> fds = owned.stream().map(HostRegion::fd).toList();
             List<HostRegion> all = List.copyOf(owned);
             return new Catalog(manifest, fds, hex, e -> differences(e, sha), kind.backend(), () -> closeAll(all));

@@ -45,7 +45,7 @@ final class CPeer implements AutoCloseable {
 
     /** Starts the peer for GPU {@code device} and waits for it to connect. */
     static CPeer start(int device) {
-        Path binary = NativeClients.engramAttach();
+        Path binary = PeerClients.engramAttach();
         Path dir;
         try {
             dir = Files.createTempDirectory("engram-cpeer-");

@@ -40,18 +40,34 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * The full restart of an engine's client process: from starting the process to its tables being usable,
- * the JVM or the C runtime, the CUDA context, the handshake and the attach all included. Ours: the Java
- * client ({@code engram-host import --json}, a fresh JVM with the project's flags), usable when it prints
- * its JSON line. Baseline: the C client ({@code engram-attach --ready-line}), usable at its
- * {@code attached 1} line. Both attach the same table from one daemon in this JVM: one table of
- * {@code tableMiB} in one region of {@code backend}, made by the daemon's own region factory. With
- * {@code view=gpu} every table gets a GPU view (memfds registered, cuda-vmm imported and GPU-mapped);
+ * the runtime (JVM, C or Python), the CUDA context, the handshake and the attach all included. Three peers attach
+ * the same table from one daemon in this JVM: one table of {@code tableMiB} in one region of {@code backend},
+ * made by the daemon's own region factory.
+ * <ul>
+ * <li>Ours, Java: {@code engram-host import --json} in a fresh JVM with the project's flags ({@link #javaClient}),
+ * usable when it prints its JSON line.
+ * <li>Baseline, C: {@code engram-attach --ready-line} ({@link #cClient}), usable at its {@code attached 1} line.
+ * <li>Python: {@code python3 -m engram_host import --json --torch} ({@link #pythonClient}), usable at its JSON
+ * line: it imports torch first, as an engine has, then imports every table and makes each a PyTorch tensor (on
+ * GPU 0 with {@code view=gpu}). An engine has paid for its interpreter and {@code import torch} before it asks for
+ * its tables, so {@link #pythonImportTorch} times that part alone ({@code python3 -c "import torch;
+ * print('ready')"}), and "Python after import torch" is {@code pythonClient - pythonImportTorch} (medians, same
+ * parameters); its ratio to C is {@code cClient / (pythonClient - pythonImportTorch)} (issue 11's target: within
+ * 1.2x of C, i.e. at least 0.83). With {@code torch=false} (CI, where there is no PyTorch) the client makes no
+ * tensors and {@code pythonImportTorch} times the bare interpreter. The interpreter is {@code -Dengram.python} or
+ * {@code $ENGRAM_HOST_PYTHON}, else {@code python3} on PATH; the package directory {@code -Dengram.python.path} or
+ * {@code $ENGRAM_HOST_PYTHONPATH}, else the repository's {@code python/} ({@link PeerClients}); a missing
+ * interpreter, package or (with {@code torch=true}) PyTorch fails the Python benchmarks, naming it, before the
+ * table is made.
+ * </ul>
+ * With {@code view=gpu} every table gets a GPU view (memfds registered, cuda-vmm imported and GPU-mapped);
  * {@code view=cpu} maps memfds for the CPU only and exists so the plumbing can be tested without a GPU.
  * Each shot is one process; after the shot (not timed) the child releases, exits by itself and must
- * exit 0.
+ * exit 0, and the Java and Python clients' JSON must describe the table (and, with torch, its tensor).
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SingleShotTime)
@@ -66,6 +82,8 @@ public class RestartBench {
     static final int ROW_BYTES = 256;
     /** The C client's ready line for its one repetition. */
     static final String C_READY = "attached 1";
+    /** pythonImportTorch's ready line. */
+    static final String PYTHON_READY = "ready";
 
     /** memfd, memfd-hugetlb or cuda-vmm (a HOST_NUMA allocation on GPU 0's node). */
     @Param({"memfd", "memfd-hugetlb", "cuda-vmm"})
@@ -79,10 +97,23 @@ public class RestartBench {
     @Param({"gpu"})
     public String view;
 
+    /**
+     * true: the Python client imports torch first and makes every table a tensor ({@code --torch}), as an engine
+     * would; false: neither (CI, without PyTorch). Only the Python benchmarks read it.
+     */
+    @Param({"true"})
+    public boolean torch;
+
     /** Tests shorten it to see the kill. */
     long childTimeoutMillis = CHILD_TIMEOUT_MILLIS;
     /** engram-attach, found on first use ({@link #engramAttach()}); tests may set a stand-in. */
     Path attachBinary;
+    /** The Python client, found and checked in the trial setup or on first use ({@link #python()}); or a stand-in. */
+    PeerClients.Python python;
+    /** The package compiled in this trial's scratch directory, which the Python children import. */
+    private PeerClients.Python compiled;
+    private List<String> pythonCommand;
+    private List<String> importTorchCommand;
 
     private RegionKind kind;
     private boolean gpu;
@@ -93,7 +124,29 @@ public class RestartBench {
     private Thread reaper;
     private volatile Child child;
 
+    /**
+     * JMH's trial setup: the Python benchmarks first find and check the interpreter, the package and torch (not
+     * timed, and before a large table is made for nothing); then {@link #setUp()}.
+     */
     @Setup(Level.Trial)
+    public void setUpTrial(BenchmarkParams params) {
+        String m = params.getBenchmark();
+        boolean py = m.endsWith(".pythonClient") || m.endsWith(".pythonImportTorch");
+        if (py) {
+            python();
+        }
+        setUp();
+        if (py) {
+            try {
+                pythonCommands(); // compiles the package's copy: not in the first shot
+            } catch (RuntimeException | Error e) {
+                release();
+                throw e;
+            }
+        }
+    }
+
+    /** The daemon and its table (tests call it directly). */
     public void setUp() {
         kind = kind(backend);
         gpu = gpuView(view);
@@ -136,7 +189,7 @@ public class RestartBench {
     /** Ours: a fresh JVM runs {@code engram-host import}; returns its JSON line, printed while the tables are held. */
     @Benchmark
     public String javaClient() {
-        return run("the Java client", javaCommand, l -> l.startsWith("{"), "java");
+        return run("the Java client", javaCommand, l -> l.startsWith("{"), "java", Map.of());
     }
 
     /** Baseline: {@code engram-attach} (C); returns its {@code attached 1} line. */
@@ -148,7 +201,60 @@ public class RestartBench {
         if (gpu && kind.memfd()) {
             cmd.add("--register");
         }
-        return run("the C client", cmd, C_READY::equals, "c");
+        return run("the C client", cmd, C_READY::equals, "c", Map.of());
+    }
+
+    /**
+     * Python: {@code python3 -m engram_host import --json} (with {@code --torch}, and {@code --gpu --device 0} for
+     * the gpu view); returns its JSON line, printed while the tables (and tensors) are held.
+     */
+    @Benchmark
+    public String pythonClient() {
+        pythonCommands();
+        return run("the Python client", pythonCommand, l -> l.startsWith("{"), "python", compiled.environment());
+    }
+
+    /**
+     * What an engine has paid before it asks for its tables: the same interpreter, with the same environment, runs
+     * {@code import torch} (only starts, with {@code torch=false}) and prints {@code ready}; subtracted from
+     * {@link #pythonClient}.
+     */
+    @Benchmark
+    public String pythonImportTorch() {
+        pythonCommands();
+        return run("the Python interpreter (import torch)", importTorchCommand, PYTHON_READY::equals, "import-torch",
+                compiled.environment());
+    }
+
+    /** The Python client ({@link PeerClients#python}), found and checked once. */
+    PeerClients.Python python() {
+        if (python == null) {
+            python = PeerClients.python(torch);
+        }
+        return python;
+    }
+
+    /**
+     * The Python benchmarks' commands for this trial's daemon, made once (in the trial setup, or on first use), and
+     * the compiled copy of the package they import ({@link PeerClients.Python#compiledCopy}).
+     */
+    private void pythonCommands() {
+        if (pythonCommand != null) {
+            return;
+        }
+        compiled = python().compiledCopy(scratch.resolve("python"));
+        String exe = compiled.interpreter().toString();
+        List<String> cmd = new ArrayList<>(List.of(exe, "-m", "engram_host", "import", "--socket",
+                daemon.socket().toString(), "--json"));
+        if (torch) {
+            cmd.add("--torch");
+        }
+        if (gpu) {
+            cmd.addAll(List.of("--gpu", "--device", "0"));
+        }
+        pythonCommand = List.copyOf(cmd);
+        importTorchCommand = List.of(exe, "-c", (torch ? "import torch; " : "") + "print('" + PYTHON_READY
+                + "', flush=True)");
     }
 
     /** java from this JVM's home, the project's flags, this JVM's tmpdir and class path, the CLI's import. */
@@ -186,7 +292,9 @@ public class RestartBench {
                 throw c.failure("exited with status " + status + " after its ready line");
             }
             if (c.label.equals("java")) {
-                checkJavaLine(c);
+                checkJsonLine(c, false);
+            } else if (c.label.equals("python")) {
+                checkJsonLine(c, torch);
             }
         } finally {
             c.destroy();
@@ -199,13 +307,15 @@ public class RestartBench {
         release();
     }
 
-    private String run(String what, List<String> command, Predicate<String> ready, String label) {
+    private String run(String what, List<String> command, Predicate<String> ready, String label,
+            Map<String, String> environment) {
         if (child != null) {
             killChild();
             throw new IllegalStateException("a client was still running when " + what + " started: the invocation"
                     + " teardown (awaitExit) was skipped; it has been killed");
         }
-        Child c = Child.start(what, label, command, scratch.resolve(label + ".stderr"), watchdog, childTimeoutMillis);
+        Child c = Child.start(what, label, command, environment, scratch.resolve(label + ".stderr"), watchdog,
+                childTimeoutMillis);
         child = c;
         try {
             return c.awaitReady(ready, childTimeoutMillis);
@@ -216,28 +326,45 @@ public class RestartBench {
         }
     }
 
-    /** The line must describe the one table, with a GPU address when the view is gpu. */
-    private void checkJavaLine(Child c) {
+    /**
+     * The Java or Python client's line must describe the one table, with a GPU address when the view is gpu; with
+     * {@code tensors} (the Python client's --torch), also its tensor: on cuda:0 for the gpu view (the CPU otherwise),
+     * of the table's shape.
+     */
+    private void checkJsonLine(Child c, boolean tensors) {
         Object parsed;
         try {
             parsed = JsonReader.parse(c.readyLine);
         } catch (RuntimeException e) {
             throw c.failure("printed a line that is not JSON (" + e.getMessage() + "): " + c.readyLine);
         }
-        List<?> tables = parsed instanceof Map<?, ?> m && m.get("tables") instanceof List<?> l ? l : List.of();
+        Map<?, ?> doc = parsed instanceof Map<?, ?> m ? m : Map.of();
+        List<?> tables = doc.get("tables") instanceof List<?> l ? l : List.of();
         Map<?, ?> t = tables.size() == 1 && tables.get(0) instanceof Map<?, ?> one ? one : Map.of();
-        boolean ok = BenchTables.name(0).equals(t.get("name")) && Long.valueOf(tableMiB << 20).equals(t.get("bytes"))
+        String name = BenchTables.name(0);
+        boolean ok = name.equals(t.get("name")) && Long.valueOf(tableMiB << 20).equals(t.get("bytes"))
                 && kind.backend().equals(t.get("backend")) && (!gpu || t.containsKey("gpu_address"));
         if (!ok) {
             throw c.failure("did not report the one table of " + (tableMiB << 20) + " bytes (" + kind.backend()
                     + (gpu ? ", with a GPU address" : "") + "): " + c.readyLine);
         }
+        if (tensors) {
+            Map<?, ?> torchDoc = doc.get("torch") instanceof Map<?, ?> m ? m : Map.of();
+            Map<?, ?> all = torchDoc.get("tensors") instanceof Map<?, ?> m ? m : Map.of();
+            Map<?, ?> x = all.size() == 1 && all.get(name) instanceof Map<?, ?> m ? m : Map.of();
+            String device = gpu ? "cuda:0" : "cpu";
+            List<Long> shape = List.of((tableMiB << 20) / ROW_BYTES, (long) ROW_BYTES);
+            if (!device.equals(x.get("device")) || !shape.equals(x.get("shape"))) {
+                throw c.failure("did not report a tensor " + shape + " on " + device + " for " + name
+                        + " (\"torch\": {\"tensors\": {...}}): " + c.readyLine);
+            }
+        }
     }
 
-    /** The C client ({@link NativeClients#engramAttach()}), unless a test set a stand-in. */
+    /** The C client ({@link PeerClients#engramAttach()}), unless a test set a stand-in. */
     Path engramAttach() {
         if (attachBinary == null) {
-            attachBinary = NativeClients.engramAttach();
+            attachBinary = PeerClients.engramAttach();
         }
         return attachBinary;
     }
@@ -292,6 +419,9 @@ public class RestartBench {
                 daemon = null;
             }
         });
+        pythonCommand = null; // they name this daemon's socket and import from its scratch directory
+        importTorchCommand = null;
+        compiled = null;
         attempt(failures, () -> {
             if (watchdog != null) {
                 watchdog.shutdownNow();
@@ -360,10 +490,12 @@ public class RestartBench {
             this.out = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
         }
 
-        static Child start(String what, String label, List<String> command, Path stderr,
-                ScheduledThreadPoolExecutor watchdog, long timeoutMillis) {
+        /** Starts {@code command} with this JVM's environment plus {@code environment}. */
+        static Child start(String what, String label, List<String> command, Map<String, String> environment,
+                Path stderr, ScheduledThreadPoolExecutor watchdog, long timeoutMillis) {
             ProcessBuilder pb = new ProcessBuilder(command).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
                     .redirectError(ProcessBuilder.Redirect.to(stderr.toFile()));
+            pb.environment().putAll(environment);
             Process p;
             try {
                 p = pb.start();

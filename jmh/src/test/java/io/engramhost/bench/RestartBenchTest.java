@@ -1,15 +1,18 @@
 package io.engramhost.bench;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.cuda.Cuda;
+import io.engramhost.json.JsonReader;
 import io.engramhost.os.Posix;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.stream.Collectors;
 import org.junit.jupiter.api.Assumptions;
@@ -20,8 +23,9 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * RestartBench's state and methods called directly (no JMH): the CPU view runs both clients for real here;
- * the failure paths use stand-in children; the GPU view of every backend runs on a GPU machine.
+ * RestartBench's state and methods called directly (no JMH): the CPU view runs the three clients for real here
+ * (Python without torch, which CI lacks); the failure paths use stand-in children; the GPU view of every backend
+ * runs on a GPU machine, Python with torch.
  */
 @Timeout(300)
 class RestartBenchTest {
@@ -44,6 +48,30 @@ class RestartBenchTest {
         return b;
     }
 
+    private static RestartBench bench(String backend, long mib, String view, boolean torch) {
+        RestartBench b = bench(backend, mib, view);
+        b.torch = torch;
+        return b;
+    }
+
+    /** Whether python3 on PATH imports torch (the GPU machine's does; CI's does not). */
+    private static boolean torchImportable() throws Exception {
+        Process p = new ProcessBuilder(PeerClients.pythonInterpreter(PeerClients.Lookup.system()).toString(), "-c",
+                "import torch").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        return p.waitFor() == 0;
+    }
+
+    /** The one table, named and sized, in a client's JSON line; returns the parsed table. */
+    private static Map<?, ?> assertNamesTheTable(String line, long mib, String backend) {
+        Object doc = JsonReader.parse(line);
+        assertTrue(doc instanceof Map<?, ?> m && m.get("tables") instanceof List<?> l && l.size() == 1, line);
+        Map<?, ?> t = (Map<?, ?>) ((List<?>) ((Map<?, ?>) doc).get("tables")).get(0);
+        assertEquals(BenchTables.name(0), t.get("name"), line);
+        assertEquals(mib << 20, t.get("bytes"), line);
+        assertEquals(backend, t.get("backend"), line);
+        return (Map<?, ?>) doc;
+    }
+
     private static Set<Long> liveChildren() {
         return ProcessHandle.current().children().filter(ProcessHandle::isAlive).map(ProcessHandle::pid)
                 .collect(Collectors.toSet());
@@ -55,11 +83,11 @@ class RestartBenchTest {
     }
 
     @Test
-    void shouldRestartBothClientsOnTheCpuViewAndLeaveNothingBehind() throws Exception {
+    void shouldRestartEveryClientOnTheCpuViewAndLeaveNothingBehind() throws Exception {
         requireEngramAttach();
         int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         Set<Long> childrenBefore = liveChildren();
-        RestartBench b = bench("memfd", 16, "cpu");
+        RestartBench b = bench("memfd", 16, "cpu", false);
         b.setUp();
         for (int i = 0; i < 2; i++) {
             String line = b.javaClient();
@@ -73,9 +101,80 @@ class RestartBenchTest {
             b.awaitExit();
             assertEquals(childrenBefore, liveChildren());
         }
+        for (int i = 0; i < 2; i++) {
+            String line = b.pythonClient(); // the real python -m engram_host, without --torch
+            Map<?, ?> doc = assertNamesTheTable(line, 16, "memfd");
+            assertFalse(doc.containsKey("torch"), "no tensors were asked for: " + line);
+            assertEquals(childrenBefore.size() + 1, liveChildren().size(), "the Python client runs until released");
+            b.awaitExit(); // checks exit 0 and the table in the line
+            assertEquals(childrenBefore, liveChildren());
+        }
+        assertTrue(b.python().environment().get("PYTHONPATH").startsWith(b.python().packageDir().toString()));
+        assertEquals(RestartBench.PYTHON_READY, b.pythonImportTorch()); // torch=false: the bare interpreter
+        b.awaitExit();
+        assertEquals(childrenBefore, liveChildren());
         b.tearDown();
         assertEquals(childrenBefore, liveChildren(), "no client outlives the trial");
         assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "daemon, table and scratch files released");
+    }
+
+    /** Without PyTorch, torch=true fails the Python benchmarks naming torch (a benchmark cannot skip). */
+    @Test
+    void shouldFailThePythonBenchmarksNamingTorchWhereItIsMissing() throws Exception {
+        Assumptions.assumeFalse(torchImportable(), "torch is importable here: its absence cannot be seen");
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
+        Set<Long> childrenBefore = liveChildren();
+        RestartBench b = bench("memfd", 4, "cpu", true);
+        b.setUp();
+        try {
+            for (Runnable bench : List.<Runnable>of(b::pythonClient, b::pythonImportTorch)) {
+                IllegalStateException e = assertThrows(IllegalStateException.class, bench::run);
+                assertTrue(e.getMessage().startsWith("the Python client needs PyTorch (torch=true")
+                        && e.getMessage().contains("fails `import torch`: ModuleNotFoundError")
+                        && e.getMessage().contains("-p torch=false"), e.getMessage());
+                assertEquals(childrenBefore, liveChildren());
+            }
+            assertEquals(RestartBench.C_READY, b.cClient(), "the other peers still run");
+            b.awaitExit();
+        } finally {
+            b.tearDown();
+        }
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
+    }
+
+    /** A JSON line that lacks the table or, with torch, its tensor fails the shot after the exit, quoting the line. */
+    @Test
+    void shouldRefuseAPythonLineWithoutTheTableOrItsTensor() throws Exception {
+        Set<Long> childrenBefore = liveChildren();
+        // A stand-in engram_host whose CLI prints a table one byte too large without --torch, and with --torch the
+        // right table but no tensor; run by the real interpreter.
+        Path fake = tmp.resolve("fake");
+        Files.createDirectories(fake.resolve("engram_host"));
+        Files.writeString(fake.resolve("engram_host/__init__.py"), "");
+        Files.writeString(fake.resolve("engram_host/__main__.py"), String.join("\n",
+                "import json, sys",
+                "torch = '--torch' in sys.argv",
+                "t = {'name': '" + BenchTables.name(0) + "', 'bytes': " + (4L << 20) + " + (0 if torch else 1),"
+                        + " 'backend': 'memfd'}",
+                "print(json.dumps({'tables': [t], 'torch': {'tensors': {}}}), flush=True)", ""));
+        PeerClients.Python real = PeerClients.python(false);
+        for (boolean torch : List.of(false, true)) {
+            RestartBench b = bench("memfd", 4, "cpu", torch);
+            b.setUp();
+            try {
+                b.python = new PeerClients.Python(real.interpreter(), fake, real.version(), null,
+                        Map.of("PYTHONPATH", fake.toString()));
+                String line = b.pythonClient();
+                IllegalStateException e = assertThrows(IllegalStateException.class, b::awaitExit);
+                String expected = torch ? "did not report a tensor [16384, 256] on cpu for " + BenchTables.name(0)
+                        : "did not report the one table of " + (4L << 20) + " bytes (memfd)";
+                assertTrue(e.getMessage().startsWith("the Python client " + expected)
+                        && e.getMessage().contains(line), e.getMessage());
+                assertEquals(childrenBefore, liveChildren());
+            } finally {
+                b.tearDown();
+            }
+        }
     }
 
     @Test
@@ -154,7 +253,7 @@ class RestartBenchTest {
 
     @Test
     @Tag("gpu")
-    void shouldRestartBothClientsWithAGpuViewOnEveryBackend() throws Exception {
+    void shouldRestartEveryClientWithAGpuViewOnEveryBackend() throws Exception {
         Assumptions.assumeTrue(Cuda.available(), () -> "no CUDA: " + Cuda.unavailabilityCause());
         requireEngramAttach();
         int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
@@ -167,6 +266,12 @@ class RestartBenchTest {
                 assertTrue(b.javaClient().contains("gpu_address"), backend);
                 b.awaitExit();
                 assertEquals(RestartBench.C_READY, b.cClient(), backend);
+                b.awaitExit();
+                // Python with torch: every table a tensor on cuda:0 (awaitExit checks it), and import torch alone.
+                Map<?, ?> doc = assertNamesTheTable(b.pythonClient(), 64, backend);
+                assertTrue(doc.get("torch") instanceof Map<?, ?> t && t.get("import_torch_ms") != null, backend);
+                b.awaitExit();
+                assertEquals(RestartBench.PYTHON_READY, b.pythonImportTorch(), backend);
                 b.awaitExit();
             } finally {
                 b.tearDown();
