@@ -109,6 +109,13 @@ class RestartBenchTest {
             b.awaitExit(); // checks exit 0 and the table in the line
             assertEquals(childrenBefore, liveChildren());
         }
+        for (int i = 0; i < 2; i++) { // the process waits (not timed) until the shot tells it to go
+            b.startWaitingPython();
+            assertEquals(childrenBefore.size() + 1, liveChildren().size(), "the Python process waits for its go");
+            assertNamesTheTable(b.pythonAfterTorch(), 16, "memfd");
+            b.awaitExit();
+            assertEquals(childrenBefore, liveChildren());
+        }
         assertTrue(b.python().environment().get("PYTHONPATH").startsWith(b.python().packageDir().toString()));
         assertEquals(RestartBench.PYTHON_READY, b.pythonImportTorch()); // torch=false: the bare interpreter
         b.awaitExit();
@@ -272,6 +279,9 @@ class RestartBenchTest {
                 assertTrue(doc.get("torch") instanceof Map<?, ?> t && t.get("import_torch_ms") != null, backend);
                 b.awaitExit();
                 assertEquals(RestartBench.PYTHON_READY, b.pythonImportTorch(), backend);
+                b.awaitExit();
+                b.startWaitingPython();
+                assertNamesTheTable(b.pythonAfterTorch(), 64, backend);
                 b.awaitExit();
             } finally {
                 b.tearDown();
