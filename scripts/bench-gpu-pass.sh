@@ -9,10 +9,11 @@
 #   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows               (about 2 min)
 #   restart   RestartBench: process start to tables usable, Java, C and Python (with import torch alone), 16 GiB,
 #             the three backends (about 6 min); BACKEND and TABLE_MIB narrow it, e.g. BACKEND=cuda-vmm TABLE_MIB=40960
-#   restart-py16, restart-py40   RestartBench's four benchmarks (javaClient, cClient, pythonClient,
-#             pythonImportTorch) on one backend, BACKEND (default cuda-vmm; run once per backend), at 16 and
-#             40 GiB: 1 warmup and 5 measured shots each (about 3 and 4 min); files restart-py16-BACKEND.*
-#             Python after import torch = pythonClient - pythonImportTorch, compared with cClient
+#   restart-py16, restart-py40   RestartBench's benchmarks (javaClient, cClient, pythonClient,
+#             pythonImportTorch, pythonAfterTorch; RESTART_BENCHES narrows them, a JMH regex) on one backend,
+#             BACKEND (default cuda-vmm; run once per backend), at 16 and 40 GiB: 1 warmup and 5 measured shots
+#             each (about 3 and 4 min); files restart-py16-BACKEND.*. Python after import torch is
+#             pythonAfterTorch, compared with cClient
 #   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
 #   busy      BusyDaemonBench: an import with 1,000 idle, slowloris or polling peers, against none (about 2 min)
 #   coldload  CheckpointLoader against pread, from the page cache and cold, on this machine (about 2 min;
@@ -37,9 +38,9 @@ for part in "$@"; do
                        -p "backend=${BACKEND:-memfd,memfd-hugetlb,cuda-vmm}" -p "tableMiB=${TABLE_MIB:-16384}"
                        RestartBench) ;;
         restart-py16) args=(--name "restart-py16-${BACKEND:-cuda-vmm}" -wi 1 -i 5 -p "backend=${BACKEND:-cuda-vmm}"
-                            -p tableMiB=16384 RestartBench) ;;
+                            -p tableMiB=16384 "${RESTART_BENCHES:-RestartBench}") ;;
         restart-py40) args=(--name "restart-py40-${BACKEND:-cuda-vmm}" -wi 1 -i 5 -p "backend=${BACKEND:-cuda-vmm}"
-                            -p tableMiB=40960 RestartBench) ;;
+                            -p tableMiB=40960 "${RESTART_BENCHES:-RestartBench}") ;;
         handshake) args=(--name cpu-handshake HandshakeBench HandshakePartsBench) ;;
         busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
