@@ -15,7 +15,6 @@ import os
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Optional
 
 MAGIC = 0x4D524745  # "EGRM" in byte order
@@ -67,6 +66,26 @@ class PeerClosed(ProtocolError):
 
 class AnswerTimeout(ProtocolError):
     """No whole message arrived within the client's wait."""
+
+
+class Record:
+    """A plain record of the fields named in ``__slots__``, given positionally. Defining one costs far less than a
+    dataclass, which an engine's start-up pays for every class (RestartBench, docs/python.md)."""
+    __slots__ = ()
+
+    def __init__(self, *values):
+        if len(values) != len(self.__slots__):
+            raise TypeError(f"{type(self).__name__} takes {len(self.__slots__)} fields, got {len(values)}")
+        for k, v in zip(self.__slots__, values):
+            setattr(self, k, v)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None
 
 
 def type_name(t: int) -> str:
@@ -178,11 +197,12 @@ def encode_import(version: int, device: int, expectation: "Expectation") -> byte
     return frame_header(IMPORT, version) + body
 
 
-@dataclass(frozen=True)
-class Expectation:
+class Expectation(Record):
     """What the client expects the daemon to serve: kind 0 any, 1 a SHA-256, 2 a structured fingerprint."""
-    kind: int
-    data: bytes = b""
+    __slots__ = ("kind", "data")
+
+    def __init__(self, kind: int, data: bytes = b""):
+        super().__init__(kind, data)
 
     @staticmethod
     def any() -> "Expectation":
@@ -211,15 +231,8 @@ class Expectation:
         return Expectation(2, bytes(canonical))
 
 
-@dataclass(frozen=True)
-class Welcome:
-    version: int
-    pid: int
-    daemon_version: str
-    backend: str
-    instance: str
-    state: str
-    uid: Optional[int]
+class Welcome(Record):
+    __slots__ = ("version", "pid", "daemon_version", "backend", "instance", "state", "uid")
 
 
 def decode_welcome(r: Reader, frame_version: int) -> Welcome:
@@ -238,34 +251,16 @@ def decode_welcome(r: Reader, frame_version: int) -> Welcome:
     return Welcome(version, pid, daemon_version, backend, instance, STATES[state], uid)
 
 
-@dataclass(frozen=True)
-class Region:
-    kind: int
-    size: int
-    numa_node: int
-    device: int
+class Region(Record):
+    __slots__ = ("kind", "size", "numa_node", "device")
 
 
-@dataclass(frozen=True)
-class TableEntry:
-    name: str
-    dtype: str
-    shape: tuple
-    nbytes: int
-    region: int
-    offset: int
-    digest: int
-    kind: int
-    numa_node: int
-    device: int
+class TableEntry(Record):
+    __slots__ = ("name", "dtype", "shape", "nbytes", "region", "offset", "digest", "kind", "numa_node", "device")
 
 
-@dataclass
-class Manifest:
-    fingerprint_sha256: bytes
-    fingerprint: bytes
-    regions: list
-    tables: list = field(default_factory=list)
+class Manifest(Record):
+    __slots__ = ("fingerprint_sha256", "fingerprint", "regions", "tables")
 
 
 def table_bytes(dtype: str, shape: tuple) -> int:
@@ -356,13 +351,8 @@ def decode_manifest(r: Reader, fd_count: int, base_page: int) -> Manifest:
     return Manifest(sha, fp, regions, tables)
 
 
-@dataclass(frozen=True)
-class ErrorReply:
-    code: int
-    retryable: bool
-    message: str
-    details: tuple
-    daemon_fingerprint: bytes
+class ErrorReply(Record):
+    __slots__ = ("code", "retryable", "message", "details", "daemon_fingerprint")
 
 
 def decode_error(r: Reader) -> ErrorReply:
@@ -389,13 +379,9 @@ def decode_status_reply(r: Reader) -> str:
 # ---------------------------------------------------------------------------------------------- messages
 
 
-@dataclass
-class Incoming:
+class Incoming(Record):
     """One whole frame from the daemon (parts joined) and the fds that came with it; the caller owns the fds."""
-    msg_type: int
-    version: int
-    body: bytes
-    fds: list
+    __slots__ = ("msg_type", "version", "body", "fds")
 
     def close_fds(self) -> None:
         fds, self.fds = self.fds, []

@@ -22,10 +22,10 @@ import os
 import select
 import socket as _socket
 import struct
+import sys
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 from . import _memory, _paths, _wire
@@ -459,12 +459,10 @@ CONTENT_ALGORITHM = "sha256-tree-v1"
 NOT_CPU_READABLE = "not checked: not CPU-readable"
 
 
-@dataclass
-class ContentReport:
-    """What :meth:`ImportedTables.verify_content` found: per table (status, digest or None), and the summary
-    ``import --json`` prints as ``content_check``."""
-    tables: dict
-    summary: dict
+class ContentReport(_wire.Record):
+    """What :meth:`ImportedTables.verify_content` found: ``tables``, per table (status, digest or None), and
+    ``summary``, which ``import --json`` prints as ``content_check``."""
+    __slots__ = ("tables", "summary")
 
 
 def _verify_content(imported: ImportedTables, sources: list, threads: int) -> ContentReport:
@@ -514,13 +512,8 @@ def _verify_content(imported: ImportedTables, sources: list, threads: int) -> Co
 # ------------------------------------------------------------------------------------------ connecting
 
 
-@dataclass
-class _Connected:
-    path: str
-    channel: _wire.Channel
-    peer_pid: int
-    peer_uid: int
-    welcome: _wire.Welcome
+class _Connected(_wire.Record):
+    __slots__ = ("path", "channel", "peer_pid", "peer_uid", "welcome")
 
 
 def _connect_socket(path: str, timeout: float) -> _socket.socket:
@@ -713,6 +706,16 @@ class _GpuPrep:
         self.device = None  # releases the primary context's retain unless another owner holds it
 
 
+def _warm_torch_cuda() -> None:
+    """PyTorch's own CUDA start-up (torch.cuda.init), run on a thread while the import goes on, so that the first
+    to_torch() does not pay it. Only where the process has imported torch already; a failure is left for to_torch()
+    to report."""
+    try:
+        sys.modules["torch"].cuda.init()
+    except Exception:
+        pass
+
+
 def _ms(ns: int) -> float:
     return round(ns / 1e6, 3)
 
@@ -737,6 +740,8 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     expectation = expectation_of(expect)
     path = _paths.socket_path(socket, instance, device)
     gpu = _GpuPrep(device) if device is not None else None
+    if device is not None and "torch" in sys.modules:
+        threading.Thread(target=_warm_torch_cuda, name="engram-torch-cuda-init", daemon=True).start()
     timings: dict = {}
     try:
         t0 = time.perf_counter_ns()

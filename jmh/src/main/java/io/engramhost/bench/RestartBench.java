@@ -338,6 +338,10 @@ public class RestartBench {
                 checkJsonLine(c, false);
             } else if (c.label.equals("python")) {
                 checkJsonLine(c, torch);
+                // Where the shot's time went, for the run's log (the client's own figures, not the score).
+                System.out.println("python client timings: " + c.readyLine.replaceAll(".*\"timings\": (\\{[^}]*}).*", "$1")
+                        + (c.readyLine.contains("\"tensors_ms\"") ? " tensors_ms "
+                                + c.readyLine.replaceAll(".*\"tensors_ms\": ([0-9.]+).*", "$1") : ""));
             }
         } finally {
             c.destroy();
