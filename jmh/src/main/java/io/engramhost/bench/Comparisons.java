@@ -97,7 +97,8 @@ public final class Comparisons {
             new Comparison(GpuGatherBench.class, "gatherMemfdHugetlb", "sequentialMemfdHugetlb", Target.none()),
             new Comparison(GpuGatherBench.class, "gatherVmm", "sequentialVmm", Target.none()),
             new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()),
-            new Comparison(RestartBench.class, "javaClient", "cClient", Target.none()));
+            new Comparison(RestartBench.class, "javaClient", "cClient", Target.none()),
+            new Comparison(RestartBench.class, "pythonAfterTorch", "cClient", Target.ratioAtLeast(1 / 1.2)));
 
     private Comparisons() {
     }
