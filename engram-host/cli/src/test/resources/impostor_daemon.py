@@ -116,16 +116,16 @@ def regular_file(scratch, size):
 def expected_fingerprint(import_body):
     """The (sha256, structured) fingerprint an IMPORT expects, which an impostor simply copies back."""
     kind = import_body[8]
-    if kind == 1:
+    if kind == 1:  # the SHA-256 copied back with no fingerprint under it: a client that checks the pair refuses it
         return import_body[9:41], b''
     if kind == 2:
         (n,) = struct.unpack('<I', import_body[9:13])
         blob = import_body[13:13 + n]
         return hashlib.sha256(blob).digest(), blob
-    return bytes(32), b''
+    return hashlib.sha256(b'').digest(), b''
 
 
-def manifest(sizes, version, sha=bytes(32), fingerprint=b''):
+def manifest(sizes, version, sha=hashlib.sha256(b'').digest(), fingerprint=b''):
     """Regions of kind 0 (memfd), one table 'forged.N' of U8[size] filling each, under the given fingerprint."""
     body = [sha, struct.pack('<I', len(fingerprint)), fingerprint, struct.pack('<I', len(sizes))]
     for size in sizes:
@@ -202,7 +202,9 @@ def serve(conn, case, scratch):
         send(conn, error(10, 0, 'request timeout: 10 s from the first byte of a request to its last', chosen))
         return 'answered IMPORT with TIMED_OUT'
     sizes, fds = regions(case, scratch)
-    fingerprint = (bytes(32), b'') if case == 'wrong-fingerprint' else expected_fingerprint(body)
+    # wrong-fingerprint: a consistent fingerprint of something else
+    fingerprint = (hashlib.sha256(b'EGFP-other').digest(), b'EGFP-other') if case == 'wrong-fingerprint' \
+        else expected_fingerprint(body)
     send(conn, manifest(sizes, 1 if case == 'manifest-v1' else chosen, *fingerprint), fds)
     for fd in fds:
         os.close(fd)

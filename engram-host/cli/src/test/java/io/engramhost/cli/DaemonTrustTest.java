@@ -182,8 +182,10 @@ class DaemonTrustTest {
             int fds = ProcessProbe.countOpenFds();
             EngramClientException e = assertThrows(EngramClientException.class, () -> EngramClient.connect(i.socket,
                     Expectation.sha256("ab".repeat(32)), ClientOptions.defaults()));
+            String served = java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                    .digest("EGFP-other".getBytes(java.nio.charset.StandardCharsets.US_ASCII))); // the impostor's
             assertTrue(e.getMessage().contains("answered an expectation it does not meet: fingerprint "
-                    + "00".repeat(32) + ", not the expected " + "ab".repeat(32)), e.getMessage());
+                    + served + ", not the expected " + "ab".repeat(32)), e.getMessage());
             assertEquals(fds, ProcessProbe.countOpenFds(), "the MANIFEST's fds closed");
             i.awaitLine("wrong-fingerprint:");
             CliRun r = CliRun.of("import", "--socket", i.socket.toString(), "--expect-checkpoint", checkpoint.toString());

@@ -70,6 +70,10 @@ public final class EngramClient {
                     throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
                             + in.fdCount() + " fds arrived");
                 }
+                if (!java.security.MessageDigest.isEqual(sha256(manifest.fingerprint()), manifest.fingerprintSha256())) {
+                    throw new ProtocolException("MANIFEST: fingerprint_sha256 is not the SHA-256 of the fingerprint it"
+                            + " carries");
+                }
                 checkServedFingerprint(socket, manifest, expectation);
                 fds = in.takeFds();
             }
