@@ -10,7 +10,7 @@ import picocli.CommandLine.Option;
  * failure, 2 usage error. Every error is one line on stderr; {@code --verbose} adds the stack trace.
  */
 @Command(name = "engram-host", mixinStandardHelpOptions = true, scope = CommandLine.ScopeType.INHERIT,
-        version = "engram-host 0.1.0",
+        versionProvider = VersionInfo.class,
         description = "Keeps Engram tables resident and hands them to engines over Unix sockets.",
         subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class,
                 InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class,

@@ -3,10 +3,14 @@ package io.engramhost.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.engramhost.protocol.ProtocolDescriptor;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
-/** Every command answers {@code COMMAND --help} and {@code help COMMAND} with its usage, exit 0. */
+/**
+ * Every command answers {@code COMMAND --help} and {@code help COMMAND} with its usage, exit 0; {@code --version}
+ * names the version, the commit and the protocol versions.
+ */
 @Timeout(120)
 class CliHelpTest {
     private static final String[] COMMANDS = {"serve", "import", "status", "stop", "inspect", "topology", "generate",
@@ -23,6 +27,13 @@ class CliHelpTest {
         CliRun help = CliRun.of("help", "import");
         assertEquals(0, help.exit(), help.err());
         assertTrue(help.out().startsWith("Usage: engram-host import"), help.out());
+        CliRun version = CliRun.of("--version");
+        assertEquals(0, version.exit(), version.err());
+        assertTrue(version.out().strip().matches("engram-host \\d+\\.\\d+\\.\\d+(-SNAPSHOT)? \\(commit ([0-9a-f]{7,40}|unknown),"
+                + " protocol " + ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION + "\\)"),
+                version.out());
+        assertEquals(VersionInfo.line(), version.out().strip(), "the build's own line");
+        assertEquals(version.out(), CliRun.of("status", "--version").out(), "a command's --version is the same");
         CliRun unknown = CliRun.of("import", "--no-such-option");
         assertEquals(2, unknown.exit());
         assertTrue(unknown.err().contains("Try 'engram-host import --help'."), unknown.err());
