@@ -3,6 +3,7 @@ package io.engramhost.cli;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
+import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -10,9 +11,16 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
 
-/** {@code status}: what a daemon is doing. */
+/**
+ * {@code status}: what a daemon is doing. With {@code --ready}, a probe: one line, and exit 0 only when a
+ * daemon answers and is ready; 1 when it is loading, failed or stopping, or when none answers.
+ */
 @Command(name = "status", description = "Show a daemon's state, tables and leases.")
 final class StatusCommand implements Callable<Integer> {
+    /** The first word of {@code --ready}'s line when the daemon is ready. */
+    static final String READY = "ready";
+    static final String NOT_READY = "not ready";
+
     @Mixin
     SocketOptions socket;
 
@@ -22,10 +30,27 @@ final class StatusCommand implements Callable<Integer> {
     @Option(names = "--json", description = "Print the daemon's status document as JSON.")
     boolean json;
 
+    @Option(names = "--ready", description = "For probes: print one line and exit 0 only when the daemon answers and"
+            + " is ready; 1 when it is loading, failed or stopping, or when no daemon answers.")
+    boolean ready;
+
+    @Option(names = "--timeout-ms", defaultValue = "10000", paramLabel = "MS",
+            description = "Longest wait for each answer of the daemon (default: ${DEFAULT-VALUE}).")
+    int timeoutMillis;
+
     @Override
     public Integer call() {
-        String doc = EngramClient.status(socket.resolve(),
-                trust.apply(ClientOptions.defaults().withName("engram-host status")));
+        if (timeoutMillis <= 0) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--timeout-ms must be positive, was " + timeoutMillis);
+        }
+        ClientOptions d = trust.apply(ClientOptions.defaults().withName("engram-host status"));
+        ClientOptions options = new ClientOptions(timeoutMillis, d.notReadyWaitMillis(), d.populate(), d.clientName(),
+                d.device(), d.gpuView(), d.cpuView(), d.daemonUids(), d.notices());
+        if (ready) {
+            return probe(options);
+        }
+        String doc = EngramClient.status(socket.resolve(), options);
         if (json) {
             System.out.println(doc);
             return 0;
@@ -73,6 +98,32 @@ final class StatusCommand implements Callable<Integer> {
             System.out.printf("  #%s pid %s uid %s since %s%n", l.get("id"), l.get("pid"), l.get("uid"), l.get("since"));
         }
         return 0;
+    }
+
+    /** {@code --ready}: one line on stdout; 0 when ready, 1 otherwise (whatever went wrong). */
+    private int probe(ClientOptions options) {
+        Path path;
+        String doc;
+        try {
+            path = socket.resolve();
+            doc = EngramClient.status(path, options);
+        } catch (RuntimeException e) {
+            System.out.println(NOT_READY + ": " + Main.oneLine(e));
+            return 1;
+        }
+        Map<?, ?> s = (Map<?, ?>) JsonReader.parse(doc);
+        Object state = s.get("state");
+        if (READY.equals(state)) {
+            System.out.printf("%s: pid %s, %d tables, fingerprint %s, socket %s%n", READY, s.get("pid"),
+                    s.get("tables") instanceof List<?> l ? l.size() : 0, s.get("fingerprint"), path);
+            return 0;
+        }
+        Map<?, ?> p = (Map<?, ?>) s.get("progress");
+        String detail = s.containsKey("error") ? ": " + s.get("error")
+                : p != null ? " (" + p.get("phase") + ": " + p.get("bytes_done") + " of " + p.get("bytes_total")
+                        + " bytes)" : "";
+        System.out.printf("%s: daemon pid %s is %s%s%n", NOT_READY, s.get("pid"), state, detail);
+        return 1;
     }
 
     private static double num(Object o) {
