@@ -15,6 +15,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongConsumer;
 
 /**
  * "engram content digest v2", algorithm {@value #ALGORITHM}: a SHA-256 tree over a table's bytes, the
@@ -91,6 +92,23 @@ public final class TreeDigest {
      * first read that failed.
      */
     public static List<byte[]> digestAll(List<? extends Source> sources, int threads) {
+        List<byte[][]> leaves = leavesAll(sources, threads, done -> { });
+        MessageDigest md = sha256();
+        List<byte[]> out = new ArrayList<>(sources.size());
+        for (int s = 0; s < sources.size(); s++) {
+            out.add(root(md, sources.get(s).length(), leaves.get(s)));
+        }
+        return out;
+    }
+
+    /**
+     * The leaves of each source, in order: the SHA-256 of each of its 16 MiB chunks (none when empty), every
+     * chunk of every source one task for {@code threads} threads, as {@link #digestAll} hashes them.
+     * {@code progress} is told each chunk's length once it is hashed (from the worker threads). Throws
+     * {@link CheckpointException} naming the source of the first read that failed.
+     */
+    public static List<byte[][]> leavesAll(List<? extends Source> sources, int threads, LongConsumer progress) {
+        Objects.requireNonNull(progress, "progress");
         if (threads < 1) {
             throw new IllegalArgumentException("threads must be at least 1, was " + threads);
         }
@@ -104,13 +122,8 @@ public final class TreeDigest {
                 tasks.add(new Leaf(s, c, src, c * CHUNK, Math.min(CHUNK, src.length() - c * CHUNK)));
             }
         }
-        hashLeaves(tasks, leaves, Math.min(threads, Math.max(tasks.size(), 1)));
-        MessageDigest md = sha256();
-        List<byte[]> out = new ArrayList<>(sources.size());
-        for (int s = 0; s < sources.size(); s++) {
-            out.add(root(md, sources.get(s).length(), leaves[s]));
-        }
-        return out;
+        hashLeaves(tasks, leaves, Math.min(threads, Math.max(tasks.size(), 1)), progress);
+        return List.of(leaves);
     }
 
     /** A digest as 64 lower-case hex digits. */
@@ -141,7 +154,7 @@ public final class TreeDigest {
         return md.digest();
     }
 
-    private static void hashLeaves(List<Leaf> tasks, byte[][][] leaves, int threads) {
+    private static void hashLeaves(List<Leaf> tasks, byte[][][] leaves, int threads, LongConsumer progress) {
         AtomicInteger next = new AtomicInteger();
         AtomicReference<RuntimeException> failure = new AtomicReference<>();
         Runnable worker = () -> {
@@ -159,6 +172,7 @@ public final class TreeDigest {
                         scratch = Posix.mmapAnonymous(COPY, "digest buffer");
                     }
                     leaves[leaf.source][leaf.index] = hashLeaf(md, buf, scratch, leaf);
+                    progress.accept(leaf.length);
                 }
             } catch (RuntimeException | Error e) {
                 failure.compareAndSet(null, e instanceof CheckpointException ce ? ce

@@ -118,6 +118,25 @@ class TreeDigestTest {
     }
 
     @Test
+    void shouldGiveEachChunksSha256AsLeavesAndCountEveryByteOnce() throws Exception {
+        byte[] data = pattern((int) (2 * C + 777));
+        try (Mapping m = Posix.mmapAnonymous(data.length, "tree digest test")) {
+            RawMemory.copy(data, RawMemory.BYTE_ARRAY_BASE, null, m.address(), data.length);
+            java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+            List<byte[][]> leaves = TreeDigest.leavesAll(List.of(new TreeDigest.Memory(m.address(), data.length),
+                    new TreeDigest.Memory(0, 0)), 2, done::addAndGet);
+            assertEquals(3, leaves.get(0).length);
+            assertEquals(0, leaves.get(1).length, "no leaf for no bytes");
+            java.security.MessageDigest md = java.security.MessageDigest.getInstance("SHA-256");
+            for (int c = 0; c < 3; c++) {
+                md.update(data, (int) (c * C), (int) Math.min(C, data.length - c * C));
+                assertEquals(TreeDigest.hex(md.digest()), TreeDigest.hex(leaves.get(0)[c]), "leaf " + c);
+            }
+            assertEquals(data.length, done.get(), "progress: every byte once");
+        }
+    }
+
+    @Test
     void shouldNameTheSourceOfARegionPastTheEndOfItsFile() throws Exception {
         Path file = dir.resolve("short.bin");
         Files.write(file, new byte[1000]);

@@ -12,7 +12,7 @@ import picocli.CommandLine.Option;
 @Command(name = "engram-host", mixinStandardHelpOptions = true, scope = CommandLine.ScopeType.INHERIT,
         versionProvider = VersionInfo.class,
         description = "Keeps Engram tables resident and hands them to engines over Unix sockets.",
-        subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class,
+        subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class, VerifyCommand.class,
                 InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class,
                 CommandLine.HelpCommand.class})
 public final class Main implements Runnable {

@@ -13,8 +13,8 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(120)
 class CliHelpTest {
-    private static final String[] COMMANDS = {"serve", "import", "status", "stop", "inspect", "topology", "generate",
-        "demo"};
+    private static final String[] COMMANDS = {"serve", "import", "status", "stop", "verify", "inspect", "topology",
+        "generate", "demo"};
 
     @Test
     void shouldShowEveryCommandsUsageBothWays() throws Exception {
