@@ -106,6 +106,11 @@ final class StatusCommand implements Callable<Integer> {
         String doc;
         try {
             path = socket.resolve();
+            if (!java.nio.file.Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+                // answered without starting the client, whose warm-up thread may still be busy at a quick exit
+                System.out.println(NOT_READY + ": no daemon: " + path + " does not exist");
+                return 1;
+            }
             doc = EngramClient.status(path, options);
         } catch (RuntimeException e) {
             System.out.println(NOT_READY + ": " + Main.oneLine(e));
