@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, everything the GPU machine needs to run the gpu-tagged tests
 # without Java, Maven or network there (the benchmarks have their own bundle: scripts/bench-gpu-bundle.sh):
-#   jre.tar.gz      jlink runtime (java.base, jdk.unsupported, java.logging, java.management,
-#                   java.naming, java.xml for the XML reports), --compress=2
+#   jre.tar.gz      jlink runtime (scripts/jlink-runtime.sh: the modules of the jars, plus java.xml for the
+#                   XML reports), --compress=2
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
 #   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild); engram-host/
@@ -21,7 +21,6 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEST=${1:-/work/main/.bundle}
 MVN=(mvn -B -q)
 [ "${MVN_ONLINE:-0}" = 1 ] || MVN+=(-o)
-MODULES="java.base,jdk.unsupported,java.logging,java.management,java.naming,java.xml"
 CONSOLE=org.junit.platform:junit-platform-console-standalone:1.14.1
 
 cd "$ROOT"
@@ -71,7 +70,7 @@ cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
 mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
 
 echo "== jlink runtime"
-jlink --add-modules "$MODULES" --compress=2 --no-header-files --no-man-pages --strip-debug --output "$STAGE/jre"
+scripts/jlink-runtime.sh --add java.xml --compress 2 "$STAGE/jre" "$STAGE"/lib/*.jar
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
 
