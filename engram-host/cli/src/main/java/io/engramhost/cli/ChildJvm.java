@@ -1,6 +1,10 @@
 package io.engramhost.cli;
 
 import io.engramhost.os.JvmFlags;
+import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -20,9 +24,30 @@ public final class ChildJvm {
             cmd.addAll(JvmFlags.daemon());
         }
         cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
+        cmd.add(classPath());
         cmd.add(Main.class.getName());
         cmd.addAll(List.of(args));
         return cmd;
+    }
+
+    /**
+     * This JVM's class path, for a child. The release's launcher names its jars through a directory fd
+     * ({@code /proc/self/fd/9/...}, so that its AppCDS archive matches wherever it is unpacked: bin/engram-host),
+     * which a child does not inherit: those entries become the real paths.
+     */
+    static String classPath() {
+        String cp = System.getProperty("java.class.path");
+        if (!cp.contains("/proc/self/fd/")) {
+            return cp;
+        }
+        List<String> out = new ArrayList<>();
+        for (String entry : cp.split(File.pathSeparator)) {
+            try {
+                out.add(entry.startsWith("/proc/self/fd/") ? Path.of(entry).toRealPath().toString() : entry);
+            } catch (IOException e) {
+                throw new UncheckedIOException("class path entry " + entry, e);
+            }
+        }
+        return String.join(File.pathSeparator, out);
     }
 }
