@@ -42,7 +42,7 @@ home=$(ls -d "$tmp"/unpacked/engram-host-*)
 
 # A PATH without java: links to the few tools the launcher and these checks use.
 mkdir -p "$tmp/path"
-for tool in bash sh env dirname ls cat grep sed awk head tail wc sort tr mktemp rm mkdir; do
+for tool in bash sh env dirname readlink ls cat grep sed awk head tail wc sort tr mktemp rm mkdir; do
   src=$(command -v "$tool") || fail "$tool not found here"
   ln -s "$src" "$tmp/path/$tool"
 done
@@ -57,6 +57,10 @@ version=$(nojava ENGRAM_HOST_JVM_OPTS=-Xshare:on "$home/bin/engram-host" --versi
 echo "   $version"
 [[ "$version" =~ ^engram-host\ [0-9]+\.[0-9]+\.[0-9]+[^\ ]*\ \(commit\ ([0-9a-f]{7,40}|unknown),\ protocol\ [0-9]+-[0-9]+\)$ ]] \
   || fail "--version printed: $version"
+
+step "through a symlink"
+ln -s "$home/bin/engram-host" "$tmp/path/engram-host"
+[ "$(nojava engram-host --version)" = "$version" ] || fail "bin/engram-host through a symlink on PATH"
 
 step "--help of every command"
 help=$(engram --help) || fail "--help"
