@@ -112,9 +112,9 @@ daemon_pid=""
 # Every line once (a line per class; @lambda lines too); the dump skips what it cannot archive and says so.
 cat "$lists"/*.lst | awk '!seen[$0]++' > "$lists/all.classlist"
 classpath=""
-while IFS= read -r jar; do classpath="${classpath:+$classpath:}/proc/self/fd/9/$jar"; done < "$STAGE/app/classpath"
+while IFS= read -r jar; do classpath="${classpath:+$classpath:}/proc/self/fd/87/$jar"; done < "$STAGE/app/classpath"
 (
-  exec 9<"$STAGE/app/lib"
+  exec 87<"$STAGE/app/lib"  # the fd number bin/engram-host uses
   "$JAVA" -Xshare:dump -XX:SharedClassListFile="$lists/all.classlist" \
     -XX:SharedArchiveFile="$STAGE/app/engram-host.jsa" "${FLAGS[@]}" -cp "$classpath" > "$lists/dump.log" 2>&1
 ) || { echo "dist: the AppCDS dump failed:" >&2; tail -20 "$lists/dump.log" >&2; exit 1; }

@@ -32,7 +32,7 @@ public final class ChildJvm {
 
     /**
      * This JVM's class path, for a child. The release's launcher names its jars through a directory fd
-     * ({@code /proc/self/fd/9/...}, so that its AppCDS archive matches wherever it is unpacked: bin/engram-host),
+     * ({@code /proc/self/fd/87/...}, so that its AppCDS archive matches wherever it is unpacked: bin/engram-host),
      * which a child does not inherit: those entries become the real paths.
      */
     static String classPath() {

@@ -83,6 +83,7 @@ class VerifyTest {
             assertEquals("differs", rows.get("big.u8").get("status"));
             assertEquals(List.of(small.length() - 1), rows.get("t.I32").get("offsets"));
             assertEquals("equal", rows.get("t.F32").get("status"));
+            assertTrue(d.process.isAlive(), "the daemon serves on: " + d.log());
         }
     }
 
