@@ -707,9 +707,9 @@ class _GpuPrep:
 
 
 def _warm_torch_cuda() -> None:
-    """PyTorch's own CUDA start-up (torch.cuda.init), run on a thread while the import goes on, so that the first
-    to_torch() does not pay it. Only where the process has imported torch already; a failure is left for to_torch()
-    to report."""
+    """PyTorch's own CUDA start-up (torch.cuda.init), run on a thread during the handshake and the context's
+    creation, so that the first to_torch() does not pay it. Only where the process has imported torch already; a
+    failure is left for to_torch() to report."""
     try:
         sys.modules["torch"].cuda.init()
     except Exception:
@@ -740,8 +740,10 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     expectation = expectation_of(expect)
     path = _paths.socket_path(socket, instance, device)
     gpu = _GpuPrep(device) if device is not None else None
+    torch_warm = None
     if device is not None and "torch" in sys.modules:
-        threading.Thread(target=_warm_torch_cuda, name="engram-torch-cuda-init", daemon=True).start()
+        torch_warm = threading.Thread(target=_warm_torch_cuda, name="engram-torch-cuda-init", daemon=True)
+        torch_warm.start()
     timings: dict = {}
     try:
         t0 = time.perf_counter_ns()
@@ -780,6 +782,12 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
             timings["gpu_prepare_ms"] = _ms(gpu.nanos)
             timings["gpu_prepare_wait_ms"] = _ms(time.perf_counter_ns() - t0)
             gpu = None
+        if torch_warm is not None:
+            # PyTorch's start-up ran beside the context's creation; it ends before the attach, whose long driver
+            # calls (cuMemSetAccess, cuMemHostRegister) it would otherwise run into.
+            t0 = time.perf_counter_ns()
+            torch_warm.join()
+            timings["torch_init_wait_ms"] = _ms(time.perf_counter_ns() - t0)
         t0 = time.perf_counter_ns()
         cpu, gpu_addr, region_timings = _attach(manifest, fds, attachment, device, cpu_view, populate, path, timings)
         fds = []
