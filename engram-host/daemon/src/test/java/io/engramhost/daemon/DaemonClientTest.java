@@ -53,7 +53,7 @@ class DaemonClientTest {
             MEM.putLong(region.writable().address() + 8L * i, i * 3L);
         }
         region.seal();
-        Manifest manifest = new Manifest(new byte[32], new byte[0],
+        Manifest manifest = new Manifest(sha256OfNothing(), new byte[0],
                 List.of(new Manifest.Region(RegionKind.MEMFD, 4096, 0, -1)),
                 List.of(new Manifest.Table("t.weight", "I64", new long[] {16}, 128, 0, 0, 7, RegionKind.MEMFD, 0, -1),
                         new Manifest.Table("t.empty", "F32", new long[] {0, 4}, 0, -1, 0, 0, RegionKind.MEMFD, -1, -1)));
@@ -166,5 +166,14 @@ class DaemonClientTest {
             assertEquals("memfd", ready.get("backend"));
         }
         assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "no fd left behind");
+    }
+
+    /** The SHA-256 of an empty fingerprint: a MANIFEST's fingerprint_sha256 must be that of the fingerprint it carries. */
+    private static byte[] sha256OfNothing() {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(new byte[0]);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 }

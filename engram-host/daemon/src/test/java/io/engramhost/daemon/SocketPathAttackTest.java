@@ -70,7 +70,7 @@ class SocketPathAttackTest {
     private static Catalog catalog() {
         MemfdRegion region = MemfdRegion.create("engram.attack", 4096, PageKind.SMALL, null);
         region.seal();
-        Manifest manifest = new Manifest(new byte[32], new byte[0],
+        Manifest manifest = new Manifest(sha256OfNothing(), new byte[0],
                 List.of(new Manifest.Region(RegionKind.MEMFD, 4096, 0, -1)),
                 List.of(new Manifest.Table("t.weight", "I64", new long[] {16}, 128, 0, 0, 7, RegionKind.MEMFD, 0, -1)));
         return new Catalog(manifest, List.of(region.fd()), "00".repeat(32), e -> List.of(), "memfd", region);
@@ -384,6 +384,15 @@ class SocketPathAttackTest {
         Files.writeString(lock, "not a pid, left by a dead daemon");
         try (Daemon d = Daemon.start(context(), socket)) {
             assertEquals(d.pid() + "\n", Files.readString(lock), "the daemon's own lock file is rewritten");
+        }
+    }
+
+    /** The SHA-256 of an empty fingerprint: a MANIFEST's fingerprint_sha256 must be that of the fingerprint it carries. */
+    private static byte[] sha256OfNothing() {
+        try {
+            return java.security.MessageDigest.getInstance("SHA-256").digest(new byte[0]);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
         }
     }
 }
