@@ -259,16 +259,22 @@ class Table:
 
 class _Watch:
     """Tells when the daemon goes: EOF on the lease connection, or its process exiting (a pidfd, where its pid
-    is visible). One thread, started by the first callback."""
+    is visible). One thread, started by the first callback.
+
+    ``daemon_pid`` must be the pid ``SO_PEERCRED`` gave, which the kernel translates into this process's pid
+    namespace (0 when the daemon is not visible from it), never WELCOME's: that is the daemon's pid in its own
+    namespace, and from another one (a container) it may name an unrelated process here."""
 
     def __init__(self, lease_fd: int, daemon_pid: int):
         self._lease_fd = lease_fd
         self._pidfd = -1
+        self.pid = 0  # the pid the pidfd watches, 0 for none (the lease alone tells)
         if daemon_pid > 0 and hasattr(os, "pidfd_open"):
             try:
                 self._pidfd = os.pidfd_open(daemon_pid)
+                self.pid = daemon_pid
             except OSError:
-                self._pidfd = -1  # another pid namespace or an old kernel: the lease's EOF still tells
+                self._pidfd = -1  # gone already, or an old kernel: the lease's EOF still tells
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._callbacks: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
@@ -793,8 +799,10 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
         fds = []
         timings["attach_ms"] = _ms(time.perf_counter_ns() - t0)
         timings["total_ms"] = _ms(time.perf_counter_ns() - t_start)
+        # the daemon's pid as SO_PEERCRED gave it, in this process's pid namespace (0 when not visible from it);
+        # WELCOME's pid (c.welcome.pid) is the daemon's own view, which from another namespace names another process
         imported = ImportedTables("daemon", manifest.fingerprint_sha256.hex(), attachment, device, cpu_view,
-                                  c.channel, c.welcome, c.welcome.pid, timings, region_timings)
+                                  c.channel, c.welcome, c.peer_pid, timings, region_timings)
         for e in manifest.tables:
             base_cpu = cpu[e.region] if e.region >= 0 else 0
             base_gpu = gpu_addr[e.region] if e.region >= 0 else 0

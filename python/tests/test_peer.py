@@ -4,6 +4,7 @@ memfds without seals). Each case is a separate peer process."""
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -187,6 +188,86 @@ class PeerTest(unittest.TestCase):
 
     def test_frame_over_1_gib_is_refused(self):
         self.refused("part-over-1gib", E.ProtocolViolation, "over 1073741824 bytes", timeout=120)
+
+
+
+def _unshare_pid():
+    """`unshare --pid --fork`, or None where it cannot run (it needs root or user namespaces)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    try:
+        ok = subprocess.run([unshare, "--pid", "--fork", "true"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (unshare, "--pid", "--fork") if ok else None
+
+
+def _child_of(pid: int) -> int:
+    for _ in range(200):
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
+        if children:
+            return int(children[0])
+        import time
+        time.sleep(0.01)
+    raise AssertionError(f"pid {pid} has no child")
+
+
+class PidNamespaceTest(unittest.TestCase):
+    """The pidfd that tells when the daemon exits must watch the pid SO_PEERCRED gives (the kernel translates it
+    into the client's pid namespace, 0 where the daemon is not visible), never WELCOME's, which is the daemon's pid
+    in its own namespace: from another namespace it names an unrelated process, or none."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="engram-py-pidns-")
+        os.chmod(self.dir, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_same_namespace_watches_the_peer(self):
+        peer = Peer("batch-254", self.dir)
+        with engram_host.connect(peer.socket) as imported:
+            self.assertEqual(peer.proc.pid, imported.daemon_pid)
+            self.assertEqual(peer.proc.pid, imported.daemon.pid)
+            self.assertEqual(peer.proc.pid, imported._watch.pid)
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_daemon_in_another_pid_namespace(self):
+        prefix = _unshare_pid()
+        if prefix is None:
+            self.skipTest("unshare --pid --fork does not run here (needs root)")
+        peer = Peer("batch-254", self.dir, prefix=prefix)
+        real = _child_of(peer.proc.pid)  # the peer's pid here; in its namespace it is 1
+        gone = []
+        with engram_host.connect(peer.socket) as imported:
+            self.assertEqual(1, imported.daemon.pid, "WELCOME names the peer's pid in its own namespace")
+            self.assertEqual(real, imported.daemon_pid)
+            self.assertEqual(real, imported._watch.pid, "the pidfd must watch the peer, not this namespace's pid 1")
+            imported.on_daemon_gone(gone.append)
+            self.assertIsNone(imported.daemon_gone())
+        self.assertEqual(0, peer.finish()[0])
+
+    def test_client_in_another_pid_namespace(self):
+        prefix = _unshare_pid()
+        if prefix is None:
+            self.skipTest("unshare --pid --fork does not run here (needs root)")
+        peer = Peer("batch-254", self.dir)
+        code = ("import json, sys, engram_host\n"
+                "with engram_host.connect(sys.argv[1]) as t:\n"
+                "    print(json.dumps([t.daemon_pid, t.daemon.pid, t._watch.pid, t.daemon_gone()]))\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+        out = subprocess.run([*prefix, sys.executable, "-c", code, peer.socket], capture_output=True, text=True,
+                             timeout=60, env=env)
+        self.assertEqual(0, out.returncode, out.stderr)
+        import json
+        daemon_pid, welcome_pid, watched, gone = json.loads(out.stdout.strip().splitlines()[-1])
+        self.assertEqual(peer.proc.pid, welcome_pid)
+        self.assertEqual(0, daemon_pid, "the daemon is not visible from the client's namespace")
+        self.assertEqual(0, watched, "no pidfd: the lease connection alone tells")
+        self.assertIsNone(gone)
+        self.assertEqual(0, peer.finish()[0])
 
 
 if __name__ == "__main__":
