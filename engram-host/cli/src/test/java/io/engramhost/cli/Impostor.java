@@ -55,17 +55,23 @@ final class Impostor implements AutoCloseable {
 
     /** An impostor playing {@code kase} on {@code dir/name.sock}, as root (this JVM's uid) or as nobody. */
     static Impostor start(Path dir, String name, String kase, boolean asNobody) throws Exception {
+        return start(dir, name, kase, asNobody ? List.of("setpriv", "--reuid=" + NOBODY, "--regid=" + NOBODY,
+                "--clear-groups") : List.of());
+    }
+
+    /** An impostor run through {@code prefix} (setpriv for another uid, unshare for another pid namespace). */
+    static Impostor start(Path dir, String name, String kase, List<String> prefix) throws Exception {
+        boolean asNobody = prefix.contains("--reuid=" + NOBODY);
         Path home = Files.createDirectories(dir.resolve(name));
         Path script = home.resolve("impostor_daemon.py");
         try (InputStream in = Impostor.class.getResourceAsStream("/impostor_daemon.py")) {
             Files.copy(in, script);
         }
         Files.setPosixFilePermissions(script, PosixFilePermissions.fromString("rw-r--r--"));
-        List<String> cmd = new ArrayList<>();
+        List<String> cmd = new ArrayList<>(prefix);
         if (asNobody) {
             Files.setAttribute(home, "unix:uid", NOBODY);
             Files.setAttribute(home, "unix:gid", NOBODY);
-            cmd.addAll(List.of("setpriv", "--reuid=" + NOBODY, "--regid=" + NOBODY, "--clear-groups"));
         }
         Path socket = home.resolve("i.sock");
         cmd.addAll(List.of(python(), script.toString(), socket.toString(), kase));
