@@ -29,7 +29,9 @@ public final class Main implements Runnable {
     }
 
     public static void main(String[] args) {
-        System.exit(run(args));
+        int code = run(args);
+        io.engramhost.client.EngramClient.awaitWarmup(2000); // not cut off by the exit (it would print a trace)
+        System.exit(code);
     }
 
     /** Runs the CLI and returns its exit code (for tests and the demo). */

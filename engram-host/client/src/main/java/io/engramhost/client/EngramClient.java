@@ -127,6 +127,15 @@ public final class EngramClient {
         }
     }
 
+    /**
+     * For a process about to exit: waits up to {@code millis} for the client's background warm-up (started by the
+     * first connect) to end, so that the JVM's shutdown does not cut it off midway (Chronicle then prints a
+     * "Shutdown in progress" trace on stderr).
+     */
+    public static void awaitWarmup(long millis) {
+        Warmup.await(millis);
+    }
+
     /** The daemon's STATUS document (JSON). */
     public static String status(Path socket, ClientOptions options) {
         Connected c = handshake(socket, options);

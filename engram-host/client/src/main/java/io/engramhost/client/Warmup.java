@@ -12,6 +12,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 final class Warmup {
     private static final AtomicBoolean STARTED = new AtomicBoolean();
+    private static volatile Thread thread;
 
     private Warmup() {
     }
@@ -19,6 +20,22 @@ final class Warmup {
     static void start() {
         if (STARTED.compareAndSet(false, true)) {
             spawn("engram-warmup-codec", () -> FrameReader.of(new Hello(1, 1, 0, "warm-up").encode()));
+        }
+    }
+
+    /**
+     * Waits up to {@code millis} for a started warm-up to end. A process about to exit calls it: a warm-up still
+     * initialising Chronicle when the JVM shuts down makes Chronicle print a "Shutdown in progress" trace.
+     */
+    static void await(long millis) {
+        Thread t = thread;
+        if (t == null) {
+            return;
+        }
+        try {
+            t.join(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
@@ -31,6 +48,7 @@ final class Warmup {
             }
         }, name);
         t.setDaemon(true);
+        thread = t;
         t.start();
     }
 }
