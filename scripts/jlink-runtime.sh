@@ -5,7 +5,8 @@
 # Modules: those jdeps finds in the given jars, always including java.base, java.logging, java.management,
 # java.naming and jdk.unsupported (Chronicle and jnr reach some of them only by reflection), and never
 # java.desktop: only Chronicle's CPU-cooler toy (java.beans) and JNA's AWT helpers reference it, and no path of
-# engram-host reaches them (the GPU test runs use a runtime without it: docs/gpu-runs.md).
+# engram-host reaches them (the GPU test runs use a runtime without it: docs/gpu-runs.md). jdk.httpserver is
+# listed too: serve --metrics-port needs it (jdeps finds it as well; the list says so whatever jdeps does).
 #
 # Usage: scripts/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
 #   --print      only print the module list (comma-separated) and make nothing
@@ -31,7 +32,7 @@ else
   [ $# -ge 1 ] || { echo "usage: $0 --print [--add MODULE,...] JAR..." >&2; exit 2; }
 fi
 found=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 "$@")
-modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported ${found//,/ } ${add//,/ } \
+modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported jdk.httpserver ${found//,/ } ${add//,/ } \
   | grep -vx java.desktop | sort -u | paste -sd, -)
 if [ "$print" = 1 ]; then
   echo "$modules"

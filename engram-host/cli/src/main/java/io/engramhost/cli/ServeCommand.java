@@ -5,6 +5,7 @@ import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLog;
 import io.engramhost.protocol.Backend;
+import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.CatalogFactory;
 import io.engramhost.util.Bytes;
 import java.nio.file.Path;
@@ -78,6 +79,16 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--gpus", split = ",", paramLabel = "N", description = "GPUs for --device-tensors (default: all).")
     List<Integer> gpus;
 
+    @Option(names = "--metrics-port", defaultValue = "0", paramLabel = "PORT",
+            description = "Serve /metrics (Prometheus), /ready and /live over HTTP on this TCP port; 0: off "
+                    + "(default: ${DEFAULT-VALUE}).")
+    int metricsPort;
+
+    @Option(names = {"--metrics-address", "--metrics-bind"}, defaultValue = "127.0.0.1", paramLabel = "ADDR",
+            description = "Address for --metrics-port; anything but loopback shows table names and sizes to that "
+                    + "network (default: ${DEFAULT-VALUE}).")
+    String metricsAddress;
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
@@ -91,8 +102,22 @@ final class ServeCommand implements Callable<Integer> {
         DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
                 + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
+        if (metricsPort < 0 || metricsPort > 65535) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-port must be 0 (off) or "
+                    + "1-65535, got " + metricsPort);
+        }
+        java.net.InetAddress metricsHost = metricsPort == 0 ? null : metricsAddress(metricsAddress);
         Path path = socket.resolve();
         Daemon daemon = Daemon.start(ctx, path);
+        if (metricsHost != null) {
+            try {
+                daemon.startMetrics(metricsHost, metricsPort, VersionInfo.version(), VersionInfo.commit(),
+                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
+            } catch (RuntimeException e) {
+                daemon.close();
+                throw e;
+            }
+        }
         Thread.setDefaultUncaughtExceptionHandler(daemon::fatal);
         Thread hook = new Thread(() -> {
             daemon.requestStop("signal");
@@ -108,5 +133,20 @@ final class ServeCommand implements Callable<Integer> {
             daemon.close();
         }
         return 0;
+    }
+
+    /** A literal IP address (no name lookup: the daemon resolves nothing). */
+    private java.net.InetAddress metricsAddress(String a) {
+        String literal = a.startsWith("[") && a.endsWith("]") ? a.substring(1, a.length() - 1) : a;
+        if (!literal.matches("[0-9.]+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*")) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-address must be an IP "
+                    + "address such as 127.0.0.1, 0.0.0.0 or ::1, got '" + a + "'");
+        }
+        try {
+            return java.net.InetAddress.getByName(literal);
+        } catch (java.net.UnknownHostException e) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-address: not an IP "
+                    + "address: '" + a + "'");
+        }
     }
 }

@@ -1,7 +1,10 @@
 package io.engramhost.daemon;
 
 import io.engramhost.os.PeerCredentials;
+import io.engramhost.protocol.ErrorCode;
+import java.util.EnumMap;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -19,6 +22,39 @@ final class ConnectionStats {
     final AtomicLong evicted = new AtomicLong();
     final AtomicLong timedOut = new AtomicLong();
     final AtomicLong badRequests = new AtomicLong();
+    /** Imports answered with a MANIFEST and its fds. */
+    final AtomicLong importsServed = new AtomicLong();
+    /** The codes an IMPORT is refused with (a malformed one counts as a bad request). */
+    static final List<ErrorCode> IMPORT_ERRORS = List.of(ErrorCode.NOT_READY, ErrorCode.FINGERPRINT_MISMATCH,
+            ErrorCode.STOPPING, ErrorCode.LOAD_FAILED);
+    private final Map<ErrorCode, AtomicLong> importErrors = new EnumMap<>(ErrorCode.class);
+
+    ConnectionStats() {
+        for (ErrorCode c : IMPORT_ERRORS) {
+            importErrors.put(c, new AtomicLong());
+        }
+    }
+
+    /** Counts an IMPORT refused with {@code code}, one of {@link #IMPORT_ERRORS}. */
+    void importRefused(ErrorCode code) {
+        importErrors.get(code).incrementAndGet();
+    }
+
+    long importErrors(ErrorCode code) {
+        return importErrors.get(code).get();
+    }
+
+    /** STATUS's {@code imports} object: {@code served}, and {@code errors} by code name. */
+    Map<String, Object> importsJson() {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("served", importsServed.get());
+        Map<String, Object> e = new LinkedHashMap<>();
+        for (ErrorCode c : IMPORT_ERRORS) {
+            e.put(c.name(), importErrors(c));
+        }
+        m.put("errors", e);
+        return m;
+    }
 
     /** Peers (pid and kind of event) already logged; the oldest are forgotten past 4096. */
     private final Map<String, Boolean> logged = new LinkedHashMap<>(64, 0.75f, true) {

@@ -46,6 +46,7 @@ public final class Daemon implements AutoCloseable {
     private volatile Catalog catalog;
     private volatile String stopReason;
     private volatile String failure;
+    private volatile MetricsServer metrics;
 
     private Daemon(DaemonContext context, Path socket, DaemonLock lock, UnixListener listener) {
         this.context = context;
@@ -91,6 +92,21 @@ public final class Daemon implements AutoCloseable {
             lock.close();
             throw e;
         }
+    }
+
+    /**
+     * Starts the metrics and health HTTP server ({@code serve --metrics-port}) on {@code address:port}, before
+     * the load so that /live and /ready answer during it. A port in use throws with one line; the caller
+     * closes the daemon. Returns the address it listens on.
+     */
+    public java.net.InetSocketAddress startMetrics(java.net.InetAddress address, int port, String version,
+            String commit, String protocol) {
+        MetricsServer m = MetricsServer.start(this, address, port, version, commit, protocol);
+        metrics = m;
+        if (closed.get()) {
+            m.close();
+        }
+        return m.address();
     }
 
     /** Loads the catalog; on success the daemon is ready and the ready file is written. */
@@ -195,6 +211,10 @@ public final class Daemon implements AutoCloseable {
         stopRequested.countDown();
         deleteQuietly(SocketPaths.readyFile(socket));
         deleteQuietly(socket);
+        MetricsServer m = metrics;
+        if (m != null) {
+            m.close();
+        }
         loop.close();
         listener.close();
         Catalog c = catalog;
@@ -253,6 +273,14 @@ public final class Daemon implements AutoCloseable {
 
     double uptimeSeconds() {
         return (System.nanoTime() - startNanos) / 1e9;
+    }
+
+    long heartbeatNanos() {
+        return loop.heartbeatNanos();
+    }
+
+    long requestMemoryUsed() {
+        return loop.requestMemoryUsed();
     }
 
     LoadProgress progress() {

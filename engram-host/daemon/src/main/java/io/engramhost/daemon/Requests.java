@@ -119,22 +119,26 @@ final class Requests {
     private Answer serveImport(ImportRequest request, int version) {
         DaemonState state = daemon.state();
         if (state == DaemonState.LOADING) {
+            daemon.stats().importRefused(ErrorCode.NOT_READY);
             return Answer.of(error(ErrorReply.of(ErrorCode.NOT_READY, "daemon is loading: " + daemon.progressText()),
                     version), Next.SESSION, version);
         }
         Catalog catalog = daemon.catalog();
         if (state != DaemonState.READY || catalog == null) {
-            return Answer.of(error(ErrorReply.of(state == DaemonState.FAILED ? ErrorCode.LOAD_FAILED : ErrorCode.STOPPING,
-                    "daemon is " + state.wireName()), version), Next.CLOSE, version);
+            ErrorCode code = state == DaemonState.FAILED ? ErrorCode.LOAD_FAILED : ErrorCode.STOPPING;
+            daemon.stats().importRefused(code);
+            return Answer.of(error(ErrorReply.of(code, "daemon is " + state.wireName()), version), Next.CLOSE, version);
         }
         List<String> differences = catalog.differences(request.expectation());
         if (!differences.isEmpty()) {
+            daemon.stats().importRefused(ErrorCode.FINGERPRINT_MISMATCH);
             return Answer.of(error(new ErrorReply(ErrorCode.FINGERPRINT_MISMATCH, "fingerprint mismatch: the daemon serves "
                     + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()), version), Next.SESSION,
                     version);
         }
         Catalog.Served served = catalog.servedTo(request.device());
         byte[] frame = manifestFrame(catalog, request.device(), served, version);
+        daemon.stats().importsServed.incrementAndGet();
         return Answer.of(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version);
     }
 

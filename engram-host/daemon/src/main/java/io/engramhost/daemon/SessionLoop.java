@@ -58,6 +58,7 @@ final class SessionLoop implements AutoCloseable {
     private final RequestMemory memory;
     private final Thread thread;
     private volatile boolean running = true;
+    private volatile long heartbeat = System.nanoTime();
     private long nextId;
     private Connection[] polled = new Connection[0];
 
@@ -81,9 +82,15 @@ final class SessionLoop implements AutoCloseable {
         return memory.used();
     }
 
+    /** When the loop last went round (System.nanoTime); it does at least once a second (timeoutMillis). */
+    long heartbeatNanos() {
+        return heartbeat;
+    }
+
     private void run() {
         while (running) {
             long now = System.nanoTime();
+            heartbeat = now;
             int n = fillPollSet();
             pollSet.poll(n, timeoutMillis(now));
             if (!running) {

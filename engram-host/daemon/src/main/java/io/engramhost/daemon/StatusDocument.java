@@ -51,6 +51,7 @@ final class StatusDocument {
             ls.add(m);
         }
         s.put("leases", ls);
+        s.put("imports", d.stats().importsJson());
         s.put("connections", d.stats().toJson(d.context().limits(), ls.size(), requestMemoryUsed));
         return JsonWriter.write(s);
     }

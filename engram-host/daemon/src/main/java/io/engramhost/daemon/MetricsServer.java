@@ -1,0 +1,132 @@
+package io.engramhost.daemon;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import io.engramhost.protocol.DaemonState;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.BindException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * {@code serve --metrics-port}: a small HTTP server (the JDK's {@code com.sun.net.httpserver}) for
+ * Prometheus and for probes. {@code /metrics} (text format 0.0.4), {@code /ready} (200 only when ready),
+ * {@code /live} (200 while the poll loop goes round). GET and HEAD only, no request body is read, nothing
+ * it receives changes the daemon. Every request is answered on the server's own dispatcher thread, from
+ * the objects STATUS reads: it takes no lock the poll loop or the workers hold, so a slow or silent HTTP
+ * client can delay other scrapes but never an import. The JDK's request and response deadlines are set
+ * (unless already set) so a client that trickles its request is dropped after {@link #REQUEST_SECONDS}.
+ */
+public final class MetricsServer implements AutoCloseable {
+    /** /live fails once the poll loop has not gone round for this long (it goes round at least every second). */
+    static final long LIVE_STALE_SECONDS = 10;
+    /** The JDK server's deadline for a request's headers and for an answer to be taken. */
+    static final int REQUEST_SECONDS = 5;
+    private static final int BACKLOG = 16;
+    static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+
+    private final HttpServer server;
+    private final Daemon daemon;
+    private final MetricsText.BuildInfo build;
+
+    private MetricsServer(HttpServer server, Daemon daemon, MetricsText.BuildInfo build) {
+        this.server = server;
+        this.daemon = daemon;
+        this.build = build;
+    }
+
+    /** Binds {@code address:port} and starts answering; a port in use fails with one line naming it. */
+    static MetricsServer start(Daemon daemon, InetAddress address, int port, String version, String commit,
+            String protocol) {
+        System.setProperty("sun.net.httpserver.maxReqTime", System.getProperty("sun.net.httpserver.maxReqTime",
+                Integer.toString(REQUEST_SECONDS)));
+        System.setProperty("sun.net.httpserver.maxRspTime", System.getProperty("sun.net.httpserver.maxRspTime",
+                Integer.toString(REQUEST_SECONDS)));
+        System.setProperty("sun.net.httpserver.maxIdleConnections", System.getProperty(
+                "sun.net.httpserver.maxIdleConnections", "32"));
+        InetSocketAddress where = new InetSocketAddress(address, port);
+        HttpServer server;
+        try {
+            server = HttpServer.create(where, BACKLOG);
+        } catch (BindException e) {
+            throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): " + e.getMessage());
+        } catch (IOException e) {
+            throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): " + e);
+        }
+        MetricsServer m = new MetricsServer(server, daemon, new MetricsText.BuildInfo(version, commit, protocol));
+        server.createContext("/", m::handle);
+        server.setExecutor(null); // every exchange on the server's one dispatcher thread
+        server.start();
+        DaemonLog.info("metrics and health on http://" + hostPort(server.getAddress()) + "/ (/metrics, /ready, /live)");
+        return m;
+    }
+
+    private static String hostPort(InetSocketAddress a) {
+        String host = a.getAddress().getHostAddress();
+        return (host.contains(":") ? "[" + host + "]" : host) + ":" + a.getPort();
+    }
+
+    /** The address and port it listens on. */
+    public InetSocketAddress address() {
+        return server.getAddress();
+    }
+
+    private void handle(HttpExchange x) throws IOException {
+        try (x) {
+            String method = x.getRequestMethod();
+            boolean head = "HEAD".equals(method);
+            if (!head && !"GET".equals(method)) {
+                x.getResponseHeaders().set("Allow", "GET, HEAD");
+                reply(x, 405, "method not allowed: " + method + " (GET or HEAD only)\n", false);
+                return;
+            }
+            switch (x.getRequestURI().getPath()) {
+                case "/metrics" -> {
+                    x.getResponseHeaders().set("Content-Type", CONTENT_TYPE);
+                    reply(x, 200, MetricsText.of(daemon, build, daemon.requestMemoryUsed(), heartbeatAgeSeconds()), head);
+                }
+                case "/ready" -> {
+                    DaemonState s = daemon.state();
+                    reply(x, s == DaemonState.READY ? 200 : 503, s == DaemonState.READY ? "ready\n" : s.wireName() + "\n",
+                            head);
+                }
+                case "/live" -> {
+                    double age = heartbeatAgeSeconds();
+                    boolean live = age < LIVE_STALE_SECONDS;
+                    reply(x, live ? 200 : 503, live ? "live\n" : String.format(java.util.Locale.ROOT,
+                            "stale: the poll loop last went round %.1f s ago\n", age), head);
+                }
+                default -> reply(x, 404, "not found: " + x.getRequestURI().getPath() + " (/metrics, /ready, /live)\n",
+                        head);
+            }
+        }
+    }
+
+    private double heartbeatAgeSeconds() {
+        return (System.nanoTime() - daemon.heartbeatNanos()) / 1e9;
+    }
+
+    private static void reply(HttpExchange x, int code, String body, boolean head) throws IOException {
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        if (!x.getResponseHeaders().containsKey("Content-Type")) {
+            x.getResponseHeaders().set("Content-Type", "text/plain; charset=utf-8");
+        }
+        if (head) {
+            x.getResponseHeaders().set("Content-Length", Integer.toString(b.length));
+            x.sendResponseHeaders(code, -1);
+            return;
+        }
+        x.sendResponseHeaders(code, b.length);
+        try (OutputStream out = x.getResponseBody()) {
+            out.write(b);
+        }
+    }
+
+    /** Stops listening and closes every HTTP connection at once. */
+    @Override
+    public void close() {
+        server.stop(0);
+    }
+}
