@@ -15,15 +15,16 @@ import java.nio.charset.StandardCharsets;
  * Prometheus and for probes. {@code /metrics} (text format 0.0.4), {@code /ready} (200 only when ready),
  * {@code /live} (200 while the poll loop goes round). GET and HEAD only, no request body is read, nothing
  * it receives changes the daemon. Every request is answered on the server's own dispatcher thread, from
- * the objects STATUS reads: it takes no lock the poll loop or the workers hold, so a slow or silent HTTP
- * client can delay other scrapes but never an import. The JDK's request and response deadlines are set
- * (unless already set) so a client that trickles its request is dropped after {@link #REQUEST_SECONDS}.
+ * the objects STATUS reads: it takes no lock the poll loop or the workers hold, so a slow HTTP client can
+ * delay other HTTP answers but never an import. A connection that sends nothing costs no thread; one that
+ * trickles a request holds the dispatcher until the JDK's request deadline, set here (unless already set)
+ * to {@link #REQUEST_SECONDS}, drops it.
  */
 public final class MetricsServer implements AutoCloseable {
     /** /live fails once the poll loop has not gone round for this long (it goes round at least every second). */
     static final long LIVE_STALE_SECONDS = 10;
     /** The JDK server's deadline for a request's headers and for an answer to be taken. */
-    static final int REQUEST_SECONDS = 5;
+    static final int REQUEST_SECONDS = 2;
     private static final int BACKLOG = 16;
     static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
