@@ -26,9 +26,11 @@ final class StatusDocument {
         s.put("socket", d.socket().toString());
         s.put("uptime_s", d.uptimeSeconds());
         Map<String, Object> p = new LinkedHashMap<>();
-        p.put("phase", d.progress().phase());
-        p.put("bytes_done", d.progress().bytesDone());
-        p.put("bytes_total", d.progress().bytesTotal());
+        io.engramhost.store.LoadProgress.Snapshot now = d.progress().snapshot();
+        p.put("phase", now.phase());
+        p.put("detail", now.detail());
+        p.put("bytes_done", now.done());
+        p.put("bytes_total", now.total());
         s.put("progress", p);
         if (d.failure() != null) {
             s.put("error", d.failure());

@@ -47,7 +47,7 @@ final class DeviceTensors {
             int threads) {
         RegionPlan plan = plan();
         long total = tensors.stream().mapToLong(TensorInfo::length).sum();
-        progress.phase("loading " + tensors.size() + " device tensors for GPUs " + gpus, total);
+        progress.phase(LoadProgress.DEVICE, "loading " + tensors.size() + " device tensors for GPUs " + gpus, total);
         List<Mapping> staging = new ArrayList<>();
         try {
             for (long size : plan.regionSizes()) {

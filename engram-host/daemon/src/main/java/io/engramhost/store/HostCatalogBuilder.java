@@ -10,6 +10,7 @@ import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
+import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -49,6 +50,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     /** What a load that found its checkpoint changed says after the file and the change. */
     static final String CHANGED_CONSEQUENCE = "refusing to serve it; restart the daemon once the file is stable";
     private static final AtomicBoolean GATE_ANNOUNCED = new AtomicBoolean();
+    private static final System.Logger LOG = System.getLogger(HostCatalogBuilder.class.getName());
 
     private final OpenCheckpoint source;
     private final List<TensorInfo> tensors;
@@ -117,14 +119,19 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         Closer<AutoCloseable> owned = new Closer<>();
         try {
             long total = tensors.stream().mapToLong(TensorInfo::length).sum();
-            progress.phase("creating " + plan.regionSizes().size() + " " + backend + " regions", plan.totalBytes());
+            progress.phase(LoadProgress.CREATE, "creating " + plan.regionSizes().size() + " " + backend + " regions",
+                    plan.totalBytes());
             long t0 = System.nanoTime();
             List<HostRegion> regions = new java.util.ArrayList<>();
             for (int i = 0; i < plan.regionSizes().size(); i++) {
-                regions.add(owned.add(factory.create(i, plan.regionSizes().get(i))));
+                long size = plan.regionSizes().get(i);
+                regions.add(owned.add(factory.create(i, size)));
+                progress.advance(size); // per region: cuda-vmm takes seconds for tens of GiB
+                LOG.log(System.Logger.Level.DEBUG, () -> "region " + regions.size() + " of " + plan.regionSizes().size()
+                        + " created: " + Bytes.format(size));
             }
             long t1 = System.nanoTime();
-            progress.phase("loading " + tensors.size() + " tensors with " + threads + " threads", total);
+            progress.phase(LoadProgress.READ, "loading " + tensors.size() + " tensors with " + threads + " threads", total);
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
             for (int i = 0; i < tensors.size(); i++) {
                 RegionPlan.Slot slot = plan.slots().get(i);
@@ -135,10 +142,10 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             }
             loader(threads, progress).load(source, tensors, address::get);
             long t2 = System.nanoTime();
-            progress.phase("digesting", total);
+            progress.phase(LoadProgress.DIGEST, "digesting", total);
             long[] digests = digests(tensors, address, threads, progress);
             long t3 = System.nanoTime();
-            progress.phase("verifying placement", 0);
+            progress.phase(LoadProgress.VERIFY, "verifying placement", 0);
             int[] regionNode = verifyPlacement(regions, progress);
             regions.forEach(HostRegion::seal);
             long t4 = System.nanoTime();
@@ -158,7 +165,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             if (deviceTensors != null) {
                 deviceTensors.load(source, manifests, owned, progress, threads);
             }
-            progress.phase("checking the checkpoint is unchanged", 0);
+            progress.phase(LoadProgress.CHECK, "checking the checkpoint is unchanged", 0);
             source.checkUnchanged("during the load", CHANGED_CONSEQUENCE);
             return new Catalog(manifests.build(), fingerprint.sha256Hex(), new FingerprintMatch(fingerprint), backend,
                     owned);

@@ -7,12 +7,36 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
 /**
- * How far a load has got, and what it measured: read by STATUS while the load runs. Each new phase
- * is one line to {@code log} (the daemon passes its log).
+ * How far a load has got, and what it measured: read by STATUS while the load runs. A load goes
+ * through phases, each with a short stable name (STATUS's {@code progress.phase}: {@code create},
+ * {@code read}, {@code digest}, {@code verify}, {@code device}, {@code check}; {@code starting} before
+ * and {@code loaded} after) and a detail for people ("creating 3 memfd regions"). Each new phase is one
+ * line to {@code log} (the daemon passes its log), written before the phase changes, so whoever draws
+ * the progress sees the phase that ended at its last count.
  */
 public final class LoadProgress {
+    /** Every phase name a load goes through, in order (docs/protocol.md, STATUS). */
+    public static final String STARTING = "starting";
+    public static final String CREATE = "create";
+    public static final String READ = "read";
+    public static final String DIGEST = "digest";
+    public static final String VERIFY = "verify";
+    public static final String DEVICE = "device";
+    public static final String CHECK = "check";
+    public static final String LOADED = "loaded";
+
+    /** One consistent reading: the phase, its detail, bytes done of total, and when the phase began. */
+    public record Snapshot(String phase, String detail, long done, long total, long phaseStartNanos) {
+        /** Seconds since the phase began. */
+        public double seconds() {
+            return (System.nanoTime() - phaseStartNanos) / 1e9;
+        }
+    }
+
     private final Consumer<String> log;
-    private volatile String phase = "starting";
+    private final Object lock = new Object();
+    private volatile String phase = STARTING;
+    private volatile String detail = STARTING;
     private final AtomicLong done = new AtomicLong();
     private volatile long total;
     private volatile long phaseStart = System.nanoTime();
@@ -23,19 +47,30 @@ public final class LoadProgress {
         this.log = log;
     }
 
-    public void phase(String phase, long totalBytes) {
-        this.phase = phase;
-        this.total = totalBytes;
-        this.phaseStart = System.nanoTime();
-        done.set(0);
-        log.accept(phase + (totalBytes > 0 ? " (" + Bytes.format(totalBytes) + ")" : ""));
+    /**
+     * A new phase {@code name} ({@link #CREATE}...) of {@code totalBytes} (0: not counted in bytes);
+     * {@code detail} is what the log line and {@link #text()} say.
+     */
+    public void phase(String name, String detail, long totalBytes) {
+        // Logged before the switch, outside the lock: a live progress line ends on the phase that ended.
+        log.accept(detail + (totalBytes > 0 ? " (" + Bytes.format(totalBytes) + ")" : ""));
+        synchronized (lock) {
+            this.phase = name;
+            this.detail = detail;
+            this.total = totalBytes;
+            this.phaseStart = System.nanoTime();
+            done.set(0);
+        }
     }
 
     /** The load is over: {@code bytes} were loaded. Not logged (the daemon logs "ready"). */
     public void finish(long bytes) {
-        this.phase = "loaded";
-        this.total = bytes;
-        done.set(bytes);
+        synchronized (lock) {
+            this.phase = LOADED;
+            this.detail = LOADED;
+            this.total = bytes;
+            done.set(bytes);
+        }
     }
 
     public void advance(long bytes) {
@@ -67,8 +102,14 @@ public final class LoadProgress {
         return new LinkedHashMap<>(facts);
     }
 
+    /** The phase's short name: {@link #CREATE}, {@link #READ}... */
     public String phase() {
         return phase;
+    }
+
+    /** What the phase does, for people: "creating 3 memfd regions". */
+    public String detail() {
+        return detail;
     }
 
     public long bytesDone() {
@@ -79,10 +120,17 @@ public final class LoadProgress {
         return total;
     }
 
+    /** The phase, its bytes and its start, read together (never a count of one phase with the total of another). */
+    public Snapshot snapshot() {
+        synchronized (lock) {
+            return new Snapshot(phase, detail, Math.min(done.get(), Math.max(total, done.get())), total, phaseStart);
+        }
+    }
+
     public String text() {
-        long t = total;
-        double seconds = (System.nanoTime() - phaseStart) / 1e9;
-        return phase + (t > 0 ? String.format(" %.0f%% (%s of %s, %s)", 100.0 * done.get() / t, Bytes.format(done.get()),
-                Bytes.format(t), Bytes.gibPerSecond(done.get(), seconds)) : "");
+        Snapshot s = snapshot();
+        long t = s.total();
+        return s.detail() + (t > 0 ? String.format(" %.0f%% (%s of %s, %s)", 100.0 * s.done() / t,
+                Bytes.format(s.done()), Bytes.format(t), Bytes.gibPerSecond(s.done(), s.seconds())) : "");
     }
 }

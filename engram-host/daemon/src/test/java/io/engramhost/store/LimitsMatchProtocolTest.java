@@ -102,7 +102,7 @@ class LimitsMatchProtocolTest {
                 p += lengths[i];
             }
             LoadProgress progress = new LoadProgress(line -> { });
-            progress.phase("digesting", total);
+            progress.phase(LoadProgress.DIGEST, "digesting", total);
             assertArrayEquals(expected, HostCatalogBuilder.digests(tensors, address, 3, progress));
             assertEquals(total, progress.bytesDone(), "every byte counted once");
         }
