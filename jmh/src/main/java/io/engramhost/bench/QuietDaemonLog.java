@@ -1,16 +1,27 @@
 package io.engramhost.bench;
 
-import io.engramhost.daemon.DaemonLog;
+import io.engramhost.cli.log.EngramLoggerFinder;
 
 /**
  * Drops the daemon's info lines ("lease 1234 granted ...") inside a benchmark fork, so measured code
- * does not write two stderr lines per handshake; warnings still go through.
+ * does not write two stderr lines per handshake; warnings still go through. The daemon logs through
+ * {@code System.Logger}; the benchmarks jar carries the CLI's logger finder (its services file is merged
+ * by the shade plugin), whose level this lowers to WARNING. Should another finder be in force, its
+ * java.util.logging loggers under {@code io.engramhost} are set to WARNING instead.
  */
 final class QuietDaemonLog {
+    /** Held: java.util.logging keeps its loggers only weakly. */
+    private static java.util.logging.Logger julRoot;
+
     private QuietDaemonLog() {
     }
 
     static void install() {
-        DaemonLog.infoEnabled(false);
+        if (System.LoggerFinder.getLoggerFinder() instanceof EngramLoggerFinder) {
+            EngramLoggerFinder.threshold(System.Logger.Level.WARNING);
+        } else {
+            julRoot = java.util.logging.Logger.getLogger("io.engramhost");
+            julRoot.setLevel(java.util.logging.Level.WARNING);
+        }
     }
 }

@@ -3,7 +3,6 @@ package io.engramhost.cli;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
-import io.engramhost.daemon.DaemonLog;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.CatalogFactory;
@@ -19,6 +18,8 @@ import picocli.CommandLine.Option;
 /** {@code serve}: the daemon, in the foreground. SIGTERM, SIGINT and {@code stop} end it cleanly. */
 @Command(name = "serve", description = "Load tables from a checkpoint, keep them resident and serve them.")
 final class ServeCommand implements Callable<Integer> {
+    private static final System.Logger LOG = System.getLogger(ServeCommand.class.getName());
+
     @Option(names = "--checkpoint", required = true, arity = "1..*", paramLabel = "PATH",
             description = "A .safetensors file, an index.json or a directory (repeatable).")
     List<Path> checkpoints;
@@ -37,6 +38,9 @@ final class ServeCommand implements Callable<Integer> {
 
     @Mixin
     SocketOptions socket;
+
+    @Mixin
+    LogOptions log;
 
     @Option(names = "--allow-uid", split = ",", paramLabel = "UID", description = "Other uids admitted (default: none).")
     List<Integer> allowUids = List.of();
@@ -94,12 +98,13 @@ final class ServeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        log.install();
         DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
                 socket.device, new HashSet<>(allowUids), threads, new ConnectionLimits(maxConnections, maxPerUid,
                 helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
                 gpus).conclude();
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx.store());
-        DaemonLog.info("checkpoint valid: " + prepared.tensors().size() + " tables, "
+        LOG.log(System.Logger.Level.INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
                 + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
         if (metricsPort < 0 || metricsPort > 65535) {
@@ -125,7 +130,10 @@ final class ServeCommand implements Callable<Integer> {
         }, "engram-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
         try {
-            daemon.load(prepared.builder());
+            try (ProgressLine live = log.format == io.engramhost.cli.log.LogFormat.TEXT
+                    ? ProgressLine.forLoad(daemon.progress()) : null) {
+                daemon.load(prepared.builder(), live == null);
+            }
             daemon.awaitStop();
         } catch (Error e) {
             daemon.fatal(Thread.currentThread(), e);

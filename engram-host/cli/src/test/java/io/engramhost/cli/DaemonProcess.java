@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /** A daemon started as a separate process through the CLI, as an operator would. */
@@ -29,12 +30,30 @@ final class DaemonProcess implements AutoCloseable {
     /** As {@link #start}, with JVM options after the launcher's own (a later -Xmx wins), as ENGRAM_HOST_JVM_OPTS does. */
     static DaemonProcess startWithJvmOptions(List<String> jvmOptions, Path socket, Path log, String... serveArgs)
             throws IOException {
+        return start(jvmOptions, Map.of(), socket, log, serveArgs);
+    }
+
+    /** As {@link #start}, with environment variables changed: a null value removes the variable. */
+    static DaemonProcess startWithEnvironment(Map<String, String> environment, Path socket, Path log,
+            String... serveArgs) throws IOException {
+        return start(List.of(), environment, socket, log, serveArgs);
+    }
+
+    private static DaemonProcess start(List<String> jvmOptions, Map<String, String> environment,
+            Path socket, Path log, String... serveArgs) throws IOException {
         List<String> args = new ArrayList<>(List.of("serve", "--socket", socket.toString(), "--numa", "none"));
         args.addAll(List.of(serveArgs));
         List<String> command = new ArrayList<>(ChildJvm.command(args.toArray(String[]::new)));
         command.addAll(command.indexOf("-cp"), jvmOptions);
-        Process p = new ProcessBuilder(command).redirectErrorStream(true)
-                .redirectOutput(log.toFile()).start();
+        ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
+        environment.forEach((k, v) -> {
+            if (v == null) {
+                pb.environment().remove(k);
+            } else {
+                pb.environment().put(k, v);
+            }
+        });
+        Process p = pb.start();
         return new DaemonProcess(p, socket, log);
     }
 

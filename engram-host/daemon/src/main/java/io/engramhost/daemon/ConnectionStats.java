@@ -1,5 +1,7 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.WARNING;
+
 import io.engramhost.os.PeerCredentials;
 import io.engramhost.protocol.ErrorCode;
 import java.util.EnumMap;
@@ -15,6 +17,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * a loop cannot flood the log.
  */
 final class ConnectionStats {
+    private static final System.Logger LOG = System.getLogger(ConnectionStats.class.getName());
     final AtomicInteger open = new AtomicInteger();
     final AtomicLong accepted = new AtomicLong();
     final AtomicLong refusedBusy = new AtomicLong();
@@ -73,7 +76,7 @@ final class ConnectionStats {
             first = logged.put(peer.pid() + "/" + peer.uid() + "/" + kind, Boolean.TRUE) == null;
         }
         if (first) {
-            DaemonLog.warn(message + " (logged once per peer process)");
+            LOG.log(WARNING, message + " (logged once per peer process)");
         }
     }
 

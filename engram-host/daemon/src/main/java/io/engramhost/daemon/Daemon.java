@@ -1,5 +1,9 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.ERROR;
+import static java.lang.System.Logger.Level.INFO;
+import static java.lang.System.Logger.Level.WARNING;
+
 import io.engramhost.os.Posix;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.DaemonState;
@@ -22,6 +26,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * alive but deaf.
  */
 public final class Daemon implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(Daemon.class.getName());
     public static final String VERSION = "0.1.0";
     /** How often a running load logs its progress. */
     static final long PROGRESS_LOG_MILLIS = 5000;
@@ -35,7 +40,7 @@ public final class Daemon implements AutoCloseable {
     private final Leases leases = new Leases();
     private final ConnectionStats stats = new ConnectionStats();
     private final SessionLoop loop;
-    private final LoadProgress progress = new LoadProgress(DaemonLog::info);
+    private final LoadProgress progress = new LoadProgress(line -> LOG.log(INFO, line));
     private final CountDownLatch stopRequested = new CountDownLatch(1);
     private final CountDownLatch closeDone = new CountDownLatch(1);
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -82,7 +87,7 @@ public final class Daemon implements AutoCloseable {
             Posix.raiseNoFileLimit();
             Daemon d = new Daemon(context, socket, lock, listener);
             d.loop.start();
-            DaemonLog.info("listening on " + socket + " (pid " + d.pid + ", backend " + context.backend() + ")");
+            LOG.log(INFO, "listening on " + socket + " (pid " + d.pid + ", backend " + context.backend() + ")");
             return d;
         } catch (RuntimeException e) {
             if (listener != null) {
@@ -111,12 +116,23 @@ public final class Daemon implements AutoCloseable {
 
     /** Loads the catalog; on success the daemon is ready and the ready file is written. */
     public void load(CatalogBuilder builder) throws Exception {
+        load(builder, true);
+    }
+
+    /**
+     * As {@link #load(CatalogBuilder)}; {@code logProgress} false leaves out the progress line logged every
+     * {@link #PROGRESS_LOG_MILLIS}, for a caller that shows {@link #progress()} itself (serve on a terminal).
+     */
+    public void load(CatalogBuilder builder, boolean logProgress) throws Exception {
         long t0 = System.nanoTime();
         Thread ticker = thread(() -> {
+            if (!logProgress) {
+                return;
+            }
             try {
                 while (true) {
                     Thread.sleep(PROGRESS_LOG_MILLIS);
-                    DaemonLog.info(progress.text());
+                    LOG.log(INFO, progress.text());
                 }
             } catch (InterruptedException done) {
                 // the load is over
@@ -143,7 +159,7 @@ public final class Daemon implements AutoCloseable {
         state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 catalog.fingerprintSha256(), catalog.backend(), socket);
-        DaemonLog.info("ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
+        LOG.log(INFO, "ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
                 + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
                 + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
     }
@@ -175,7 +191,7 @@ public final class Daemon implements AutoCloseable {
             return;
         }
         try {
-            DaemonLog.warn("fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
+            LOG.log(ERROR, "fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
                     + FATAL_EXIT);
             deleteQuietly(SocketPaths.readyFile(socket));
             deleteQuietly(socket);
@@ -223,11 +239,11 @@ public final class Daemon implements AutoCloseable {
             try {
                 c.close();
             } catch (Exception e) {
-                DaemonLog.warn("freeing the tables failed: " + e.getMessage());
+                LOG.log(WARNING, "freeing the tables failed: " + e.getMessage());
             }
         }
         lock.close();
-        DaemonLog.info("stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
+        LOG.log(INFO, "stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
     }
 
     /** Removes a file next to the socket through the checked directory's fd, never following a symlink. */
@@ -283,7 +299,8 @@ public final class Daemon implements AutoCloseable {
         return loop.requestMemoryUsed();
     }
 
-    LoadProgress progress() {
+    /** How far the load has got (STATUS's {@code progress}). */
+    public LoadProgress progress() {
         return progress;
     }
 

@@ -1,5 +1,7 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.INFO;
+
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
@@ -12,6 +14,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * and end (a BYE, EOF or anything else ends one at once).
  */
 final class Leases {
+    private static final System.Logger LOG = System.getLogger(Leases.class.getName());
     /** One client's lease. */
     record Lease(long id, int pid, int uid, Instant since) {
     }
@@ -22,14 +25,14 @@ final class Leases {
     long add(int pid, int uid) {
         long id = ids.incrementAndGet();
         leases.put(id, new Lease(id, pid, uid, Instant.now()));
-        DaemonLog.info("lease " + id + " granted to pid " + pid + " (uid " + uid + ")");
+        LOG.log(INFO, "lease " + id + " granted to pid " + pid + " (uid " + uid + ")");
         return id;
     }
 
     void end(long id, String why) {
         Lease l = leases.remove(id);
         if (l != null) {
-            DaemonLog.info("lease " + id + " of pid " + l.pid() + " " + why);
+            LOG.log(INFO, "lease " + id + " of pid " + l.pid() + " " + why);
         }
     }
 

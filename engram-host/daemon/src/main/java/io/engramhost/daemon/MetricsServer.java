@@ -1,5 +1,7 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.INFO;
+
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.engramhost.protocol.DaemonState;
@@ -21,6 +23,7 @@ import java.nio.charset.StandardCharsets;
  * to {@link #REQUEST_SECONDS}, drops it.
  */
 public final class MetricsServer implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(MetricsServer.class.getName());
     /** /live fails once the poll loop has not gone round for this long (it goes round at least every second). */
     static final long LIVE_STALE_SECONDS = 10;
     /** The JDK server's deadline for a request's headers and for an answer to be taken. */
@@ -60,7 +63,7 @@ public final class MetricsServer implements AutoCloseable {
         server.createContext("/", m::handle);
         server.setExecutor(null); // every exchange on the server's one dispatcher thread
         server.start();
-        DaemonLog.info("metrics and health on http://" + hostPort(server.getAddress()) + "/ (/metrics, /ready, /live)");
+        LOG.log(INFO, "metrics and health on http://" + hostPort(server.getAddress()) + "/ (/metrics, /ready, /live)");
         return m;
     }
 

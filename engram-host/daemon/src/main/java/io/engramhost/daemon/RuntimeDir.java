@@ -1,5 +1,8 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.INFO;
+import static java.lang.System.Logger.Level.WARNING;
+
 import io.engramhost.os.DirFd;
 import io.engramhost.os.FileStat;
 import io.engramhost.os.NativeException;
@@ -20,6 +23,7 @@ import java.nio.file.Path;
  * {@link #fd()}, with {@code O_NOFOLLOW}: a symlink planted there is never followed.
  */
 public final class RuntimeDir implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(RuntimeDir.class.getName());
     /** More parents than this is a loop, not a file system. */
     private static final int MAX_DEPTH = 4096;
 
@@ -206,7 +210,7 @@ public final class RuntimeDir implements AutoCloseable {
                     + "): " + e.getMessage() + "; remove it, or use a private socket directory", e);
         }
         boolean daemonsFile = trusted(st.uid()) && (st.isSocket() || st.isRegular());
-        DaemonLog.info("removed " + p + (daemonsFile ? ", left by a daemon that is gone"
+        LOG.log(INFO, "removed " + p + (daemonsFile ? ", left by a daemon that is gone"
                 : " (" + st.typeName() + " owned by uid " + st.uid() + ", not a daemon's file)"));
     }
 
@@ -233,7 +237,7 @@ public final class RuntimeDir implements AutoCloseable {
         try {
             dir.unlink(name);
         } catch (RuntimeException e) {
-            DaemonLog.warn("cannot remove " + dir.path().resolve(name) + ": " + e.getMessage());
+            LOG.log(WARNING, "cannot remove " + dir.path().resolve(name) + ": " + e.getMessage());
         }
     }
 

@@ -1,5 +1,7 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.WARNING;
+
 import io.engramhost.os.BorrowedFd;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NonBlocking;
@@ -33,6 +35,7 @@ import java.util.function.Predicate;
  * ({@link Requests}); their answers come back through a queue and an eventfd.
  */
 final class SessionLoop implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(SessionLoop.class.getName());
     private static final int SCRATCH_BYTES = 256 << 10;
     private static final int ACCEPTS_PER_ROUND = 256;
     private static final int SLOT_WAKEUP = 0;
@@ -391,7 +394,7 @@ final class SessionLoop implements AutoCloseable {
             try {
                 a = requests.handle(phase, version, peer, payload);
             } catch (RuntimeException e) {
-                DaemonLog.warn("answering " + c + " failed: " + e);
+                LOG.log(WARNING, "answering " + c + " failed: " + e);
                 int v = phase == Connection.Phase.HELLO ? 1 : version;
                 a = Requests.Answer.of(Outbound.frame(ErrorReply.of(ErrorCode.INTERNAL, String.valueOf(e.getMessage()))
                         .encode(v), v), Requests.Next.CLOSE, v);

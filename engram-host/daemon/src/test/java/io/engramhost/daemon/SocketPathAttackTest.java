@@ -19,9 +19,6 @@ import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.store.Catalog;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -267,8 +264,7 @@ class SocketPathAttackTest {
             for (Path p : List.of(socket, ready, tmp)) {
                 Attacker.run("ln -s " + q(victim) + " " + q(p));
             }
-            ByteArrayOutputStream log = new ByteArrayOutputStream();
-            DaemonLog.output(new PrintStream(log, true, StandardCharsets.UTF_8));
+            LogCapture log = new LogCapture();
             try (Daemon d = Daemon.start(context(others ? Set.of(Attacker.UID) : Set.of()), socket)) {
                 assertTrue((((Number) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS)).intValue()
                         & 0170000) == 0140000, "a socket, bound where the link was");
@@ -280,9 +276,9 @@ class SocketPathAttackTest {
                 assertFalse(Files.exists(tmp, LinkOption.NOFOLLOW_LINKS), "the temporary file was renamed");
                 assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"ready\"");
             } finally {
-                DaemonLog.output(System.err);
+                log.close();
             }
-            assertContains(log.toString(StandardCharsets.UTF_8), "removed " + socket + " (a symbolic link owned by uid 65534,"
+            assertContains(log.text(), "removed " + socket + " (a symbolic link owned by uid 65534,"
                     + " not a daemon's file)", "removed " + ready + " (a symbolic link");
             assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS));
             assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS));
