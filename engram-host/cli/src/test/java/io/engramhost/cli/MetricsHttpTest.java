@@ -161,6 +161,14 @@ class MetricsHttpTest {
             assertEquals(((Number) ((Map<?, ?>) s.get("imports")).get("served")).doubleValue(),
                     p.get("engram_host_imports_total"));
             assertEquals(0, p.get("engram_host_import_errors_total", "code", "NOT_READY"));
+            // the one import served so far, in the latency histogram: counted in +Inf and in _count, with a duration
+            assertEquals("histogram", p.types().get("engram_host_import_duration_seconds"));
+            assertEquals(1, p.get("engram_host_import_duration_seconds_bucket", "le", "+Inf"));
+            assertEquals(1, p.get("engram_host_import_duration_seconds_count"));
+            assertTrue(p.get("engram_host_import_duration_seconds_sum") > 0);
+            assertTrue(p.get("engram_host_import_duration_seconds_bucket", "le", "0.0005")
+                    <= p.get("engram_host_import_duration_seconds_bucket", "le", "10"));
+            assertEquals(0, p.get("engram_host_hugepage_coverage_ratio")); // memfd: no huge pages
             Map<?, ?> conn = (Map<?, ?>) s.get("connections");
             assertEquals(((Number) conn.get("bad_requests")).doubleValue(), p.get("engram_host_bad_requests_total"));
             assertEquals(((Number) conn.get("timed_out")).doubleValue(), p.get("engram_host_connections_timed_out_total"));
@@ -273,7 +281,7 @@ class MetricsHttpTest {
             if (line.startsWith("#")) {
                 assertTrue(c.matches(), "bad comment: " + line);
                 if (c.group(1).equals("TYPE")) {
-                    assertTrue(List.of("gauge", "counter").contains(c.group(3)), line);
+                    assertTrue(List.of("gauge", "counter", "histogram").contains(c.group(3)), line);
                     assertTrue(c.group(2).startsWith("engram_host_"), line);
                     assertEquals(null, types.put(c.group(2), c.group(3)), "TYPE twice: " + line);
                 }
@@ -282,8 +290,10 @@ class MetricsHttpTest {
             Matcher m = SAMPLE.matcher(line);
             assertTrue(m.matches(), "not a sample line: " + line);
             String name = m.group(1);
-            assertTrue(types.containsKey(name), "sample before its TYPE: " + line);
-            if (types.get(name).equals("counter")) {
+            // a histogram's samples are its name's _bucket, _sum and _count
+            boolean histogramPart = "histogram".equals(types.get(name.replaceFirst("_(bucket|sum|count)$", "")));
+            assertTrue(types.containsKey(name) || histogramPart, "sample before its TYPE: " + line);
+            if ("counter".equals(types.get(name))) {
                 assertTrue(name.endsWith("_total"), line);
             }
             List<String> kv = new ArrayList<>();

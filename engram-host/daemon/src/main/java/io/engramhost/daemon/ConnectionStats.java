@@ -27,6 +27,8 @@ final class ConnectionStats {
     final AtomicLong badRequests = new AtomicLong();
     /** Imports answered with a MANIFEST and its fds. */
     final AtomicLong importsServed = new AtomicLong();
+    /** How long those answers took, request taken up to answer written. */
+    final ImportLatency importLatency = new ImportLatency();
     /** The codes an IMPORT is refused with (a malformed one counts as a bad request). */
     static final List<ErrorCode> IMPORT_ERRORS = List.of(ErrorCode.NOT_READY, ErrorCode.FINGERPRINT_MISMATCH,
             ErrorCode.STOPPING, ErrorCode.LOAD_FAILED);

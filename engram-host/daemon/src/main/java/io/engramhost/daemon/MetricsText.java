@@ -109,6 +109,16 @@ final class MetricsText {
         for (ErrorCode code : ConnectionStats.IMPORT_ERRORS) {
             sample("engram_host_import_errors_total", labels("code", code.name()), s.importErrors(code));
         }
+        String latency = "engram_host_import_duration_seconds";
+        head(latency, "histogram", "Imports served: from the request taken up to the manifest and its fds written.");
+        long[] cumulative = s.importLatency.cumulative();
+        for (int i = 0; i < ImportLatency.BOUNDS.length; i++) {
+            String le = java.math.BigDecimal.valueOf(ImportLatency.BOUNDS[i]).stripTrailingZeros().toPlainString();
+            sample(latency + "_bucket", labels("le", le), cumulative[i]); // 0.0005, not 5.0E-4
+        }
+        sample(latency + "_bucket", labels("le", "+Inf"), cumulative[ImportLatency.BOUNDS.length]);
+        sample(latency + "_sum", "", s.importLatency.sumSeconds());
+        sample(latency + "_count", "", cumulative[ImportLatency.BOUNDS.length]);
     }
 
     private void tables(Catalog c) {
@@ -128,6 +138,17 @@ final class MetricsText {
         groups.forEach((labels, g) -> sample("engram_host_tables", labels, g[0]));
         head("engram_host_resident_bytes", "gauge", "Bytes of the tables served, by backend, NUMA node and device.");
         groups.forEach((labels, g) -> sample("engram_host_resident_bytes", labels, g[1]));
+        long host = 0;
+        long huge = 0;
+        for (Manifest.Table t : all) {
+            if (t.device() < 0) {
+                host += t.bytes();
+                huge += t.kind() == io.engramhost.protocol.RegionKind.MEMFD_HUGETLB ? t.bytes() : 0;
+            }
+        }
+        head("engram_host_hugepage_coverage_ratio", "gauge",
+                "Share of the host tables' bytes in huge pages (memfd-hugetlb regions); 0 with no host table.");
+        sample("engram_host_hugepage_coverage_ratio", "", host == 0 ? 0 : (double) huge / host);
         head("engram_host_table_series_omitted", "gauge",
                 "Tables left out of engram_host_table_bytes (past " + MAX_TABLE_SERIES + " tables).");
         sample("engram_host_table_series_omitted", "", Math.max(0, all.size() - MAX_TABLE_SERIES));

@@ -117,6 +117,7 @@ final class Requests {
     }
 
     private Answer serveImport(ImportRequest request, int version) {
+        long taken = System.nanoTime();
         DaemonState state = daemon.state();
         if (state == DaemonState.LOADING) {
             daemon.stats().importRefused(ErrorCode.NOT_READY);
@@ -139,7 +140,9 @@ final class Requests {
         Catalog.Served served = catalog.servedTo(request.device());
         byte[] frame = manifestFrame(catalog, request.device(), served, version);
         daemon.stats().importsServed.incrementAndGet();
-        return Answer.of(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version);
+        ImportLatency latency = daemon.stats().importLatency;
+        return new Answer(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version,
+                () -> latency.record(System.nanoTime() - taken));
     }
 
     private byte[] manifestFrame(Catalog catalog, int device, Catalog.Served served, int version) {
