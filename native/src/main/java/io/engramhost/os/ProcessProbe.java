@@ -36,7 +36,8 @@ public final class ProcessProbe {
     /**
      * The number of fds this process has open of the kinds engram-host creates (memfds, sockets, pidfds
      * and other anonymous inodes, and regular files such as checkpoints and lock files). The JVM's own fds
-     * (jar and library files it opens or closes lazily, pipes, /dev and /proc files) are left out, so a
+     * (jar and library files it opens or closes lazily, pipes, /dev and /proc files, the cgroup files its container
+     * support reads for a moment) are left out, so a
      * count taken before and after some work compares that work alone. -1 where /proc is not mounted.
      */
     public static int countOpenFds() {
@@ -73,8 +74,9 @@ public final class ProcessProbe {
     }
 
     private static boolean isJvms(String target) {
+        // /sys/fs/cgroup/: the JVM's container support opens those files for a moment, on its own threads
         return target.endsWith(".jar") || target.endsWith(".so") || target.endsWith(".jsa") || target.startsWith("pipe:")
-                || target.startsWith("/dev/") || target.startsWith("/proc/")
+                || target.startsWith("/dev/") || target.startsWith("/proc/") || target.startsWith("/sys/fs/cgroup/")
                 || target.startsWith(System.getProperty("java.home"));
     }
 }

@@ -32,14 +32,6 @@ public record ResourceSnapshot(int ownedFds, List<String> openFds, int cudaResou
                 threads);
     }
 
-    /**
-     * An fd the JVM itself opens for a moment on one of its own threads: its container support reads cgroup files
-     * (/sys/fs/cgroup/...) now and then. Seen once as a "leak" between two snapshots; never one of ours.
-     */
-    private static boolean jvmTransient(String fd) {
-        return fd.contains(" -> /sys/fs/cgroup/");
-    }
-
     /** What this snapshot holds that {@code before} did not, one line per kind; empty when nothing leaked. */
     public List<String> leakedSince(ResourceSnapshot before) {
         List<String> leaks = new ArrayList<>();
@@ -47,7 +39,7 @@ public record ResourceSnapshot(int ownedFds, List<String> openFds, int cudaResou
             leaks.add((ownedFds - before.ownedFds) + " owned fd(s) not closed (Fd.openCount " + before.ownedFds + " -> "
                     + ownedFds + ")");
         }
-        List<String> newFds = openFds.stream().filter(f -> !before.openFds.contains(f) && !jvmTransient(f)).toList();
+        List<String> newFds = openFds.stream().filter(f -> !before.openFds.contains(f)).toList();
         if (!newFds.isEmpty()) {
             leaks.add(newFds.size() + " fd(s) left open: " + newFds);
         }
