@@ -22,7 +22,7 @@ import org.junit.jupiter.api.Timeout;
 class CPeerTest {
     @Test
     void shouldAttachAMemfdInTheChildAndReleaseIt() {
-        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
+        List<String> fdsBefore = io.engramhost.os.ProcessProbe.openFds();
         try (MemfdRegion region = MemfdRegion.create("engram.cpeer.test", 8L << 20, PageKind.SMALL, null)) {
             region.seal();
             try (CPeer peer = CPeer.start(0)) {
@@ -39,7 +39,8 @@ class CPeerTest {
             }
         }
         assertEquals(List.of(), ProcessHandle.current().children().filter(ProcessHandle::isAlive).toList());
-        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
+        List<String> fdsAfter = io.engramhost.os.ProcessProbe.openFds();
+        assertEquals(fdsBefore.size(), fdsAfter.size(), () -> "fds before " + fdsBefore + ", after " + fdsAfter);
     }
 
     @Test
