@@ -16,14 +16,7 @@ import ctypes
 import math
 from typing import Any, Optional, Sequence, Tuple
 
-#: Width in bits of each safetensors dtype.
-DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32,
-    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-}
+from ._wire import DTYPE_BITS  # noqa: E402  (width in bits of each safetensors dtype)
 
 # safetensors dtype -> name of the torch dtype attribute; None where torch has no dtype of that layout. (torch's
 # float4_e2m1fn_x2 packs two F4 values per element, a different shape, so F4 stays raw bytes.)

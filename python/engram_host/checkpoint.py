@@ -21,7 +21,7 @@ import re
 import stat
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Iterable, Iterator, Optional, Sequence, Union
 
 from .errors import EngramHostError
 
@@ -44,11 +44,7 @@ class CheckpointError(EngramHostError):
 # dtypes, shapes, limits
 
 #: Every safetensors dtype and its width in bits, in the Java enum's order (which error messages list).
-DTYPE_BITS: Mapping[str, int] = {
-    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32,
-    "C64": 64, "F64": 64, "I64": 64, "U64": 64,
-}
+from ._wire import DTYPE_BITS  # noqa: E402  (one table of the dtypes: the manifest's, docs/checkpoints.md)
 
 #: The largest safetensors header accepted (as the reference implementation): 100 MiB.
 MAX_HEADER_LENGTH = 100 << 20

@@ -10,7 +10,7 @@ import os
 import unittest
 import weakref
 
-from engram_host import _cuda, _tensors
+from engram_host import _cuda, _memory, _tensors
 
 try:
     import numpy
@@ -22,24 +22,13 @@ try:
 except ImportError:
     torch = None
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.restype = ctypes.c_int
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 class AnonymousMapping:
     """An anonymous private read-write mapping of ``size`` bytes (libc mmap), unmapped by close()."""
 
     def __init__(self, size: int):
-        addr = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                          -1, 0)
-        if addr in (None, _MAP_FAILED):
-            e = ctypes.get_errno()
-            raise OSError(e, f"mmap(anonymous, {size}) failed: {os.strerror(e)}")
-        self.address = addr
+        self.address = _memory.map_anonymous(size)
         self.size = size
 
     def write(self, data: bytes, offset: int = 0) -> None:
@@ -47,7 +36,7 @@ class AnonymousMapping:
 
     def close(self) -> None:
         if self.address:
-            _libc.munmap(self.address, self.size)
+            _memory.unmap(self.address, self.size)
             self.address = 0
 
 

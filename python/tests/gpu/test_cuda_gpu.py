@@ -10,7 +10,6 @@ import ctypes
 import fcntl
 import gc
 import importlib.util
-import mmap
 import os
 import re
 import shutil
@@ -21,7 +20,7 @@ import threading
 import unittest
 import weakref
 
-from engram_host import _cuda, _tensors
+from engram_host import _cuda, _memory, _tensors
 
 try:
     import torch
@@ -45,12 +44,6 @@ SKIP_REASON = _skip_reason()
 ORDINAL = 0
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_cuda.__file__)))
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.restype = ctypes.c_int
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
 F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
 SEALS = 0x1 | 0x2 | 0x4 | 0x10  # SEAL, SHRINK, GROW, FUTURE_WRITE: what the daemon sets
 
@@ -67,10 +60,7 @@ def sealed_memfd_mapping(data: bytes):
         os.ftruncate(fd, len(data))
         os.pwrite(fd, data, 0)
         fcntl.fcntl(fd, F_ADD_SEALS, SEALS)
-        addr = _libc.mmap(None, len(data), mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, _MAP_FAILED):
-            raise OSError(ctypes.get_errno(), "mmap of the sealed memfd failed")
-        return addr
+        return _memory.map_read_only(fd, len(data))
     finally:
         os.close(fd)
 
@@ -272,7 +262,7 @@ class HostRegistrationTest(GpuTestCase):
             self.assertTrue(reg.closed)
             reg.close()  # idempotent
         finally:
-            _libc.munmap(addr, size)
+            _memory.unmap(addr, size)
 
     def test_registered_in_chunks_with_one_device_pointer(self):
         size = 4 << 20
@@ -295,7 +285,7 @@ class HostRegistrationTest(GpuTestCase):
             # unregistered: the same range registers again
             _cuda.HostRegistration(self.device, addr, size).close()
         finally:
-            _libc.munmap(addr, size)
+            _memory.unmap(addr, size)
 
     def test_closed_from_another_thread(self):
         size = 2 << 20
@@ -315,7 +305,7 @@ class HostRegistrationTest(GpuTestCase):
             self.assertEqual(errors, [])
             self.assertTrue(reg.closed)
         finally:
-            _libc.munmap(addr, size)
+            _memory.unmap(addr, size)
 
     def test_unaligned_address_refused(self):
         with self.assertRaises(ValueError):
