@@ -258,23 +258,12 @@ class Table:
 
 
 class _Watch:
-    """Tells when the daemon goes: EOF on the lease connection, or its process exiting (a pidfd, where its pid
-    is visible). One thread, started by the first callback.
+    """Tells when the daemon goes: EOF (or an error) on the lease connection. One thread, started by the first
+    callback. Not the daemon's pid: a takeover moves the lease to a successor process and the pid that answered
+    the import exits while the tables stay served (docs/protocol.md, "The lease")."""
 
-    ``daemon_pid`` must be the pid ``SO_PEERCRED`` gave, which the kernel translates into this process's pid
-    namespace (0 when the daemon is not visible from it), never WELCOME's: that is the daemon's pid in its own
-    namespace, and from another one (a container) it may name an unrelated process here."""
-
-    def __init__(self, lease_fd: int, daemon_pid: int):
+    def __init__(self, lease_fd: int):
         self._lease_fd = lease_fd
-        self._pidfd = -1
-        self.pid = 0  # the pid the pidfd watches, 0 for none (the lease alone tells)
-        if daemon_pid > 0 and hasattr(os, "pidfd_open"):
-            try:
-                self._pidfd = os.pidfd_open(daemon_pid)
-                self.pid = daemon_pid
-            except OSError:
-                self._pidfd = -1  # gone already, or an old kernel: the lease's EOF still tells
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._callbacks: list[Callable[[str], None]] = []
         self._lock = threading.Lock()
@@ -303,13 +292,8 @@ class _Watch:
         p = select.poll()
         p.register(self._lease_fd, select.POLLIN)
         p.register(self._wake_r, select.POLLIN)
-        if self._pidfd >= 0:
-            p.register(self._pidfd, select.POLLIN)
         for fd, ev in p.poll(timeout_ms):
             if fd == self._wake_r:
-                return False
-            if fd == self._pidfd:
-                self._fire("the daemon process exited")
                 return False
             if fd == self._lease_fd:
                 if ev & (select.POLLHUP | select.POLLERR):
@@ -356,10 +340,8 @@ class _Watch:
             pass
         if thread is not None and thread is not threading.current_thread():
             thread.join(5)
-        for fd in (self._wake_r, self._wake_w, self._pidfd):
-            if fd >= 0:
-                os.close(fd)
-        self._pidfd = -1
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
 
 
 # ------------------------------------------------------------------------------------------ imported tables
@@ -384,7 +366,7 @@ class ImportedTables:
         self.tables: dict[str, Table] = {}
         self._attachment = attachment
         self._channel = channel
-        self._watch = _Watch(channel.fileno(), daemon_pid) if channel is not None else None
+        self._watch = _Watch(channel.fileno()) if channel is not None else None
         self._closed = False
         self._close_lock = threading.Lock()
         self._finalizer = weakref.finalize(self, ImportedTables._finalize, channel, self._watch, attachment)

@@ -215,9 +215,9 @@ def _child_of(pid: int) -> int:
 
 
 class PidNamespaceTest(unittest.TestCase):
-    """The pidfd that tells when the daemon exits must watch the pid SO_PEERCRED gives (the kernel translates it
-    into the client's pid namespace, 0 where the daemon is not visible), never WELCOME's, which is the daemon's pid
-    in its own namespace: from another namespace it names an unrelated process, or none."""
+    """``daemon_pid`` is the pid SO_PEERCRED gives (the kernel translates it into the client's pid namespace, 0
+    where the daemon is not visible), never WELCOME's, which is the daemon's pid in its own namespace. The watch
+    for the daemon's end does not use a pid at all (a takeover replaces the process): the lease alone tells."""
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="engram-py-pidns-")
@@ -231,7 +231,6 @@ class PidNamespaceTest(unittest.TestCase):
         with engram_host.connect(peer.socket) as imported:
             self.assertEqual(peer.proc.pid, imported.daemon_pid)
             self.assertEqual(peer.proc.pid, imported.daemon.pid)
-            self.assertEqual(peer.proc.pid, imported._watch.pid)
         self.assertEqual(0, peer.finish()[0])
 
     def test_daemon_in_another_pid_namespace(self):
@@ -244,7 +243,6 @@ class PidNamespaceTest(unittest.TestCase):
         with engram_host.connect(peer.socket) as imported:
             self.assertEqual(1, imported.daemon.pid, "WELCOME names the peer's pid in its own namespace")
             self.assertEqual(real, imported.daemon_pid)
-            self.assertEqual(real, imported._watch.pid, "the pidfd must watch the peer, not this namespace's pid 1")
             imported.on_daemon_gone(gone.append)
             self.assertIsNone(imported.daemon_gone())
         self.assertEqual(0, peer.finish()[0])
@@ -256,16 +254,15 @@ class PidNamespaceTest(unittest.TestCase):
         peer = Peer("batch-254", self.dir)
         code = ("import json, sys, engram_host\n"
                 "with engram_host.connect(sys.argv[1]) as t:\n"
-                "    print(json.dumps([t.daemon_pid, t.daemon.pid, t._watch.pid, t.daemon_gone()]))\n")
+                "    print(json.dumps([t.daemon_pid, t.daemon.pid, t.daemon_gone()]))\n")
         env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
         out = subprocess.run([*prefix, sys.executable, "-c", code, peer.socket], capture_output=True, text=True,
                              timeout=60, env=env)
         self.assertEqual(0, out.returncode, out.stderr)
         import json
-        daemon_pid, welcome_pid, watched, gone = json.loads(out.stdout.strip().splitlines()[-1])
+        daemon_pid, welcome_pid, gone = json.loads(out.stdout.strip().splitlines()[-1])
         self.assertEqual(peer.proc.pid, welcome_pid)
         self.assertEqual(0, daemon_pid, "the daemon is not visible from the client's namespace")
-        self.assertEqual(0, watched, "no pidfd: the lease connection alone tells")
         self.assertIsNone(gone)
         self.assertEqual(0, peer.finish()[0])
 

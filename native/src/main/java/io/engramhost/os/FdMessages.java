@@ -55,7 +55,7 @@ public final class FdMessages {
     }
 
     /** Sends {@code payload} with {@code fds} (not closed: the caller keeps owning them). */
-    public static void send(int socket, String peer, ByteBuffer payload, List<Fd> fds) {
+    public static void send(int socket, String peer, ByteBuffer payload, List<? extends FdRef> fds) {
         int length = payload.remaining();
         int[] raw = new int[fds.size()];
         for (int i = 0; i < raw.length; i++) {

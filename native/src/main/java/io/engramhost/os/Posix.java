@@ -366,6 +366,18 @@ public final class Posix {
         return LIBC.geteuid();
     }
 
+    /** kill(pid, signal); false when no such process is left (ESRCH). */
+    public static boolean kill(int pid, int signal) {
+        if (LIBC.kill(pid, signal) == 0) {
+            return true;
+        }
+        int errno = LibCHolder.errno();
+        if (errno == Errno.ESRCH) {
+            return false;
+        }
+        throw fail("kill(" + pid + ", " + signal + ")");
+    }
+
     /** kill(pid, 0): true when a process with this pid exists (it may be a zombie). */
     public static boolean processExists(int pid) {
         if (LIBC.kill(pid, 0) == 0) {

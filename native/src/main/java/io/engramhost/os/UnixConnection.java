@@ -27,6 +27,11 @@ public final class UnixConnection implements AutoCloseable {
         return new UnixConnection(UnixSockets.connect(path), path.toString());
     }
 
+    /** Takes ownership of {@code fd}, a connected SOCK_STREAM Unix socket (one accepted, or handed over). */
+    public static UnixConnection of(Fd fd, String peer) {
+        return new UnixConnection(fd, peer);
+    }
+
     /** A connected pair, for tests and baselines. */
     public static UnixConnection[] pair(String name) {
         Fd[] p = UnixSockets.pair(name);
@@ -52,7 +57,7 @@ public final class UnixConnection implements AutoCloseable {
         return UnixSockets.peerCredentials(fd);
     }
 
-    public void send(ByteBuffer payload, List<Fd> fds) {
+    public void send(ByteBuffer payload, List<? extends FdRef> fds) {
         FdMessages.send(rawFd(), peer, payload, fds);
     }
 

@@ -25,6 +25,25 @@ public final class UnixListener implements AutoCloseable {
         return new UnixListener(UnixSockets.listen(path, backlog), path);
     }
 
+    /**
+     * Takes ownership of {@code fd}, a listening socket another process handed over (a predecessor daemon, or
+     * systemd's fd store), once it is checked to be a listening SOCK_STREAM Unix socket bound to {@code path};
+     * it is made non-blocking. On a refusal {@code fd} is closed and the reason thrown.
+     */
+    public static UnixListener adopt(Fd fd, Path path) {
+        try {
+            String wrong = UnixSockets.notListeningOn(fd, path);
+            if (wrong != null) {
+                throw new IllegalStateException("refusing the listening socket handed over: " + wrong);
+            }
+            UnixSockets.setBlocking(fd, false);
+            return new UnixListener(fd, path);
+        } catch (RuntimeException e) {
+            fd.close();
+            throw e;
+        }
+    }
+
     public Path path() {
         return path;
     }

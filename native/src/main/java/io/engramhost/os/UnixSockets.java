@@ -32,6 +32,13 @@ public final class UnixSockets {
     private static final int SUN_PATH_AT = 2;
     private static final int SOL_SOCKET = 1;
     private static final int SO_PEERCRED = 17;
+    private static final int SO_TYPE = 3;
+    private static final int SO_ACCEPTCONN = 30;
+    private static final int F_GETFL = 3;
+    private static final int F_SETFL = 4;
+    /** The same on x86-64 and aarch64. */
+    private static final int O_NONBLOCK = 0x800;
+    private static final int SOCKADDR_UN_BYTES = 110;
     private static final int UCRED_BYTES = 12;
     private static final Charset PATH_CHARSET = pathCharset();
 
@@ -135,6 +142,68 @@ public final class UnixSockets {
             throw new NativeException("getsockopt(" + socket.what() + ", SO_PEERCRED)", LibCHolder.errno());
         }
         return new PeerCredentials(cred.getInt(0), cred.getInt(4), cred.getInt(8));
+    }
+
+    /** Clears or sets O_NONBLOCK (a socket received from another process keeps the sender's mode). */
+    public static void setBlocking(FdRef socket, boolean blocking) {
+        int flags = LIBC.fcntl(socket.get(), F_GETFL, 0);
+        if (flags < 0) {
+            throw new NativeException("fcntl(" + socket.what() + ", F_GETFL)", LibCHolder.errno());
+        }
+        int want = blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK;
+        if (want != flags && LIBC.fcntl(socket.get(), F_SETFL, want) != 0) {
+            throw new NativeException("fcntl(" + socket.what() + ", F_SETFL)", LibCHolder.errno());
+        }
+    }
+
+    /**
+     * Why {@code fd} is not a listening SOCK_STREAM Unix socket bound to {@code path}, or null when it is one: for a
+     * socket handed over by another process, which is checked before it is served on.
+     */
+    public static String notListeningOn(FdRef fd, Path path) {
+        Integer type = intOption(fd, SO_TYPE);
+        if (type == null) {
+            return fd.what() + " is not a socket";
+        }
+        if (type != SOCK_STREAM) {
+            return fd.what() + " is a socket of type " + type + ", not SOCK_STREAM";
+        }
+        Integer listening = intOption(fd, SO_ACCEPTCONN);
+        if (listening == null || listening == 0) {
+            return fd.what() + " is a socket that does not listen";
+        }
+        Pointer addr = Memory.allocateDirect(RUNTIME, SOCKADDR_UN_BYTES, true);
+        Pointer len = Memory.allocateDirect(RUNTIME, 4, true);
+        len.putInt(0, SOCKADDR_UN_BYTES);
+        if (LIBC.getsockname(fd.get(), addr, len) != 0) {
+            return "getsockname(" + fd.what() + ") failed: " + Errno.describe(LibCHolder.errno());
+        }
+        if ((addr.getShort(0) & 0xffff) != AF_UNIX) {
+            return fd.what() + " is not a Unix socket (family " + (addr.getShort(0) & 0xffff) + ")";
+        }
+        int n = Math.max(0, Math.min(len.getInt(0), SOCKADDR_UN_BYTES) - SUN_PATH_AT);
+        byte[] raw = new byte[n];
+        addr.get(SUN_PATH_AT, raw, 0, n);
+        int end = 0;
+        while (end < n && raw[end] != 0) {
+            end++;
+        }
+        String bound = new String(raw, 0, end, PATH_CHARSET);
+        if (!bound.equals(path.toString())) {
+            return fd.what() + " listens on '" + bound + "', not on " + path;
+        }
+        return null;
+    }
+
+    /** An int socket option, or null when {@code fd} is no socket (ENOTSOCK) or the call fails. */
+    private static Integer intOption(FdRef fd, int option) {
+        Pointer v = Memory.allocateDirect(RUNTIME, 4, true);
+        Pointer len = Memory.allocateDirect(RUNTIME, 4, true);
+        len.putInt(0, 4);
+        if (LIBC.getsockopt(fd.get(), SOL_SOCKET, option, v, len) != 0) {
+            return null;
+        }
+        return v.getInt(0);
     }
 
     /**

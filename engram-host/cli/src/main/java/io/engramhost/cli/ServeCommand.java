@@ -3,6 +3,7 @@ package io.engramhost.cli;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.daemon.Takeover;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.CatalogFactory;
@@ -93,6 +94,17 @@ final class ServeCommand implements Callable<Integer> {
                     + "network (default: ${DEFAULT-VALUE}).")
     String metricsAddress;
 
+    @Option(names = "--takeover",
+            description = "Take over from the daemon serving on this socket (an upgrade or restart without a reload):"
+                    + " its tables, socket and leases move to this process, which then serves them; the old one exits."
+                    + " With no daemon there, loads the checkpoint as plain serve does.")
+    boolean takeover;
+
+    @Option(names = "--verify-digests",
+            description = "With --takeover: compute every table's digest again from the memory handed over before"
+                    + " taking it (reads all of it once).")
+    boolean verifyDigests;
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
@@ -103,21 +115,35 @@ final class ServeCommand implements Callable<Integer> {
                 socket.device, new HashSet<>(allowUids), threads, new ConnectionLimits(maxConnections, maxPerUid,
                 helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
                 gpus).conclude();
-        CatalogFactory.Prepared prepared = CatalogFactory.prepare(ctx.store());
-        LOG.log(System.Logger.Level.INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
-                + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
-                + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: " + prepared.budget());
         if (metricsPort < 0 || metricsPort > 65535) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-port must be 0 (off) or "
                     + "1-65535, got " + metricsPort);
         }
+        if (verifyDigests && !takeover) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--verify-digests needs --takeover");
+        }
         java.net.InetAddress metricsHost = metricsPort == 0 ? null : metricsAddress(metricsAddress);
         Path path = socket.resolve();
-        Daemon daemon = Daemon.start(ctx, path);
+        Daemon taken = null;
+        if (takeover) {
+            try {
+                taken = Takeover.run(ctx, path, verifyDigests);
+            } catch (Takeover.PredecessorGoneException e) {
+                LOG.log(System.Logger.Level.WARNING, e.getMessage() + "; loading the checkpoint instead");
+            }
+        }
+        CatalogFactory.Prepared prepared = null;
+        if (taken == null) {
+            prepared = CatalogFactory.prepare(ctx.store());
+            LOG.log(System.Logger.Level.INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
+                    + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
+                    + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
+                    + prepared.budget());
+        }
+        Daemon daemon = taken != null ? taken : Daemon.start(ctx, path);
         if (metricsHost != null) {
             try {
-                daemon.startMetrics(metricsHost, metricsPort, VersionInfo.version(), VersionInfo.commit(),
-                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
+                startMetrics(daemon, metricsHost, taken != null);
             } catch (RuntimeException e) {
                 daemon.close();
                 throw e;
@@ -130,9 +156,11 @@ final class ServeCommand implements Callable<Integer> {
         }, "engram-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
         try {
-            try (ProgressLine live = log.format == io.engramhost.cli.log.LogFormat.TEXT
-                    ? ProgressLine.forLoad(daemon.progress()) : null) {
-                daemon.load(prepared.builder(), live == null);
+            if (prepared != null) {
+                try (ProgressLine live = log.format == io.engramhost.cli.log.LogFormat.TEXT
+                        ? ProgressLine.forLoad(daemon.progress()) : null) {
+                    daemon.load(prepared.builder(), live == null);
+                }
             }
             daemon.awaitStop();
         } catch (Error e) {
@@ -141,6 +169,31 @@ final class ServeCommand implements Callable<Integer> {
             daemon.close();
         }
         return 0;
+    }
+
+    /**
+     * The metrics server; after a takeover the predecessor frees the port as it exits, so binding is retried for
+     * a few seconds (the JDK's HTTP server cannot adopt a socket another process hands over).
+     */
+    private void startMetrics(Daemon daemon, java.net.InetAddress host, boolean afterTakeover) {
+        long deadline = System.nanoTime() + (afterTakeover ? 10_000_000_000L : 0);
+        while (true) {
+            try {
+                daemon.startMetrics(host, metricsPort, VersionInfo.version(), VersionInfo.commit(),
+                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
+                return;
+            } catch (RuntimeException e) {
+                if (System.nanoTime() >= deadline) {
+                    throw e;
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                    throw e;
+                }
+            }
+        }
     }
 
     /** A literal IP address (no name lookup: the daemon resolves nothing). */

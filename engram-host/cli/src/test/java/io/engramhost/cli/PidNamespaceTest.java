@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * A daemon in another pid namespace (a container): its WELCOME names its pid in its own namespace (1 here), which in
- * the client's namespace is another process. The client's daemon watch must use the pid SO_PEERCRED gives, which the
+ * the client's namespace is another process. The client's daemonPid() is the pid SO_PEERCRED gives, which the
  * kernel translates into the client's namespace. The daemon is impostor_daemon.py under {@code unshare --pid --fork}
  * (root only; skipped elsewhere).
  */

@@ -673,7 +673,7 @@ class ProtocolConformanceTest {
 
     /** Unknown types, reserved ones, the daemon's own types and a second HELLO, after the handshake. */
     @ParameterizedTest
-    @ValueSource(ints = {0, 1, 2, 4, 6, 8, 9, 11, 12, 16, 31, 0x8005, 0xFFFF})
+    @ValueSource(ints = {0, 1, 2, 4, 6, 8, 9, 11, 12, 17, 18, 19, 20, 21, 22, 31, 0x8005, 0xFFFF})
     void anUnknownOrForbiddenTypeIsRefused(int type) throws Exception {
         try (RawClient c = connect()) {
             c.handshake(1, 2);

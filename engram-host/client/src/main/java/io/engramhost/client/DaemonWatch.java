@@ -1,6 +1,5 @@
 package io.engramhost.client;
 
-import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -8,13 +7,14 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Consumer;
 
 /**
- * Watches the daemon through the lease connection (EOF) and, where its pid is visible, a pidfd,
- * and calls back once when it goes. The client's mappings stay valid: the callback only tells the
- * engine that its next restart would pay a full load.
+ * Watches the daemon through the lease connection and calls back once when it ends (EOF or an error): the
+ * daemon stopped, died, or ended the lease. Not the daemon's pid: a takeover moves the lease to a successor
+ * process and the pid that answered the import exits, while the tables stay served (docs/protocol.md, "The
+ * lease"). The client's mappings stay valid either way: the callback only tells the engine that its next
+ * restart would pay a full load.
  */
 final class DaemonWatch implements AutoCloseable {
     private final int leaseFd;
-    private final Fd pidfd;
     private final List<Consumer<String>> callbacks = new CopyOnWriteArrayList<>();
     private final AtomicBoolean fired = new AtomicBoolean();
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -23,17 +23,8 @@ final class DaemonWatch implements AutoCloseable {
     private final Thread thread;
     private volatile String goneReason;
 
-    DaemonWatch(int leaseFd, int daemonPid) {
+    DaemonWatch(int leaseFd) {
         this.leaseFd = leaseFd;
-        Fd p = null;
-        if (daemonPid > 0) {
-            try {
-                p = Posix.pidfdOpen(daemonPid);
-            } catch (RuntimeException e) {
-                p = null; // another pid namespace or an old kernel: the lease's EOF still tells
-            }
-        }
-        this.pidfd = p;
         this.thread = new Thread(this::watch, "engram-daemon-watch");
         this.thread.setDaemon(true);
     }
@@ -66,15 +57,10 @@ final class DaemonWatch implements AutoCloseable {
         }
     }
 
-    /** One poll of the lease (and pidfd); true once the daemon is known to be gone. */
+    /** One poll of the lease; true once the daemon is known to be gone. */
     private boolean check(int timeoutMillis) {
-        int[] fds = pidfd == null ? new int[] {leaseFd} : new int[] {leaseFd, pidfd.get()};
-        short[] revents = Posix.pollAll(fds, Posix.POLLIN, timeoutMillis);
+        short[] revents = Posix.pollAll(new int[] {leaseFd}, Posix.POLLIN, timeoutMillis);
         if (closed.get()) {
-            return true;
-        }
-        if (fds.length > 1 && revents[1] != 0) {
-            fire("the daemon process exited");
             return true;
         }
         if (revents[0] != 0) {
@@ -115,9 +101,6 @@ final class DaemonWatch implements AutoCloseable {
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-            }
-            if (pidfd != null) {
-                pidfd.close();
             }
         }
     }

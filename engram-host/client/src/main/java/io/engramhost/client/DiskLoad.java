@@ -53,7 +53,7 @@ final class DiskLoad {
             Manifest manifest = new Manifest(new byte[32], new byte[0], List.of(), entries);
             Guard guard = ImportedTables.guardFor("tables loaded from " + checkpoint, resources);
             return new ImportedTables(ImportedTables.Source.DISK, ImportedTables.views(manifest, bases, null, guard),
-                    ImportTimings.disk(lap.total()), List.of(), fp.sha256Hex(), null, null, guard, -1);
+                    ImportTimings.disk(lap.total()), List.of(), fp.sha256Hex(), null, 0, null, guard, -1);
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, resources);
             throw e;

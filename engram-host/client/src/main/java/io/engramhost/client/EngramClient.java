@@ -91,9 +91,9 @@ public final class EngramClient {
                     attachNanos, ImportTimings.NOT_MEASURED, lap.total());
             Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             int daemonPid = c.peer.pid();
-            DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd(), daemonPid);
+            DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd());
             return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
-                    timings, List.of(attached.perRegion), HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, watch,
+                    timings, List.of(attached.perRegion), HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, c.version, watch,
                     guard, daemonPid);
         } catch (ProtocolException e) {
             EngramClientException wrapped = protocolError(socket, e);

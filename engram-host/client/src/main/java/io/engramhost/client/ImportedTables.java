@@ -27,14 +27,17 @@ public final class ImportedTables implements AutoCloseable {
     private final ImportTimings timings;
     private final String fingerprintSha256;
     private final ProtocolChannel lease;
+    /** The protocol version chosen for the lease's connection: its BYE is encoded in it. */
+    private final int leaseVersion;
     private final DaemonWatch watch;
     private final Guard guard;
     private final int daemonPid;
     private final List<RegionTimings> regionTimings;
 
     ImportedTables(Source source, List<TableView> views, ImportTimings timings, List<RegionTimings> regionTimings,
-            String fingerprintSha256, ProtocolChannel lease, DaemonWatch watch, Guard guard,
+            String fingerprintSha256, ProtocolChannel lease, int leaseVersion, DaemonWatch watch, Guard guard,
             int daemonPid) {
+        this.leaseVersion = leaseVersion;
         this.regionTimings = List.copyOf(regionTimings);
         this.source = source;
         Map<String, TableView> m = new LinkedHashMap<>();
@@ -133,7 +136,7 @@ public final class ImportedTables implements AutoCloseable {
         }
         if (lease != null) {
             try {
-                lease.send(Frames.empty(MessageType.BYE, 1));
+                lease.send(Frames.empty(MessageType.BYE, leaseVersion));
             } catch (RuntimeException e) {
                 // the daemon may be gone: the lease ends with the connection either way
             }

@@ -52,6 +52,9 @@ public final class Daemon implements AutoCloseable {
     private volatile String stopReason;
     private volatile String failure;
     private volatile MetricsServer metrics;
+    private final HandoverSender handover = new HandoverSender(this);
+    /** The successor's pid once a handover committed: close then gives nothing up that the successor holds. */
+    private volatile int handedOverTo;
 
     private Daemon(DaemonContext context, Path socket, DaemonLock lock, UnixListener listener) {
         this.context = context;
@@ -96,6 +99,46 @@ public final class Daemon implements AutoCloseable {
             }
             lock.close();
             throw e;
+        }
+    }
+
+    /**
+     * The successor's side of a takeover, past its commit point: a daemon made of what the predecessor handed
+     * over, ready at once. Its loop owns {@code connections} (leases among them, listed under their old ids);
+     * the ready file is rewritten with this pid. Owns everything it is given, also when this fails.
+     */
+    static Daemon adopted(DaemonContext context, Path socket, DaemonLock lock, UnixListener listener, Catalog catalog,
+            List<SessionLoop.Quiet> connections, java.util.Map<Long, java.time.Instant> leaseSince, long nextLeaseId,
+            java.util.Map<String, Object> report, java.util.Map<String, Object> origin) {
+        Daemon d;
+        try {
+            Posix.raiseNoFileLimit();
+            d = new Daemon(context, socket, lock, listener);
+        } catch (RuntimeException e) {
+            connections.forEach(q -> q.fd().close());
+            closeQuietly(catalog);
+            listener.close();
+            lock.close();
+            throw e;
+        }
+        d.catalog = catalog;
+        d.loop.install(connections, id -> leaseSince.getOrDefault(id, java.time.Instant.now()));
+        d.leases.continueFrom(nextLeaseId);
+        report.forEach(d.progress::put);
+        d.progress.put("origin", origin);
+        d.progress.finish(catalog.totalBytes());
+        d.state = DaemonState.READY;
+        ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), d.pid,
+                catalog.fingerprintSha256(), catalog.backend(), socket);
+        d.loop.start();
+        return d;
+    }
+
+    private static void closeQuietly(Catalog c) {
+        try {
+            c.close();
+        } catch (Exception e) {
+            LOG.log(WARNING, "freeing the tables failed: " + e.getMessage());
         }
     }
 
@@ -156,6 +199,7 @@ public final class Daemon implements AutoCloseable {
         double seconds = (System.nanoTime() - t0) / 1e9;
         progress.finish(catalog.totalBytes());
         progress.put("ready_s", seconds);
+        progress.put("origin", java.util.Map.of("how", "load", "checkpoint_bytes_read", catalog.totalBytes()));
         state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 catalog.fingerprintSha256(), catalog.backend(), socket);
@@ -223,6 +267,10 @@ public final class Daemon implements AutoCloseable {
     }
 
     private void closeOnce() {
+        if (handedOverTo > 0) {
+            closeHandedOver();
+            return;
+        }
         state = DaemonState.STOPPING;
         stopRequested.countDown();
         deleteQuietly(SocketPaths.readyFile(socket));
@@ -244,6 +292,57 @@ public final class Daemon implements AutoCloseable {
         }
         lock.close();
         LOG.log(INFO, "stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
+    }
+
+    /**
+     * After a committed handover: the successor holds every fd this daemon had (a copy of each), so closing
+     * ours frees nothing a client sees, and the socket and ready file are the successor's now: both stay.
+     */
+    private void closeHandedOver() {
+        state = DaemonState.STOPPING;
+        stopRequested.countDown();
+        MetricsServer m = metrics;
+        if (m != null) {
+            m.close();
+        }
+        loop.closeHandedOver(handedOverTo);
+        listener.close();
+        Catalog c = catalog;
+        catalog = null;
+        if (c != null) {
+            closeQuietly(c);
+        }
+        lock.close();
+        LOG.log(INFO, "stopped (" + stopReason + ")");
+    }
+
+    // ------------------------------------------------------------------------------------ handover, predecessor
+
+    HandoverSender handoverSender() {
+        return handover;
+    }
+
+    /** The listening socket, to hand over; this daemon keeps owning it. */
+    io.engramhost.os.BorrowedFd listenerFd() {
+        return listener.fd();
+    }
+
+    io.engramhost.os.Fd lockFd() {
+        return lock.fd();
+    }
+
+    java.util.concurrent.CompletableFuture<List<SessionLoop.Quiet>> freezeForHandover(long drainMillis) {
+        return loop.freeze(drainMillis);
+    }
+
+    void resumeAfterHandover() {
+        loop.resume();
+    }
+
+    /** The commit point passed: the daemon stops without touching what the successor now owns. */
+    void handedOver(int successor) {
+        handedOverTo = successor;
+        requestStop("handed over to pid " + successor);
     }
 
     /** Removes a file next to the socket through the checked directory's fd, never following a symlink. */

@@ -67,6 +67,38 @@ public final class DaemonLock implements AutoCloseable {
         }
     }
 
+    /**
+     * Takes over the lock a predecessor daemon handed over with its fd ({@code lockFd}, which shares the
+     * predecessor's open file and so its flock): it must be the lock file of {@code socket} in {@code dir}, pass
+     * the checks of {@link #acquire}, and hold the lock. Writes this process's pid into it. Owns {@code lockFd}
+     * and {@code dir} from here on (closing both when this fails).
+     */
+    public static DaemonLock adopt(Fd lockFd, RuntimeDir dir, Path socket) {
+        try {
+            Path lockFile = SocketPaths.lockFile(socket);
+            check(lockFd, lockFile);
+            FileStat named = dir.fd().statAt(lockFile.getFileName().toString());
+            if (named == null || !named.sameFile(DirFd.stat(lockFd))) {
+                throw new IllegalStateException("the lock handed over is not the file " + lockFile + " names");
+            }
+            if (!Posix.flock(lockFd, Posix.LOCK_EX | Posix.LOCK_NB)) {
+                throw new IllegalStateException("the lock handed over for " + lockFile + " is not held by it");
+            }
+            Posix.ftruncate(lockFd, 0);
+            DirFd.writeFully(lockFd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
+            return new DaemonLock(lockFd, lockFile, dir);
+        } catch (RuntimeException e) {
+            lockFd.close();
+            dir.close();
+            throw e;
+        }
+    }
+
+    /** The lock file's fd, to hand over to a successor (which then shares the lock); this lock keeps owning it. */
+    Fd fd() {
+        return fd;
+    }
+
     private static Fd open(RuntimeDir dir, Path lockFile) {
         String name = lockFile.getFileName().toString();
         try {

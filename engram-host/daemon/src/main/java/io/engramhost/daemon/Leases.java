@@ -29,6 +29,26 @@ final class Leases {
         return id;
     }
 
+    /** A lease a predecessor daemon granted, handed over with its connection: listed again under its id. */
+    void adopt(long id, int pid, int uid, Instant since) {
+        leases.put(id, new Lease(id, pid, uid, since));
+        ids.accumulateAndGet(id, Math::max);
+    }
+
+    /** The id the next lease will get. */
+    long nextId() {
+        return ids.get() + 1;
+    }
+
+    /** Leases continue from {@code next}: ids stay unique across a handover. */
+    void continueFrom(long next) {
+        ids.accumulateAndGet(next - 1, Math::max);
+    }
+
+    Lease get(long id) {
+        return leases.get(id);
+    }
+
     void end(long id, String why) {
         Lease l = leases.remove(id);
         if (l != null) {

@@ -6,6 +6,7 @@ import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
+import io.engramhost.protocol.Handover;
 import io.engramhost.protocol.Hello;
 import io.engramhost.protocol.ImportRequest;
 import io.engramhost.protocol.MessageType;
@@ -25,7 +26,7 @@ import java.util.concurrent.Semaphore;
  */
 final class Requests {
     /** What the connection becomes once the answer is written. */
-    enum Next { SESSION, LEASE, CLOSE }
+    enum Next { SESSION, LEASE, CLOSE, DETACH }
 
     /** An answer (null: none), what follows it, and the version the connection speaks from now on. */
     record Answer(Outbound out, Next next, int version, Runnable onWritten) {
@@ -112,8 +113,40 @@ final class Requests {
                 r.end();
                 return Answer.of(null, Next.CLOSE, version);
             }
+            case TAKEOVER -> {
+                return takeover(Handover.Takeover.decode(r), version, peer);
+            }
             default -> throw new ProtocolException(r.type() + " is not a request a client may send now");
         }
+    }
+
+    /**
+     * A successor asks to take over (docs/protocol.md, "Handing over to a successor daemon"). Refused with one
+     * line for another uid, an incompatible build, a daemon that is not ready, or a handover already under way;
+     * else the connection leaves the loop for the handover thread ({@link HandoverSender}).
+     */
+    private Answer takeover(Handover.Takeover t, int version, PeerCredentials peer) {
+        ErrorReply refusal = null;
+        if (!daemon.context().mayStop(peer.uid())) {
+            refusal = ErrorReply.of(ErrorCode.NOT_ALLOWED, "takeover refused: only uid " + daemon.uid()
+                    + " (the daemon's) or root may take it over, not uid " + peer.uid());
+        } else if (version < 2) {
+            refusal = ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "takeover refused: a takeover needs protocol"
+                    + " version 2");
+        } else if (t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION) != null) {
+            refusal = ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "takeover refused: "
+                    + t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION));
+        } else if (daemon.state() != DaemonState.READY) {
+            refusal = ErrorReply.of(daemon.state() == DaemonState.LOADING ? ErrorCode.NOT_READY : ErrorCode.STOPPING,
+                    "takeover refused: the daemon is " + daemon.state().wireName());
+        } else if (!daemon.handoverSender().reserve(peer, t)) {
+            refusal = ErrorReply.of(ErrorCode.BUSY, "takeover refused: another takeover is under way");
+        }
+        if (refusal != null) {
+            daemon.handoverSender().refused(peer, refusal.message());
+            return Answer.of(error(refusal, version), Next.CLOSE, version);
+        }
+        return Answer.of(null, Next.DETACH, version);
     }
 
     private Answer serveImport(ImportRequest request, int version) {

@@ -44,6 +44,17 @@ final class SessionLoop implements AutoCloseable {
     private record Completion(Connection connection, Requests.Answer answer, long reserved) {
     }
 
+    /**
+     * RUNNING serves everything. A handover first DRAINS (the listener and every connection at rest are left
+     * alone while the others finish what is under way), then FREEZES (nothing is polled but the wakeup), until
+     * it commits ({@link #closeHandedOver}) or fails ({@link #resume}).
+     */
+    private enum Mode { RUNNING, DRAINING, FROZEN }
+
+    /** A connection as it is handed over: its socket (still owned by this loop) and its state. */
+    record Quiet(Fd fd, Connection.Phase phase, int version, PeerCredentials peer, long leaseId) {
+    }
+
     private final Daemon daemon;
     private final ConnectionLimits limits;
     private final int listenFd;
@@ -61,6 +72,9 @@ final class SessionLoop implements AutoCloseable {
     private final RequestMemory memory;
     private final Thread thread;
     private volatile boolean running = true;
+    private volatile Mode mode = Mode.RUNNING;
+    private volatile long drainDeadline;
+    private volatile java.util.concurrent.CompletableFuture<List<Quiet>> frozen;
     private volatile long heartbeat = System.nanoTime();
     private long nextId;
     private Connection[] polled = new Connection[0];
@@ -103,6 +117,9 @@ final class SessionLoop implements AutoCloseable {
                 wakeup.drain();
             }
             drainCompletions();
+            if (mode == Mode.FROZEN) {
+                continue;
+            }
             for (int slot = 2; slot < n; slot++) {
                 Connection c = polled[slot];
                 int revents = pollSet.revents(slot);
@@ -110,11 +127,103 @@ final class SessionLoop implements AutoCloseable {
                     serve(c, revents);
                 }
             }
-            if (pollSet.revents(SLOT_LISTENER) != 0) {
+            if (mode == Mode.RUNNING && pollSet.revents(SLOT_LISTENER) != 0) {
                 acceptPending();
             }
             expire(System.nanoTime());
+            if (mode == Mode.DRAINING) {
+                drainStep(System.nanoTime());
+            }
         }
+    }
+
+    // ------------------------------------------------------------------------------------ handover
+
+    /**
+     * Stops accepting and reading new requests, lets what is under way finish (at most {@code timeoutMillis};
+     * what is still under way then is closed with TIMED_OUT), then freezes: the future gets every connection,
+     * all at rest. The loop's connections stay its own until {@link #closeHandedOver} or {@link #resume}.
+     */
+    java.util.concurrent.CompletableFuture<List<Quiet>> freeze(long timeoutMillis) {
+        java.util.concurrent.CompletableFuture<List<Quiet>> f = new java.util.concurrent.CompletableFuture<>();
+        frozen = f;
+        drainDeadline = System.nanoTime() + timeoutMillis * 1_000_000L;
+        mode = Mode.DRAINING;
+        wakeup.signal();
+        return f;
+    }
+
+    /** After a failed handover: serves again, accepting first what waited in the backlog. */
+    void resume() {
+        mode = Mode.RUNNING;
+        wakeup.signal();
+    }
+
+    private static boolean quiet(Connection c) {
+        return !c.busy && c.out == null && c.inbound.idle() && !c.starved;
+    }
+
+    private void drainStep(long now) {
+        boolean late = now >= drainDeadline;
+        for (Connection c : new ArrayList<>(connections.values())) {
+            if (!quiet(c)) {
+                if (!late) {
+                    return;
+                }
+                sendNow(c, ErrorReply.of(ErrorCode.TIMED_OUT, "the daemon is handing over to its successor and this"
+                        + " connection's request was still under way; connect again"));
+                close(c, null);
+            }
+        }
+        List<Quiet> out = new ArrayList<>(connections.size());
+        for (Connection c : connections.values()) {
+            out.add(new Quiet(c.fd, c.phase, c.version, c.peer, c.leaseId));
+        }
+        mode = Mode.FROZEN;
+        frozen.complete(out);
+    }
+
+    /**
+     * Installs connections handed over by a predecessor (before {@link #start}): each becomes this loop's, at
+     * rest, in the phase it had, leases listed again under their ids.
+     */
+    void install(List<Quiet> handedOver, java.util.function.LongFunction<java.time.Instant> since) {
+        for (Quiet q : handedOver) {
+            Connection c = new Connection(++nextId, q.fd(), q.peer(), System.nanoTime());
+            c.phase = q.phase();
+            c.version = q.version();
+            c.leaseId = q.leaseId();
+            connections.put(c.id, c);
+            perUid.merge(q.peer().uid(), 1, Integer::sum);
+            daemon.stats().open.incrementAndGet();
+            if (c.phase == Connection.Phase.LEASE) {
+                daemon.leases().adopt(q.leaseId(), q.peer().pid(), q.peer().uid(), since.apply(q.leaseId()));
+            }
+        }
+    }
+
+    /**
+     * The handover committed: the loop stops, and its sockets are closed without a word, since the successor
+     * holds each of them too (a client sees nothing); leases are logged as handed over.
+     */
+    void closeHandedOver(int successor) {
+        running = false;
+        wakeup.signal();
+        try {
+            thread.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        workers.shutdownNow();
+        for (Connection c : new ArrayList<>(connections.values())) {
+            connections.remove(c.id);
+            daemon.stats().open.decrementAndGet();
+            if (c.phase == Connection.Phase.LEASE) {
+                daemon.leases().end(c.leaseId, "handed over to pid " + successor);
+            }
+            c.fd.close();
+        }
+        wakeup.close();
     }
 
     private int fillPollSet() {
@@ -122,10 +231,17 @@ final class SessionLoop implements AutoCloseable {
         if (polled.length < n) {
             polled = new Connection[Math.max(n, polled.length * 2)];
         }
+        Mode m = mode;
         pollSet.set(SLOT_WAKEUP, wakeup.fd(), Posix.POLLIN);
-        pollSet.set(SLOT_LISTENER, listenFd, Posix.POLLIN);
+        pollSet.set(SLOT_LISTENER, m == Mode.RUNNING ? listenFd : -1, Posix.POLLIN);
+        if (m == Mode.FROZEN) {
+            return 2;
+        }
         int slot = 2;
         for (Connection c : connections.values()) {
+            if (m == Mode.DRAINING && quiet(c)) {
+                continue; // at rest: left for the successor, which will read what it sends next
+            }
             int events = 0;
             if (c.out != null) {
                 events |= Posix.POLLOUT;
@@ -364,7 +480,7 @@ final class SessionLoop implements AutoCloseable {
                 if (c.phase == Connection.Phase.LEASE && type != MessageType.BYE.code()) {
                     throw new ProtocolException("unexpected " + typeName(type) + " on a lease");
                 }
-                if (!empty && type != MessageType.IMPORT.code()) {
+                if (!empty && type != MessageType.IMPORT.code() && type != MessageType.TAKEOVER.code()) {
                     throw new ProtocolException(typeName(type) + " is not a request a client may send now");
                 }
             }
@@ -474,7 +590,17 @@ final class SessionLoop implements AutoCloseable {
                 c.leaseId = daemon.leases().add(c.peer.pid(), c.peer.uid());
             }
             case CLOSE -> close(c, null);
+            case DETACH -> detach(c);
         }
+    }
+
+    /** The connection leaves the loop, its socket going to a handover thread, which then owns it. */
+    private void detach(Connection c) {
+        connections.remove(c.id);
+        perUid.computeIfPresent(c.peer.uid(), (k, v) -> v == 1 ? null : v - 1);
+        daemon.stats().open.decrementAndGet();
+        c.inbound.release(memory);
+        daemon.handoverSender().start(c.fd, c.peer);
     }
 
     private void expire(long now) {
@@ -511,6 +637,9 @@ final class SessionLoop implements AutoCloseable {
         }
         if (c.phase == Connection.Phase.LEASE) {
             daemon.leases().end(c.leaseId, leaseEnd == null ? "ended by the daemon" : leaseEnd);
+        }
+        if (c.afterOut == Requests.Next.DETACH) {
+            daemon.handoverSender().release(); // a TAKEOVER granted, but its connection closed before it began
         }
         Runnable then = c.onWritten;
         c.onWritten = null;

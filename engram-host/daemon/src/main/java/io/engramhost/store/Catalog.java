@@ -58,6 +58,11 @@ public final class Catalog implements AutoCloseable {
         return byDevice.getOrDefault(device, byDevice.get(-1));
     }
 
+    /** Every manifest the catalog serves, by GPU (-1: host only), for a handover. */
+    public Map<Integer, Served> byDevice() {
+        return java.util.Collections.unmodifiableMap(byDevice);
+    }
+
     /** The host-only manifest. */
     public Manifest manifest() {
         return byDevice.get(-1).manifest();

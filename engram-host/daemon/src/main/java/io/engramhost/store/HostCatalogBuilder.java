@@ -23,7 +23,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Loads the selected host tables into one backend's regions and, when asked, the device tensors into
@@ -49,7 +48,6 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     public static final String TEST_LOAD_GATE = "ENGRAM_HOST_TEST_LOAD_GATE";
     /** What a load that found its checkpoint changed says after the file and the change. */
     static final String CHANGED_CONSEQUENCE = "refusing to serve it; restart the daemon once the file is stable";
-    private static final AtomicBoolean GATE_ANNOUNCED = new AtomicBoolean();
     private static final System.Logger LOG = System.getLogger(HostCatalogBuilder.class.getName());
 
     private final OpenCheckpoint source;
@@ -91,26 +89,14 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     }
 
     private static boolean testGate(String when) {
-        String gate = System.getenv(TEST_LOAD_GATE);
-        return gate != null && gate.startsWith(when + ":");
+        return TestGate.names(TEST_LOAD_GATE, when);
     }
 
     /** TEST ONLY: waits until the gate's path exists ({@link #TEST_LOAD_GATE}). */
     private static void holdAtTestGate() {
         String gate = System.getenv(TEST_LOAD_GATE);
-        Path path = Path.of(gate.substring(gate.indexOf(':') + 1));
-        if (GATE_ANNOUNCED.compareAndSet(false, true)) {
-            System.err.println("engram-host: TEST ONLY (" + TEST_LOAD_GATE + "=" + gate + "): load held until " + path
-                    + " exists");
-            System.err.flush();
-        }
-        while (!Files.exists(path)) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new CheckpointException("load interrupted while held by " + TEST_LOAD_GATE);
-            }
+        if (!TestGate.hold(TEST_LOAD_GATE, gate.substring(0, gate.indexOf(':')), "load")) {
+            throw new CheckpointException("load interrupted while held by " + TEST_LOAD_GATE);
         }
     }
 

@@ -1,6 +1,7 @@
 package io.engramhost.protocol;
 
-/** Frame types, with their stable wire codes. Codes 16-31 are reserved for daemon-to-daemon handover. */
+/** Frame types, with their stable wire codes. Codes 16-21 are the daemon-to-daemon handover;
+ * 22-31 stay reserved for it. */
 public enum MessageType {
     HELLO(1),
     WELCOME(2),
@@ -13,7 +14,19 @@ public enum MessageType {
     ERROR(9),
     BYE(10),
     /** Version 2: the next piece of a frame sent in parts (docs/protocol.md, "Parts"). */
-    PART(11);
+    PART(11),
+    /** Handover (docs/protocol.md, "Handing over to a successor daemon"): successor to predecessor. */
+    TAKEOVER(16),
+    /** Predecessor to successor: the catalog, the listening socket and every region fd. */
+    HANDOVER_CATALOG(17),
+    /** Successor to predecessor: the catalog checked, ready to own it. */
+    HANDOVER_READY(18),
+    /** Predecessor to successor: the lock and every connection; it serves nothing more unless this fails. */
+    HANDOVER_COMMIT(19),
+    /** Successor to predecessor: everything installed; the commit point. */
+    HANDOVER_DONE(20),
+    /** Successor to predecessor: the successor refuses what it got, with a reason for the log. */
+    HANDOVER_ABORT(21);
 
     private final int code;
 

@@ -31,6 +31,17 @@ public final class Parts {
             }
             return n;
         }
+
+        /** The slices copied into one array, for a sender that writes a message at once. */
+        public byte[] bytes() {
+            byte[] out = new byte[length()];
+            int at = 0;
+            for (Slice s : slices) {
+                System.arraycopy(s.array(), s.offset(), out, at, s.length());
+                at += s.length();
+            }
+            return out;
+        }
     }
 
     /**

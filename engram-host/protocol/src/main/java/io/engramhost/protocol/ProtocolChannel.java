@@ -22,18 +22,25 @@ public final class ProtocolChannel implements AutoCloseable {
         connection.send(frame, List.of());
     }
 
-    public void send(ByteBuffer frame, List<Fd> fds) {
+    public void send(ByteBuffer frame, List<? extends io.engramhost.os.FdRef> fds) {
         connection.send(frame, fds);
     }
 
     /** A received frame: its reader (header checked) and the fds that came with it. */
     public static final class Incoming implements AutoCloseable {
         private final FrameReader reader;
+        private final byte[] frame;
         private List<Fd> fds;
 
-        Incoming(FrameReader reader, List<Fd> fds) {
-            this.reader = reader;
+        Incoming(byte[] frame, List<Fd> fds) {
+            this.reader = FrameReader.of(frame);
+            this.frame = frame;
             this.fds = fds;
+        }
+
+        /** The whole frame, header included, as received (for a codec that checks a checksum over it). */
+        public byte[] frame() {
+            return frame;
         }
 
         public FrameReader reader() {
@@ -83,7 +90,7 @@ public final class ProtocolChannel implements AutoCloseable {
                         + ProtocolDescriptor.HEADER_BYTES, 0, timeoutMillis);
                 frame = joiner.feed(bytes(part.payload()));
             }
-            return new Incoming(FrameReader.of(frame), m.fds());
+            return new Incoming(frame, m.fds());
         } catch (RuntimeException e) {
             m.fds().forEach(Fd::close);
             throw e;

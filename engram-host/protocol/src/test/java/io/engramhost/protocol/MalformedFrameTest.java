@@ -98,7 +98,7 @@ class MalformedFrameTest {
                         "magic"),
                 c("type 0", Wire.frame(0, 1), end, "type"),
                 c("type 12", Wire.frame(12, 2), end, "type"),
-                c("reserved type 16", Wire.frame(16, 2), end, "type"),
+                c("reserved type 22", Wire.frame(22, 2), end, "type"),
                 c("reserved type 31", Wire.frame(31, 2), end, "type"),
                 c("type 65535", Wire.frame(0xFFFF, 2), end, "type"));
     }

@@ -49,6 +49,8 @@ public interface LibC {
 
     int getsockopt(int fd, int level, int optname, Pointer optval, Pointer optlen);
 
+    int getsockname(int fd, Pointer addr, Pointer addrlen);
+
     int shutdown(int fd, int how);
 
     int socket(int domain, int type, int protocol);

@@ -1,0 +1,275 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.ContentCheck;
+import io.engramhost.client.EngramClient;
+import io.engramhost.client.ImportedTables;
+import io.engramhost.json.JsonReader;
+import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.ReadyFile;
+import io.engramhost.protocol.SocketPaths;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@code serve --takeover} between separate processes (docs/protocol.md, "Handing over to a successor daemon"):
+ * under load, killed at each step of the handover, refused, and repeated.
+ */
+@Timeout(300)
+class TakeoverProcessTest {
+
+    private static Path checkpoint(Path dir) throws Exception {
+        return CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1, 14), 3000, 256, 9));
+    }
+
+    private static DaemonProcess serve(Path socket, Path log, Path ckpt, Map<String, String> env, String... more)
+            throws Exception {
+        List<String> args = new ArrayList<>(List.of("--checkpoint", ckpt.toString()));
+        args.addAll(List.of(more));
+        return DaemonProcess.startWithEnvironment(env, socket, log, args.toArray(String[]::new));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> status(Path socket) {
+        return (Map<String, Object>) JsonReader.parse(EngramClient.status(socket, ClientOptions.defaults()));
+    }
+
+    /** The tables served on {@code socket} match the checkpoint byte for byte (engram digests against the files). */
+    private static void assertServesTheCheckpoint(Path socket, Path ckpt) {
+        try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+            ContentCheck.Report r = ContentCheck.verify(t, ContentCheck.fromCheckpoint(List.of(ckpt), t.tables().keySet(),
+                    1), 1);
+            assertEquals(r.tables().size(), r.verified());
+        }
+    }
+
+    private static int readyPid(Path socket) {
+        String pid = ReadyFile.read(SocketPaths.readyFile(socket)).get("pid");
+        return pid == null ? -1 : Integer.parseInt(pid);
+    }
+
+    private static void awaitExit(DaemonProcess d, int status) throws Exception {
+        assertTrue(d.process.waitFor(30, TimeUnit.SECONDS), "pid " + d.pid() + " did not exit: " + d.log());
+        assertEquals(status, d.process.exitValue(), d.log());
+    }
+
+    private static void awaitLog(DaemonProcess d, String text) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!d.log().contains(text)) {
+            assertTrue(System.nanoTime() < deadline, "no '" + text + "' in the log of pid " + d.pid() + ": " + d.log());
+            Thread.sleep(10);
+        }
+    }
+
+    @Test
+    @SuppressWarnings("unchecked")
+    void takeoverUnderLoadKeepsEveryLeaseAndEveryImport(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/t.sock");
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady()) {
+            List<String> cmd = new ArrayList<>(ChildJvm.command());
+            cmd.set(cmd.size() - 1, TakeoverLoad.class.getName()); // the same JVM and class path, another main
+            cmd.addAll(List.of(socket.toString(), ckpt.toString(), "16", "4"));
+            Process load = new ProcessBuilder(cmd).redirectError(dir.resolve("load.err").toFile()).start();
+            try {
+                BufferedReader out = new BufferedReader(new InputStreamReader(load.getInputStream(), StandardCharsets.UTF_8));
+                assertEquals("leases 16", out.readLine());
+                String line;
+                while ((line = out.readLine()) != null && !line.equals("imports 20")) {
+                    // let the importers run before the takeover
+                }
+                Map<String, Object> before = status(socket);
+                List<Object> leasesBefore = (List<Object>) before.get("leases");
+                assertTrue(leasesBefore.size() >= 16 && leasesBefore.size() <= 20, "16 held, and the importers' own: "
+                        + leasesBefore.size());
+
+                try (DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--takeover").awaitReady()) {
+                    awaitExit(a, 0);
+                    assertTrue(a.log().contains("handed over to pid " + b.pid()), a.log());
+                    awaitLog(b, "took over from pid " + a.pid());
+                    long seen = 0;
+                    while ((line = out.readLine()) != null && seen < 40) {
+                        seen += line.startsWith("imports ") ? 10 : 0; // imports go on against the successor
+                    }
+                    Writer w = new OutputStreamWriter(load.getOutputStream(), StandardCharsets.UTF_8);
+                    w.write("stop\n");
+                    w.flush();
+                    String last = null;
+                    while ((line = out.readLine()) != null) {
+                        last = line;
+                    }
+                    assertTrue(load.waitFor(60, TimeUnit.SECONDS));
+                    Map<String, Object> result = (Map<String, Object>) JsonReader.parse(last);
+                    assertEquals(List.of(), result.get("failures"), "every import succeeds and every digest matches");
+                    assertEquals(List.of(), result.get("gone"), "no client's onDaemonGone fires");
+                    assertEquals(16L, ((Number) result.get("open")).longValue());
+                    assertTrue(((Number) result.get("imports")).longValue() >= 60, String.valueOf(result));
+
+                    Map<String, Object> after = status(socket);
+                    assertEquals((long) b.pid(), ((Number) after.get("pid")).longValue());
+                    Map<String, Object> origin = (Map<String, Object>) after.get("origin");
+                    assertEquals("takeover", origin.get("how"));
+                    assertEquals(0L, ((Number) origin.get("checkpoint_bytes_read")).longValue());
+                    assertEquals((int) b.pid(), readyPid(socket));
+                    assertServesTheCheckpoint(socket, ckpt);
+                    // the load client closed its leases at the end; before that, the successor listed the same ids
+                    for (Object l : leasesBefore.subList(0, 16)) {
+                        long id = ((Number) ((Map<String, Object>) l).get("id")).longValue();
+                        assertTrue(b.log().contains("lease " + id + " of pid "), "lease " + id + " ends at the successor");
+                    }
+                }
+            } finally {
+                load.destroyForcibly();
+            }
+        }
+    }
+
+    @Test
+    void theSuccessorListsTheLeasesItTookOver(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/l.sock");
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady();
+                ImportedTables held = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+            List<String> fired = new ArrayList<>();
+            held.onDaemonGone(fired::add);
+            Object before = status(socket).get("leases");
+            try (DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--takeover").awaitReady()) {
+                awaitExit(a, 0);
+                assertEquals(before, status(socket).get("leases"), "the same ids, pids, uids and times");
+                Thread.sleep(300);
+                assertEquals(List.of(), fired);
+                assertEquals(null, held.daemonGoneReason());
+                b.process.destroy(); // the successor stops: now the lease ends
+                assertTrue(b.process.waitFor(30, TimeUnit.SECONDS));
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (fired.isEmpty() && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                assertEquals(1, fired.size(), "the lease's end is seen once the daemon that holds it stops");
+            }
+        }
+    }
+
+    /** SIGKILL the successor, or the predecessor, at each step: exactly one daemon serves, byte-exact, no fd leaked. */
+    @Test
+    void aKillAtAnyStepLeavesExactlyOneWorkingDaemon(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        String[][] cases = {
+            {"successor", "ENGRAM_HOST_TEST_TAKEOVER_GATE", "catalog"},
+            {"successor", "ENGRAM_HOST_TEST_TAKEOVER_GATE", "commit"},
+            {"predecessor", "ENGRAM_HOST_TEST_HANDOVER_GATE", "accepted"},
+            {"predecessor", "ENGRAM_HOST_TEST_HANDOVER_GATE", "ready"},
+            {"predecessor", "ENGRAM_HOST_TEST_HANDOVER_GATE", "committed"},
+        };
+        int n = 0;
+        for (String[] c : cases) {
+            n++;
+            Path socket = dir.resolve("run" + n + "/k.sock");
+            Path gate = dir.resolve("gate" + n);
+            boolean killSuccessor = c[0].equals("successor");
+            Map<String, String> aEnv = killSuccessor ? Map.of() : Map.of(c[1], c[2] + ":" + gate);
+            Map<String, String> bEnv = killSuccessor ? Map.of(c[1], c[2] + ":" + gate) : Map.of();
+            try (DaemonProcess a = serve(socket, dir.resolve("a" + n + ".log"), ckpt, aEnv).awaitReady()) {
+                int fdsBefore = a.openFds();
+                try (DaemonProcess b = serve(socket, dir.resolve("b" + n + ".log"), ckpt, bEnv, "--takeover")) {
+                    DaemonProcess held = killSuccessor ? b : a;
+                    awaitLog(held, "held at '" + c[2] + "'");
+                    held.process.destroyForcibly();
+                    held.process.waitFor(30, TimeUnit.SECONDS);
+                    DaemonProcess survivor = killSuccessor ? a : b;
+                    if (!killSuccessor) {
+                        survivor.awaitReady();
+                    }
+                    String what = c[0] + " killed at '" + c[2] + "'";
+                    assertTrue(survivor.process.isAlive(), what + ": " + survivor.log());
+                    assertEquals((int) survivor.pid(), readyPid(socket), what);
+                    assertEquals((long) survivor.pid(), ((Number) status(socket).get("pid")).longValue(), what);
+                    assertServesTheCheckpoint(socket, ckpt);
+                    if (killSuccessor) {
+                        assertTrue(a.log().contains("keeps serving"), a.log());
+                        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                        while (a.openFds() != fdsBefore && System.nanoTime() < deadline) {
+                            Thread.sleep(50);
+                        }
+                        assertEquals(fdsBefore, a.openFds(), what + ": the predecessor's fds are back where they were");
+                    }
+                    Files.writeString(gate, "go"); // nothing holds at the gate any more; open it for tidiness
+                }
+            }
+        }
+    }
+
+    @Test
+    void aTakeoverWithAnotherBackendIsRefusedAndThePredecessorServesOn(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/r.sock");
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady()) {
+            CliRun r = CliRun.of("serve", "--socket", socket.toString(), "--numa", "none", "--checkpoint",
+                    ckpt.toString(), "--takeover", "--backend", "memfd-hugetlb");
+            String said = r.out() + r.err();
+            assertNotEquals(0, r.exit(), said);
+            assertTrue(said.contains("takeover refused by this successor"), said);
+            assertTrue(said.contains("backend memfd"), said);
+            awaitLog(a, "keeps serving");
+            assertTrue(a.process.isAlive());
+            assertServesTheCheckpoint(socket, ckpt);
+        }
+    }
+
+    @Test
+    void twentyTakeoversInARowLeaveFdsAndMemoryFlat(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/x.sock");
+        DaemonProcess current = serve(socket, dir.resolve("x0.log"), ckpt, Map.of()).awaitReady();
+        try (ImportedTables held = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+            List<String> fired = new ArrayList<>();
+            held.onDaemonGone(fired::add);
+            int fds = -1;
+            long shmem = -1;
+            for (int i = 1; i <= 20; i++) {
+                DaemonProcess next = serve(socket, dir.resolve("x" + i + ".log"), ckpt, Map.of(), "--takeover")
+                        .awaitReady();
+                awaitExit(current, 0);
+                current = next;
+                if (i == 2) {
+                    fds = current.openFds();
+                    shmem = shmemKiB();
+                }
+            }
+            assertEquals(fds, current.openFds(), "fds of the 20th successor, as of the 2nd");
+            assertTrue(shmemKiB() - shmem < 8 * 1024, "shared memory grew by " + (shmemKiB() - shmem) + " KiB");
+            assertEquals(List.of(), fired);
+            assertEquals(1, ((List<?>) status(socket).get("leases")).size());
+            assertServesTheCheckpoint(socket, ckpt);
+        } finally {
+            current.close();
+        }
+    }
+
+    private static long shmemKiB() throws Exception {
+        for (String l : Files.readAllLines(Path.of("/proc/meminfo"))) {
+            if (l.startsWith("Shmem:")) {
+                return Long.parseLong(l.replaceAll("[^0-9]", ""));
+            }
+        }
+        throw new AssertionError("no Shmem in /proc/meminfo");
+    }
+}
