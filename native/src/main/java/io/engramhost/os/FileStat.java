@@ -31,6 +31,10 @@ public record FileStat(int type, int mode, int uid, int gid, long nlink, long si
         return type == S_IFLNK;
     }
 
+    public boolean isCharDevice() {
+        return type == S_IFCHR;
+    }
+
     public boolean isSocket() {
         return type == S_IFSOCK;
     }

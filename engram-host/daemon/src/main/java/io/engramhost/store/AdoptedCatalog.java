@@ -105,7 +105,7 @@ public final class AdoptedCatalog {
                 throw new IllegalStateException("region fd " + index + " lacks the seals clients require (has 0x"
                         + Integer.toHexString(seals) + ")");
             }
-        } else if ((st.mode() & FileStat.S_IFMT) != FileStat.S_IFCHR) {
+        } else if (!st.isCharDevice()) {
             throw new IllegalStateException("region fd " + index + " (" + r.kind().backend() + ") is " + st.typeName()
                     + ", not a CUDA shareable handle");
         }
