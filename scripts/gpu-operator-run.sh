@@ -73,7 +73,7 @@ for B in ${BACKENDS:-memfd memfd-hugetlb cuda-vmm}; do
   coproc HOLD { python3 -c "$HOLDER" "$S" 2> "$L/holder.err"; }
   read -r -t 120 line <&"${HOLD[0]}"; echo "holder: $line" | tee -a "$OUT/steps.log"
   T0=$(date +%s%N)
-  "$EH" serve --checkpoint "$W/ckpt" --backend "$B" --socket "$S" --threads 16 --metrics-port 9464 --takeover > "$L/serve-b.log" 2>&1 &
+  "$EH" serve --checkpoint "$W/ckpt" --backend "$B" --socket "$S" --threads 16 --metrics-port 9464 --takeover --verify-digests > "$L/serve-b.log" 2>&1 &
   BPID=$!
   for i in $(seq 600); do kill -0 $A 2>/dev/null || break; kill -0 $BPID 2>/dev/null || break; sleep 0.1; done
   if kill -0 $A 2>/dev/null; then RC=running; tail -5 "$L/serve-b.log"; else wait $A; RC=$?; fi
