@@ -32,7 +32,8 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code serve --metrics-port}: /metrics, /ready and /live over HTTP from a daemon process, during a load held
+ * {@code serve --metrics-port}: /metrics (written by the Prometheus client library), /ready and /live over HTTP
+ * from a daemon process, during a load held
  * by the test gate ({@link HostCatalogBuilder#TEST_LOAD_GATE}) and once ready. The exposition format is parsed
  * strictly, and the values are checked against STATUS.
  */
@@ -57,6 +58,20 @@ class MetricsHttpTest {
                 throw new AssertionError("no sample " + key(name, kv) + " in " + samples.keySet());
             }
             return v;
+        }
+
+        /** A histogram's {@code _bucket} samples by their {@code le} bound, as numbers. */
+        java.util.TreeMap<Double, Double> buckets(String histogram) {
+            java.util.TreeMap<Double, Double> out = new java.util.TreeMap<>();
+            Matcher m = Pattern.compile(Pattern.quote(histogram + "_bucket") + "\\{le=(.*)\\}").matcher("");
+            samples.forEach((k, v) -> {
+                if (m.reset(k).matches()) {
+                    String le = m.group(1);
+                    assertEquals(null, out.put(le.equals("+Inf") ? Double.POSITIVE_INFINITY : Double.parseDouble(le), v),
+                            "bucket twice: " + k);
+                }
+            });
+            return out;
         }
 
         static String key(String name, String... kv) {
@@ -166,8 +181,16 @@ class MetricsHttpTest {
             assertEquals(1, p.get("engram_host_import_duration_seconds_bucket", "le", "+Inf"));
             assertEquals(1, p.get("engram_host_import_duration_seconds_count"));
             assertTrue(p.get("engram_host_import_duration_seconds_sum") > 0);
-            assertTrue(p.get("engram_host_import_duration_seconds_bucket", "le", "0.0005")
-                    <= p.get("engram_host_import_duration_seconds_bucket", "le", "10"));
+            // the buckets docs/operating.md lists, by value (the library writes le as Java doubles: 5.0E-4, 10.0),
+            // cumulative, ending at the count
+            java.util.TreeMap<Double, Double> buckets = p.buckets("engram_host_import_duration_seconds");
+            assertEquals(List.of(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                    Double.POSITIVE_INFINITY), List.copyOf(buckets.keySet()));
+            double previous = 0;
+            for (double cumulative : buckets.values()) {
+                assertTrue(cumulative >= previous, "cumulative: " + buckets);
+                previous = cumulative;
+            }
             assertEquals(0, p.get("engram_host_hugepage_coverage_ratio")); // memfd: no huge pages
             Map<?, ?> conn = (Map<?, ?>) s.get("connections");
             assertEquals(((Number) conn.get("bad_requests")).doubleValue(), p.get("engram_host_bad_requests_total"));

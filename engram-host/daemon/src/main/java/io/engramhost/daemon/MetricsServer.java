@@ -5,6 +5,9 @@ import static java.lang.System.Logger.Level.INFO;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.engramhost.protocol.DaemonState;
+import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.BindException;
@@ -14,7 +17,9 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * {@code serve --metrics-port}: a small HTTP server (the JDK's {@code com.sun.net.httpserver}) for
- * Prometheus and for probes. {@code /metrics} (text format 0.0.4), {@code /ready} (200 only when ready),
+ * Prometheus and for probes. {@code /metrics} (text format 0.0.4, written by the Prometheus client library's
+ * {@link PrometheusTextFormatWriter} from this daemon's own registry, {@link DaemonMetrics}), {@code /ready} (200
+ * only when ready),
  * {@code /live} (200 while the poll loop goes round). GET and HEAD only, no request body is read, nothing
  * it receives changes the daemon. Every request is answered on the server's own dispatcher thread, from
  * the objects STATUS reads: it takes no lock the poll loop or the workers hold, so a slow HTTP client can
@@ -29,16 +34,18 @@ public final class MetricsServer implements AutoCloseable {
     /** The JDK server's deadline for a request's headers and for an answer to be taken. */
     static final int REQUEST_SECONDS = 2;
     private static final int BACKLOG = 16;
-    static final String CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+    private static final PrometheusTextFormatWriter WRITER = PrometheusTextFormatWriter.create();
+    /** {@code text/plain; version=0.0.4; charset=utf-8} */
+    static final String CONTENT_TYPE = WRITER.getContentType();
 
     private final HttpServer server;
     private final Daemon daemon;
-    private final MetricsText.BuildInfo build;
+    private final PrometheusRegistry registry;
 
-    private MetricsServer(HttpServer server, Daemon daemon, MetricsText.BuildInfo build) {
+    private MetricsServer(HttpServer server, Daemon daemon, PrometheusRegistry registry) {
         this.server = server;
         this.daemon = daemon;
-        this.build = build;
+        this.registry = registry;
     }
 
     /** Binds {@code address:port} and starts answering; a port in use fails with one line naming it. */
@@ -59,7 +66,8 @@ public final class MetricsServer implements AutoCloseable {
         } catch (IOException e) {
             throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): " + e);
         }
-        MetricsServer m = new MetricsServer(server, daemon, new MetricsText.BuildInfo(version, commit, protocol));
+        MetricsServer m = new MetricsServer(server, daemon, DaemonMetrics.registry(daemon,
+                new DaemonMetrics.BuildInfo(version, commit, protocol)));
         server.createContext("/", m::handle);
         server.setExecutor(null); // every exchange on the server's one dispatcher thread
         server.start();
@@ -89,7 +97,9 @@ public final class MetricsServer implements AutoCloseable {
             switch (x.getRequestURI().getPath()) {
                 case "/metrics" -> {
                     x.getResponseHeaders().set("Content-Type", CONTENT_TYPE);
-                    reply(x, 200, MetricsText.of(daemon, build, daemon.requestMemoryUsed(), heartbeatAgeSeconds()), head);
+                    ByteArrayOutputStream page = new ByteArrayOutputStream(8192);
+                    WRITER.write(page, registry.scrape());
+                    reply(x, 200, page.toByteArray(), head);
                 }
                 case "/ready" -> {
                     DaemonState s = daemon.state();
@@ -109,11 +119,14 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     private double heartbeatAgeSeconds() {
-        return (System.nanoTime() - daemon.heartbeatNanos()) / 1e9;
+        return DaemonMetrics.heartbeatAgeSeconds(daemon);
     }
 
     private static void reply(HttpExchange x, int code, String body, boolean head) throws IOException {
-        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        reply(x, code, body.getBytes(StandardCharsets.UTF_8), head);
+    }
+
+    private static void reply(HttpExchange x, int code, byte[] b, boolean head) throws IOException {
         if (!x.getResponseHeaders().containsKey("Content-Type")) {
             x.getResponseHeaders().set("Content-Type", "text/plain; charset=utf-8");
         }
