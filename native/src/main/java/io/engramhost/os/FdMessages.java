@@ -99,6 +99,31 @@ public final class FdMessages {
      * errno is left for the caller.
      */
     static long sendOnce(int socket, Pointer buf, byte[] src, int off, int len, int[] fds, int flags) {
+        prepare(buf, src, off, len, fds);
+        return LIBC.sendmsg(socket, buf, flags);
+    }
+
+    /**
+     * One datagram: {@code data} with {@code fds} (at most 253, the caller keeps owning them) sent on the unbound
+     * SOCK_DGRAM {@code socket} to the address {@code name} ({@code nameLength} bytes of a sockaddr). A datagram
+     * goes whole or not at all; EINTR is retried.
+     */
+    static void sendDatagram(int socket, Pointer name, int nameLength, byte[] data, int[] fds, String peer) {
+        Pointer buf = Memory.allocateDirect(RUNTIME, SCRATCH_HEADER_BYTES + Math.max(1, data.length), true);
+        prepare(buf, data, 0, data.length, fds);
+        buf.putAddress(0, name.address());
+        buf.putInt(8, nameLength);
+        while (LIBC.sendmsg(socket, buf, MSG_NOSIGNAL) < 0) {
+            int errno = LibCHolder.errno();
+            if (errno != Errno.EINTR) {
+                throw new NativeException("sendmsg(" + peer + ", " + data.length + " bytes, fds=" + fds.length + ")",
+                        errno);
+            }
+        }
+    }
+
+    /** Lays out {@code buf} (a scratch buffer) for one sendmsg of {@code src[off, off+len)} with {@code fds}. */
+    private static void prepare(Pointer buf, byte[] src, int off, int len, int[] fds) {
         if (fds.length > MAX_FDS_PER_SENDMSG) {
             throw new IllegalArgumentException(fds.length + " fds in one sendmsg; at most " + MAX_FDS_PER_SENDMSG);
         }
@@ -115,7 +140,6 @@ public final class FdMessages {
         } else {
             fillMsghdr(buf, 0, len);
         }
-        return LIBC.sendmsg(socket, buf, flags);
     }
 
     /** One recvmsg of at most {@code len} bytes into {@code buf}'s data area, with room for one batch of fds. */

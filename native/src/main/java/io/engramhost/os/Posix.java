@@ -29,6 +29,7 @@ public final class Posix {
     public static final int F_SEAL_WRITE = 0x8;
     public static final int F_SEAL_FUTURE_WRITE = 0x10;
     public static final int F_GETFD = 1;
+    public static final int F_SETFD = 2;
     public static final int FD_CLOEXEC = 1;
     // mmap
     public static final int PROT_NONE = 0;
@@ -126,6 +127,24 @@ public final class Posix {
             throw fail("fcntl(" + fd.what() + ", F_GET_SEALS)");
         }
         return seals;
+    }
+
+    /** Sets FD_CLOEXEC on {@code fd} (an fd inherited across exec, as systemd passes them, has it clear). */
+    public static void setCloexec(FdRef fd) {
+        int flags = LIBC.fcntl(fd.get(), F_GETFD, 0);
+        if (flags < 0 || LIBC.fcntl(fd.get(), F_SETFD, flags | FD_CLOEXEC) != 0) {
+            throw fail("fcntl(" + fd.what() + ", F_SETFD, FD_CLOEXEC)");
+        }
+    }
+
+    /**
+     * unsetenv(3) in the process's C environment (what a child started by exec would inherit); the JVM's own
+     * snapshot ({@link System#getenv}) keeps the variable.
+     */
+    public static void unsetenv(String name) {
+        if (LIBC.unsetenv(name) != 0) {
+            throw fail("unsetenv(" + name + ")");
+        }
     }
 
     /** True when the fd has FD_CLOEXEC set. */

@@ -22,6 +22,7 @@ import jnr.ffi.Pointer;
 public final class UnixSockets {
     public static final int AF_UNIX = 1;
     public static final int SOCK_STREAM = 1;
+    public static final int SOCK_DGRAM = 2;
     public static final int SOCK_NONBLOCK = 0x800;
     public static final int SOCK_CLOEXEC = 0x80000;
     public static final int SHUT_RD = 0;
@@ -122,6 +123,33 @@ public final class UnixSockets {
             }
             throw new NativeException("accept(" + listener.what() + ")", errno);
         }
+    }
+
+    /** An unbound SOCK_DGRAM Unix socket (CLOEXEC, blocking) to send datagrams from ({@link #sendDatagram}). */
+    public static Fd datagram(String what) {
+        int fd = LIBC.socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            throw new NativeException("socket(AF_UNIX, SOCK_DGRAM) for " + what, LibCHolder.errno());
+        }
+        return Fd.adopt(fd, what);
+    }
+
+    /**
+     * Sends one datagram from {@code socket} ({@link #datagram}) to {@code address}: a path, or a name in the
+     * abstract namespace when it starts with {@code @} (as systemd writes {@code NOTIFY_SOCKET}). {@code fds}
+     * (at most {@link FdMessages#MAX_FDS_PER_SENDMSG}) ride along as SCM_RIGHTS; the caller keeps owning them.
+     *
+     * @throws NativeException naming sendmsg and the kernel's errno (ENOENT, ECONNREFUSED, EAGAIN...)
+     */
+    public static void sendDatagram(FdRef socket, String address, byte[] data, java.util.List<? extends FdRef> fds) {
+        String call = "sendmsg(" + address + ")";
+        SockAddr addr = address.startsWith("@") ? SockAddr.abstractName(address.substring(1), call)
+                : SockAddr.of(Path.of(address), call);
+        int[] raw = new int[fds.size()];
+        for (int i = 0; i < raw.length; i++) {
+            raw[i] = fds.get(i).get();
+        }
+        FdMessages.sendDatagram(socket.get(), addr.struct(), addr.length(), data, raw, address);
     }
 
     /** A connected pair of SOCK_STREAM sockets (CLOEXEC), named {@code name[0]} and {@code name[1]}. */
@@ -246,6 +274,19 @@ public final class UnixSockets {
             struct.putShort(0, (short) AF_UNIX);
             struct.put(SUN_PATH_AT, bytes, 0, bytes.length);
             return new SockAddr(struct, SUN_PATH_AT + bytes.length + 1);
+        }
+
+        /** The abstract-namespace address {@code name}: sun_path is a NUL and the name's bytes, with no NUL after. */
+        static SockAddr abstractName(String name, String call) {
+            byte[] bytes = name.getBytes(StandardCharsets.UTF_8);
+            if (bytes.length + 1 > SUN_PATH_BYTES) {
+                throw new NativeException(call, Errno.ENAMETOOLONG, "the abstract socket name is " + bytes.length
+                        + " bytes; at most " + (SUN_PATH_BYTES - 1));
+            }
+            Pointer struct = Memory.allocateDirect(RUNTIME, SUN_PATH_AT + SUN_PATH_BYTES, true);
+            struct.putShort(0, (short) AF_UNIX);
+            struct.put(SUN_PATH_AT + 1, bytes, 0, bytes.length);
+            return new SockAddr(struct, SUN_PATH_AT + 1 + bytes.length);
         }
     }
 

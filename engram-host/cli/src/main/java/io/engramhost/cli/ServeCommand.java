@@ -3,6 +3,8 @@ package io.engramhost.cli;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.daemon.FdStoreRestart;
+import io.engramhost.daemon.SystemdNotify;
 import io.engramhost.daemon.Takeover;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ProtocolDescriptor;
@@ -124,7 +126,16 @@ final class ServeCommand implements Callable<Integer> {
         }
         java.net.InetAddress metricsHost = metricsPort == 0 ? null : metricsAddress(metricsAddress);
         Path path = socket.resolve();
+        // Under systemd (docs/operating.md, "systemd"): the notify socket, and the fds a previous run left in the
+        // fd store (or a socket unit's listening socket), passed at 3, 4, ...
+        SystemdNotify notify = SystemdNotify.fromEnvironment(System.getenv());
+        FdStoreRestart.Passed passed = FdStoreRestart.fromEnvironment(System.getenv());
         Daemon taken = null;
+        FdStoreRestart.Adopted adopted = null;
+        if (passed != null && !takeover) {
+            adopted = FdStoreRestart.adopt(ctx, path, passed, notify);
+            taken = adopted == null ? null : adopted.daemon();
+        }
         if (takeover) {
             try {
                 taken = Takeover.run(ctx, path, verifyDigests);
@@ -139,8 +150,17 @@ final class ServeCommand implements Callable<Integer> {
                     + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                     + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
                     + prepared.budget());
+            if (notify != null) {
+                notify.checkFdStore(prepared.regionCount());
+            }
         }
-        Daemon daemon = taken != null ? taken : Daemon.start(ctx, path);
+        io.engramhost.os.Fd passedListener = taken == null && passed != null ? passed.takeListener(path) : null;
+        Daemon daemon = taken != null ? taken : Daemon.start(ctx, path, passedListener);
+        java.util.Set<String> stale = passed == null ? java.util.Set.of()
+                : passed.closeRest(passedListener != null && passedListener.isOpen());
+        if (notify != null) {
+            daemon.attachSystemd(notify, stale, adopted == null ? null : adopted.catalogMemfd());
+        }
         if (metricsHost != null) {
             try {
                 startMetrics(daemon, metricsHost, taken != null);

@@ -40,7 +40,17 @@ public final class Daemon implements AutoCloseable {
     private final Leases leases = new Leases();
     private final ConnectionStats stats = new ConnectionStats();
     private final SessionLoop loop;
-    private final LoadProgress progress = new LoadProgress(line -> LOG.log(INFO, line));
+    private final LoadProgress progress = new LoadProgress(line -> {
+        LOG.log(INFO, line);
+        SystemdNotify n = this.systemd;
+        if (n != null) {
+            n.status("loading: " + line);
+        }
+    });
+    /** systemd's notify socket (NOTIFY_SOCKET), or null when not under Type=notify. */
+    private volatile SystemdNotify systemd;
+    /** The catalog memfd adopted from the fd store, stored again (a no-op for systemd) once ready; then closed. */
+    private volatile io.engramhost.os.Fd keptCatalog;
     private final CountDownLatch stopRequested = new CountDownLatch(1);
     private final CountDownLatch closeDone = new CountDownLatch(1);
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -77,16 +87,29 @@ public final class Daemon implements AutoCloseable {
      * listens, and starts answering in state {@code loading}.
      */
     public static Daemon start(DaemonContext context, Path socket) {
+        return start(context, socket, null);
+    }
+
+    /**
+     * As {@link #start(DaemonContext, Path)}; {@code handed} (null: none) is a listening socket systemd passed
+     * (LISTEN_FDS): served on when it is bound to {@code socket} and that file is still there, so that the
+     * clients waiting in its backlog are served; otherwise closed, and a new socket is bound.
+     */
+    public static Daemon start(DaemonContext context, Path socket, io.engramhost.os.Fd handed) {
         // The directory is checked once and then reached only through its fd (RuntimeDir, docs/security.md).
         boolean othersAdmitted = !context.allowUids().isEmpty();
-        DaemonLock lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
+        DaemonLock lock;
+        try {
+            lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
+        } catch (RuntimeException e) {
+            if (handed != null) {
+                handed.close();
+            }
+            throw e;
+        }
         UnixListener listener = null;
         try {
-            for (Path stale : List.of(socket, SocketPaths.readyFile(socket))) {
-                lock.dir().removeStale(stale.getFileName().toString());
-            }
-            listener = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
-            lock.dir().protectSocket(socket.getFileName().toString(), othersAdmitted);
+            listener = listen(lock, socket, handed, othersAdmitted);
             Posix.raiseNoFileLimit();
             Daemon d = new Daemon(context, socket, lock, listener);
             d.loop.start();
@@ -100,6 +123,44 @@ public final class Daemon implements AutoCloseable {
             lock.close();
             throw e;
         }
+    }
+
+    /**
+     * The listening socket, once {@code lock} is held: {@code handed} (from systemd's fd store or a socket unit)
+     * when it listens on {@code socket} and the file there is a socket (the previous daemon left it for the
+     * clients queued in the backlog); otherwise anything stale is removed and a new socket bound. The ready file
+     * is always removed.
+     */
+    static UnixListener listen(DaemonLock lock, Path socket, io.engramhost.os.Fd handed, boolean othersAdmitted) {
+        String name = socket.getFileName().toString();
+        lock.dir().removeStale(SocketPaths.readyFile(socket).getFileName().toString());
+        if (handed != null) {
+            io.engramhost.os.FileStat st = lock.dir().fd().statAt(name);
+            if (st != null && st.isSocket() && st.uid() == Posix.geteuid()) {
+                try {
+                    UnixListener l = UnixListener.adopt(handed, socket);
+                    LOG.log(INFO, "serving on the listening socket systemd passed (" + socket + "): clients queued"
+                            + " in its backlog are served");
+                    return l;
+                } catch (RuntimeException e) {
+                    LOG.log(WARNING, e.getMessage() + "; binding a new one");
+                }
+            } else {
+                handed.close();
+                LOG.log(WARNING, "the listening socket systemd passed is bound to " + socket + ", which is "
+                        + (st == null ? "gone" : "not this daemon's socket") + ": binding a new one");
+            }
+        }
+        lock.dir().removeStale(name);
+        UnixListener l = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
+        try {
+            lock.dir().protectSocket(name, othersAdmitted);
+        } catch (RuntimeException e) {
+            l.close();
+            lock.dir().removeQuietly(name);
+            throw e;
+        }
+        return l;
     }
 
     /**
@@ -169,13 +230,19 @@ public final class Daemon implements AutoCloseable {
     public void load(CatalogBuilder builder, boolean logProgress) throws Exception {
         long t0 = System.nanoTime();
         Thread ticker = thread(() -> {
-            if (!logProgress) {
+            if (!logProgress && systemd == null) {
                 return;
             }
             try {
                 while (true) {
                     Thread.sleep(PROGRESS_LOG_MILLIS);
-                    LOG.log(INFO, progress.text());
+                    if (logProgress) {
+                        LOG.log(INFO, progress.text());
+                    }
+                    SystemdNotify n = systemd;
+                    if (n != null) {
+                        n.status("loading: " + progress.text());
+                    }
                 }
             } catch (InterruptedException done) {
                 // the load is over
@@ -192,6 +259,10 @@ public final class Daemon implements AutoCloseable {
         } catch (Exception e) {
             failure = String.valueOf(e.getMessage());
             state = DaemonState.FAILED;
+            SystemdNotify n = systemd;
+            if (n != null) {
+                n.status("load failed: " + failure);
+            }
             throw e;
         } finally {
             ticker.interrupt();
@@ -206,6 +277,48 @@ public final class Daemon implements AutoCloseable {
         LOG.log(INFO, "ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
                 + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
                 + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
+        announceReady();
+    }
+
+    /**
+     * Under systemd ({@code NOTIFY_SOCKET}): removes the fd store's {@code stale} entries (names a previous run
+     * stored that this daemon does not serve), stores the listening socket, starts the watchdog, and once the
+     * tables are ready stores them and sends READY=1. {@code keptCatalog} (null: none) is the catalog memfd
+     * adopted from the fd store, stored again as it is.
+     */
+    public void attachSystemd(SystemdNotify n, java.util.Collection<String> stale, io.engramhost.os.Fd kept) {
+        keptCatalog = kept;
+        stale.forEach(n::remove);
+        n.storeListener(listener.fd());
+        systemd = n;
+        n.startWatchdog(this);
+        if (state == DaemonState.READY) {
+            announceReady();
+        } else {
+            n.status("loading");
+        }
+    }
+
+    /** The tables into systemd's fd store, then READY=1 (under systemd; nothing otherwise). */
+    private void announceReady() {
+        SystemdNotify n = systemd;
+        Catalog c = catalog;
+        if (n == null || c == null) {
+            return;
+        }
+        io.engramhost.os.Fd kept = keptCatalog;
+        keptCatalog = null;
+        try {
+            n.storeCatalog(HandoverSender.encode(c, io.engramhost.json.JsonWriter.write(progress.facts())), kept);
+        } finally {
+            if (kept != null) {
+                kept.close();
+            }
+        }
+        Object origin = progress.facts().get("origin");
+        String how = origin instanceof java.util.Map<?, ?> m ? String.valueOf(m.get("how")) : "load";
+        n.ready("ready (" + how + "): " + c.allTables().size() + " tables, " + Bytes.format(c.totalBytes()) + " in "
+                + c.regionCount() + " regions; fingerprint " + c.fingerprintSha256());
     }
 
     /** Blocks until a STOP request, a signal (via {@link #requestStop}) or {@code close}. */
@@ -238,7 +351,10 @@ public final class Daemon implements AutoCloseable {
             LOG.log(ERROR, "fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
                     + FATAL_EXIT);
             deleteQuietly(SocketPaths.readyFile(socket));
-            deleteQuietly(socket);
+            SystemdNotify n = systemd;
+            if (n == null || !n.listenerStored()) {
+                deleteQuietly(socket);
+            }
         } finally {
             Runtime.getRuntime().halt(FATAL_EXIT);
         }
@@ -273,8 +389,14 @@ public final class Daemon implements AutoCloseable {
         }
         state = DaemonState.STOPPING;
         stopRequested.countDown();
+        SystemdNotify n = systemd;
+        if (n != null) {
+            n.stopping("stopping" + (stopReason == null ? "" : " (" + stopReason + ")"));
+        }
         deleteQuietly(SocketPaths.readyFile(socket));
-        deleteQuietly(socket);
+        if (n == null || !n.listenerStored()) {
+            deleteQuietly(socket);
+        } // else systemd's fd store keeps the listening socket: clients queue in its backlog for the next daemon
         MetricsServer m = metrics;
         if (m != null) {
             m.close();
@@ -291,6 +413,9 @@ public final class Daemon implements AutoCloseable {
             }
         }
         lock.close();
+        if (n != null) {
+            n.close();
+        }
         LOG.log(INFO, "stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
     }
 

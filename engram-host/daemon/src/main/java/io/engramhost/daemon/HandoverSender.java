@@ -103,28 +103,11 @@ final class HandoverSender {
         if (catalog == null) {
             throw new IllegalStateException("the catalog is gone (the daemon is stopping)");
         }
+        Encoded encoded = encode(catalog, JsonWriter.write(daemon.progress().facts()));
         List<FdRef> fds = new ArrayList<>();
         fds.add(daemon.listenerFd());
-        Map<Fd, Integer> index = new IdentityHashMap<>();
-        List<Handover.Served> served = new ArrayList<>();
-        for (Map.Entry<Integer, Catalog.Served> e : catalog.byDevice().entrySet()) {
-            List<Fd> own = e.getValue().fds();
-            int[] idx = new int[own.size()];
-            for (int i = 0; i < own.size(); i++) {
-                Integer at = index.get(own.get(i));
-                if (at == null) {
-                    at = index.size();
-                    index.put(own.get(i), at);
-                    fds.add(own.get(i));
-                }
-                idx[i] = at;
-            }
-            served.add(new Handover.Served(e.getKey(), e.getValue().manifest(), idx));
-        }
-        String report = JsonWriter.write(daemon.progress().facts());
-        byte[] frame = new Handover.Catalog(Daemon.VERSION, catalog.backend(), catalog.fingerprintSha256(), index.size(),
-                served, report).encode();
-        send(ch, frame, fds);
+        fds.addAll(encoded.regionFds());
+        send(ch, encoded.frame(), fds);
         expect(ch, MessageType.HANDOVER_READY, READY_TIMEOUT_MILLIS);
         gate("ready");
 
@@ -156,10 +139,41 @@ final class HandoverSender {
         }
         takeovers++;
         LOG.log(INFO, "handed over to pid " + peer.pid() + " in " + String.format("%.1f ms", (System.nanoTime() - t0) / 1e6)
-                + ": " + index.size() + " region fds, " + quiet.size() + " connections (" + states.stream()
+                + ": " + encoded.regionFds().size() + " region fds, " + quiet.size() + " connections (" + states.stream()
                         .filter(s -> s.phase() == Handover.Connection.LEASE).count() + " leases); this daemon exits");
         daemon.handedOver(peer.pid());
         return true;
+    }
+
+    /** A catalog as HANDOVER_CATALOG carries it: the frame, and its region fds in the order the frame indexes them. */
+    record Encoded(byte[] frame, List<Fd> regionFds) {
+    }
+
+    /**
+     * Encodes {@code catalog} with {@code report} (the load's facts, JSON) for a successor (fd 0, the listening
+     * socket, goes before the regions) or for systemd's fd store (the catalog memfd): each region fd once.
+     */
+    static Encoded encode(Catalog catalog, String report) {
+        List<Fd> fds = new ArrayList<>();
+        Map<Fd, Integer> index = new IdentityHashMap<>();
+        List<Handover.Served> served = new ArrayList<>();
+        for (Map.Entry<Integer, Catalog.Served> e : catalog.byDevice().entrySet()) {
+            List<Fd> own = e.getValue().fds();
+            int[] idx = new int[own.size()];
+            for (int i = 0; i < own.size(); i++) {
+                Integer at = index.get(own.get(i));
+                if (at == null) {
+                    at = index.size();
+                    index.put(own.get(i), at);
+                    fds.add(own.get(i));
+                }
+                idx[i] = at;
+            }
+            served.add(new Handover.Served(e.getKey(), e.getValue().manifest(), idx));
+        }
+        byte[] frame = new Handover.Catalog(Daemon.VERSION, catalog.backend(), catalog.fingerprintSha256(), fds.size(),
+                served, report).encode();
+        return new Encoded(frame, List.copyOf(fds));
     }
 
     int takeovers() {

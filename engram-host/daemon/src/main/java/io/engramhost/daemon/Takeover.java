@@ -242,17 +242,20 @@ public final class Takeover {
         }
     }
 
-    private static Map<String, Object> origin(String how, int from, long t0) {
+    /** STATUS's {@code origin} of a daemon that read nothing from the checkpoint; {@code from} -1: pid unknown. */
+    static Map<String, Object> origin(String how, int from, long t0) {
         Map<String, Object> o = new LinkedHashMap<>();
         o.put("how", how);
-        o.put("from_pid", from);
+        if (from > 0) {
+            o.put("from_pid", from);
+        }
         o.put("checkpoint_bytes_read", 0L);
         o.put("handover_ms", Math.round((System.nanoTime() - t0) / 1e4) / 100.0);
         return o;
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> parseReport(String json) {
+    static Map<String, Object> parseReport(String json) {
         try {
             Object o = JsonReader.parse(json);
             return o instanceof Map<?, ?> m ? new LinkedHashMap<>((Map<String, Object>) m) : new LinkedHashMap<>();

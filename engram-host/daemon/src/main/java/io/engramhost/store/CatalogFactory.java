@@ -35,7 +35,41 @@ public final class CatalogFactory {
 
     /** What a daemon will load: the tables, their fingerprint and the builder that loads them. */
     public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Fingerprint fingerprint, String placement,
-            CatalogBuilder builder, String budget) {
+            CatalogBuilder builder, String budget, int regionCount) {
+    }
+
+    /**
+     * The fingerprint the tables {@code ctx} selects from the checkpoint on disk would have, computed as
+     * {@link #prepare} does (the headers are read and the limits checked) but without the placement, the GPUs or
+     * the memory budget: to tell whether tables kept elsewhere (systemd's fd store) are still the checkpoint's.
+     */
+    public static Fingerprint fingerprintOnDisk(StoreSettings ctx) {
+        try (OpenCheckpoint open = OpenCheckpoint.open(ctx.checkpoints())) {
+            return Selection.of(ctx, open.checkpoint()).fingerprint(ctx, open.checkpoint());
+        }
+    }
+
+    /** The host tables, the device tensors and the patterns the fingerprint records. */
+    private record Selection(List<TensorInfo> host, List<TensorInfo> onGpu, List<String> patterns) {
+        static Selection of(StoreSettings ctx, Checkpoint checkpoint) {
+            List<TensorInfo> selected = checkpoint.select(ctx.tables());
+            List<String> patterns = new ArrayList<>(ctx.tables());
+            List<TensorInfo> onGpu = List.of();
+            if (!ctx.deviceTensors().isEmpty()) {
+                onGpu = checkpoint.select(ctx.deviceTensors());
+                Set<String> names = new HashSet<>();
+                onGpu.forEach(t -> names.add(t.name()));
+                selected = selected.stream().filter(t -> !names.contains(t.name())).toList();
+                if (!patterns.isEmpty()) {
+                    patterns.addAll(ctx.deviceTensors());
+                }
+            }
+            return new Selection(selected, onGpu, patterns);
+        }
+
+        Fingerprint fingerprint(StoreSettings ctx, Checkpoint checkpoint) {
+            return Limits.checkServed(checkpoint, patterns, ctx.backend().wireName());
+        }
     }
 
     /**
@@ -69,19 +103,10 @@ public final class CatalogFactory {
 
     private static Prepared prepare(StoreSettings ctx, OpenCheckpoint open) {
         Checkpoint checkpoint = open.checkpoint();
-        List<TensorInfo> selected = checkpoint.select(ctx.tables());
-        List<String> patterns = new ArrayList<>(ctx.tables());
-        List<TensorInfo> onGpu = List.of();
-        if (!ctx.deviceTensors().isEmpty()) {
-            onGpu = checkpoint.select(ctx.deviceTensors());
-            Set<String> names = new HashSet<>();
-            onGpu.forEach(t -> names.add(t.name()));
-            selected = selected.stream().filter(t -> !names.contains(t.name())).toList();
-            if (!patterns.isEmpty()) {
-                patterns.addAll(ctx.deviceTensors());
-            }
-        }
-        Fingerprint fingerprint = Limits.checkServed(checkpoint, patterns, ctx.backend().wireName());
+        Selection selection = Selection.of(ctx, checkpoint);
+        List<TensorInfo> selected = selection.host();
+        List<TensorInfo> onGpu = selection.onGpu();
+        Fingerprint fingerprint = selection.fingerprint(ctx, checkpoint);
         DeviceTensors device = onGpu.isEmpty() ? null : new DeviceTensors(onGpu, gpus(ctx));
         Topology topology = Topology.read();
         PolicySpec spec = PolicySpec.parse(ctx.numa() == null ? "auto" : ctx.numa());
@@ -113,7 +138,7 @@ public final class CatalogFactory {
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
                         factory.granule(), topology);
-        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget);
+        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget, builder.regionCount());
     }
 
     /** cuda-vmm needs one node: bind/preferred name it; auto is the GPU's HOST_NUMA_ID (0 when unknown). */

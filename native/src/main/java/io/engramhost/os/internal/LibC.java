@@ -86,6 +86,8 @@ public interface LibC {
 
     int geteuid();
 
+    int unsetenv(String name);
+
     // Files next to the daemon's socket, reached through a directory fd without following a symlink
     // (io.engramhost.os.DirFd).
     int openat(int dirfd, String path, int flags, int mode);

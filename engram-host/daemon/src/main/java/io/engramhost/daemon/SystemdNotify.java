@@ -1,0 +1,243 @@
+package io.engramhost.daemon;
+
+import static java.lang.System.Logger.Level.INFO;
+import static java.lang.System.Logger.Level.WARNING;
+
+import io.engramhost.os.DirFd;
+import io.engramhost.os.Fd;
+import io.engramhost.os.FdMessages;
+import io.engramhost.os.FdRef;
+import io.engramhost.os.Posix;
+import io.engramhost.os.UnixSockets;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * systemd's notify protocol (sd_notify(3), docs/operating.md "systemd"), spoken when {@code NOTIFY_SOCKET} is set:
+ * READY=1, STATUS=, STOPPING=1, WATCHDOG=1, and the fd store. What the daemon stores, each under its own
+ * {@code FDNAME=} (systemd gives one name to every fd of a message and keeps no order within one, so each name
+ * travels in a datagram of its own; no datagram carries more than 253 fds):
+ * <ul>
+ * <li>{@value #LISTEN_NAME}: the listening socket (polled by systemd, which drops it on an error);</li>
+ * <li>{@value #REGION_PREFIX}{@code <i>}: region fd {@code i} of the catalog (a memfd, or a CUDA shareable handle),
+ * {@code FDPOLL=0};</li>
+ * <li>{@value #CATALOG_NAME}: a memfd holding the catalog as HANDOVER_CATALOG encodes it (with its checksum),
+ * sealed against any change, {@code FDPOLL=0}.</li>
+ * </ul>
+ * Sending is best effort: a failure is logged once and the daemon serves on (systemd, not the daemon, decides what
+ * a missing READY=1 or WATCHDOG=1 means).
+ */
+public final class SystemdNotify implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(SystemdNotify.class.getName());
+    public static final String LISTEN_NAME = "engram-listen";
+    public static final String CATALOG_NAME = "engram-catalog";
+    public static final String REGION_PREFIX = "engram-region-";
+    /** The seals of the catalog memfd: nothing may change it, and no seal may be added or removed. */
+    public static final int CATALOG_SEALS = Posix.F_SEAL_SEAL | Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW
+            | Posix.F_SEAL_WRITE;
+    /** The fds a catalog needs in the store besides its regions: the catalog memfd and the listening socket. */
+    public static final int FIXED_FDS = 2;
+
+    private final String address;
+    private final Fd socket;
+    private final Integer fdStoreMax;
+    private final long watchdogMicros;
+    private volatile boolean failed;
+    private volatile boolean listenerStored;
+    private volatile Thread watchdog;
+
+    private SystemdNotify(String address, Integer fdStoreMax, long watchdogMicros) {
+        this.address = address;
+        this.fdStoreMax = fdStoreMax;
+        this.watchdogMicros = watchdogMicros;
+        this.socket = UnixSockets.datagram("notify socket " + address);
+    }
+
+    /**
+     * The notifier {@code env} asks for, or null when {@code NOTIFY_SOCKET} is unset (not under systemd's
+     * Type=notify). Reads {@code FDSTORE} (the unit's FileDescriptorStoreMax=, exported by systemd 254 and later),
+     * {@code WATCHDOG_USEC} and {@code WATCHDOG_PID} (the watchdog is this process's only when it names its pid).
+     */
+    public static SystemdNotify fromEnvironment(Map<String, String> env) {
+        String address = env.get("NOTIFY_SOCKET");
+        if (address == null || address.isEmpty()) {
+            return null;
+        }
+        if (!address.startsWith("/") && !address.startsWith("@")) {
+            LOG.log(WARNING, "NOTIFY_SOCKET=" + address + " is neither a path nor an abstract name (@...): not"
+                    + " notifying systemd");
+            return null;
+        }
+        Integer max = null;
+        String fdStore = env.get("FDSTORE");
+        if (fdStore != null && !fdStore.isEmpty()) {
+            try {
+                max = Integer.parseInt(fdStore.trim());
+            } catch (NumberFormatException e) {
+                throw new IllegalStateException("FDSTORE=" + fdStore + " is not a number (systemd sets it to the unit's"
+                        + " FileDescriptorStoreMax=)");
+            }
+        }
+        long watchdog = 0;
+        String usec = env.get("WATCHDOG_USEC");
+        String wpid = env.get("WATCHDOG_PID");
+        if (usec != null && !usec.isEmpty() && (wpid == null || wpid.equals(String.valueOf(Posix.getpid())))) {
+            try {
+                watchdog = Long.parseLong(usec.trim());
+            } catch (NumberFormatException e) {
+                LOG.log(WARNING, "WATCHDOG_USEC=" + usec + " is not a number: not sending WATCHDOG=1");
+            }
+        }
+        return new SystemdNotify(address, max, Math.max(0, watchdog));
+    }
+
+    /**
+     * Checks, before anything is loaded or adopted, that the unit's fd store can keep {@code regions} region fds
+     * and the {@value #FIXED_FDS} others.
+     *
+     * @throws IllegalStateException (one line) when {@code $FDSTORE} is smaller
+     */
+    public void checkFdStore(int regions) {
+        int need = regions + FIXED_FDS;
+        if (fdStoreMax == null) {
+            LOG.log(WARNING, "NOTIFY_SOCKET is set but FDSTORE is not (FileDescriptorStoreMax=0, or systemd older than"
+                    + " 254, which does not export it): unless the unit has an fd store of at least " + need
+                    + " fds, the tables will not survive a restart of the daemon");
+        } else if (fdStoreMax < need) {
+            throw new IllegalStateException("the unit's fd store holds " + fdStoreMax + " fds (FDSTORE, from"
+                    + " FileDescriptorStoreMax=), but keeping these tables across a restart needs " + need + " ("
+                    + regions + " regions, the catalog and the listening socket): raise FileDescriptorStoreMax= to at"
+                    + " least " + need);
+        }
+    }
+
+    /** READY=1 with a STATUS= line. */
+    public void ready(String status) {
+        send("READY=1\nSTATUS=" + oneLine(status), List.of());
+    }
+
+    public void status(String status) {
+        send("STATUS=" + oneLine(status), List.of());
+    }
+
+    public void stopping(String status) {
+        send("STOPPING=1\nSTATUS=" + oneLine(status), List.of());
+    }
+
+    /** The listening socket into the fd store: from here on a restart keeps the clients that wait in its backlog. */
+    void storeListener(FdRef listener) {
+        store(LISTEN_NAME, List.of(listener), true);
+        listenerStored = true;
+    }
+
+    /** Whether the listening socket went to the fd store: the socket file then stays when the daemon stops. */
+    boolean listenerStored() {
+        return listenerStored;
+    }
+
+    /**
+     * Every region fd of {@code encoded}, then the catalog, into the fd store: {@code kept} (the catalog memfd
+     * adopted from the store, the same fd again) or else a new sealed memfd with the frame. Entries of the
+     * same fd are kept once by systemd, so storing adopted fds again changes nothing; names a previous run stored
+     * that no longer hold these tables were removed before ({@link Daemon#attachSystemd}).
+     */
+    void storeCatalog(HandoverSender.Encoded encoded, Fd kept) {
+        for (int i = 0; i < encoded.regionFds().size(); i++) {
+            store(REGION_PREFIX + i, List.of(encoded.regionFds().get(i)), false);
+        }
+        if (kept != null) {
+            store(CATALOG_NAME, List.of(kept), false);
+        } else {
+            try (Fd memfd = catalogMemfd(encoded.frame())) {
+                store(CATALOG_NAME, List.of(memfd), false);
+            }
+        }
+        LOG.log(INFO, "fd store: " + encoded.regionFds().size() + " region fds, the catalog and the listening socket"
+                + " are kept by systemd across a restart");
+    }
+
+    /** FDSTOREREMOVE=1 for every entry named {@code name}. */
+    void remove(String name) {
+        send("FDSTOREREMOVE=1\nFDNAME=" + name, List.of());
+    }
+
+    /**
+     * Sends WATCHDOG=1 every WATCHDOG_USEC/2 from a thread of {@code daemon}'s while its session loop goes round
+     * (it does at least once a second); a loop that stopped going round gets no ping, so systemd restarts the unit.
+     */
+    void startWatchdog(Daemon daemon) {
+        if (watchdogMicros <= 0 || watchdog != null) {
+            return;
+        }
+        long periodMillis = Math.max(1, watchdogMicros / 2000);
+        long staleNanos = watchdogMicros * 1000 + 1_000_000_000L;
+        Thread t = daemon.thread(() -> {
+            boolean quiet = false;
+            try {
+                while (true) {
+                    if (System.nanoTime() - daemon.heartbeatNanos() < staleNanos) {
+                        send("WATCHDOG=1", List.of());
+                        quiet = false;
+                    } else if (!quiet) {
+                        quiet = true;
+                        LOG.log(WARNING, "the session loop has not gone round for "
+                                + (System.nanoTime() - daemon.heartbeatNanos()) / 1_000_000 + " ms: WATCHDOG=1 withheld");
+                    }
+                    Thread.sleep(periodMillis);
+                }
+            } catch (InterruptedException stop) {
+                // the daemon is stopping
+            }
+        }, "engram-watchdog");
+        watchdog = t;
+        t.start();
+        LOG.log(INFO, "systemd watchdog: WATCHDOG=1 every " + periodMillis + " ms");
+    }
+
+    /** One name's fds, in datagrams of at most 253 fds. */
+    private void store(String name, List<? extends FdRef> fds, boolean poll) {
+        String head = "FDSTORE=1\nFDNAME=" + name + (poll ? "" : "\nFDPOLL=0");
+        for (int at = 0; at < fds.size(); at += FdMessages.MAX_FDS_PER_SENDMSG) {
+            send(head, fds.subList(at, Math.min(fds.size(), at + FdMessages.MAX_FDS_PER_SENDMSG)));
+        }
+    }
+
+    private void send(String state, List<? extends FdRef> fds) {
+        try {
+            UnixSockets.sendDatagram(socket, address, state.getBytes(StandardCharsets.UTF_8), fds);
+        } catch (RuntimeException e) {
+            if (!failed) {
+                failed = true;
+                LOG.log(WARNING, "notifying systemd on " + address + " failed (" + e.getMessage() + "); serving on");
+            }
+        }
+    }
+
+    /** A sealed memfd holding {@code frame}. */
+    static Fd catalogMemfd(byte[] frame) {
+        Fd fd = Posix.memfdCreate(CATALOG_NAME, Posix.MFD_ALLOW_SEALING);
+        try {
+            Posix.ftruncate(fd, frame.length);
+            DirFd.writeFully(fd, frame, 0);
+            Posix.addSeals(fd, CATALOG_SEALS);
+            return fd;
+        } catch (RuntimeException e) {
+            fd.close();
+            throw e;
+        }
+    }
+
+    private static String oneLine(String s) {
+        return s.replace('\n', ' ');
+    }
+
+    @Override
+    public void close() {
+        Thread t = watchdog;
+        if (t != null) {
+            t.interrupt();
+        }
+        socket.close();
+    }
+}
