@@ -4,6 +4,10 @@
 #      that ExecStart names a real executable. The unit names /opt/engram-host; a temporary copy has that prefix
 #      rewritten (sed) to where the tarball was unpacked. Any output of systemd-analyze (it only warns, exit 0, for
 #      an unknown key in systemd 252) fails the check, as does a RuntimeDirectoryMode the daemon would refuse.
+#      The drop-in engram-host.service.d/fdstore-preserve.conf (FileDescriptorStorePreserve=yes, systemd 254+) is
+#      verified with the unit: on systemd >= 254 any output fails; on an older one the only output allowed is the
+#      one line saying that FileDescriptorStorePreserve is an unknown key, and the drop-in may hold nothing else.
+#      The unit must be Type=notify with an fd store (issue 12: docs/operating.md, "systemd").
 #   2. Kubernetes: every deploy/kubernetes/**/*.yaml against the Kubernetes schemas, offline, with unknown fields
 #      refused (deploy/kubernetes/check/validate.mjs; `npm ci` there once, into its git-ignored node_modules).
 #   3. Slurm: bash -n of deploy/slurm/*.sh.
@@ -62,7 +66,38 @@ mode=$(sed -n 's/^RuntimeDirectoryMode=//p' "$unit")
 grep -qx 'RuntimeDirectory=engram-host' "$unit" || fail "$unit: RuntimeDirectory=engram-host is missing"
 case "$mode" in 0700|0755) ;; *) fail "$unit: RuntimeDirectoryMode=$mode: the daemon wants 0700 or 0755" ;; esac
 grep -q -- '--socket /run/engram-host/' "$unit" || fail "$unit: the socket is not in the RuntimeDirectory"
-echo "   ok (RuntimeDirectoryMode=$mode)"
+grep -qx 'Type=notify' "$unit" || fail "$unit: Type=notify is missing (the daemon sends READY=1)"
+grep -qx 'NotifyAccess=main' "$unit" || fail "$unit: NotifyAccess=main is missing"
+grep -qx 'RuntimeDirectoryPreserve=restart' "$unit" || fail "$unit: RuntimeDirectoryPreserve=restart is missing (the socket file must outlive a restart)"
+store=$(sed -n 's/^FileDescriptorStoreMax=//p' "$unit")
+case "$store" in ''|*[!0-9]*) fail "$unit: FileDescriptorStoreMax= must be a number, got '$store'" ;; esac
+[ "$store" -ge 3 ] || fail "$unit: FileDescriptorStoreMax=$store: the daemon needs regions + 2 (at least 3)"
+echo "   ok (RuntimeDirectoryMode=$mode, Type=notify, FileDescriptorStoreMax=$store)"
+
+dropin=deploy/systemd/engram-host.service.d/fdstore-preserve.conf
+version=$(systemd-analyze --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+step "systemd: the unit with $dropin (systemd $version)"
+[ -f "$dropin" ] || fail "$dropin is missing"
+body=$(grep -v '^[[:space:]]*\(#\|$\)' "$dropin")
+[ "$body" = "$(printf '[Service]\nFileDescriptorStorePreserve=yes')" ] \
+  || fail "$dropin must hold [Service] and FileDescriptorStorePreserve=yes only (what the systemd < 254 check allows)"
+mkdir -p "$tmp/units2/engram-host.service.d"
+cp "$tmp/units/engram-host.service" "$tmp/units2/"
+cp "$dropin" "$tmp/units2/engram-host.service.d/"
+set +e
+out=$(SYSTEMD_LOG_COLOR=0 systemd-analyze verify --man=no "$tmp/units2/engram-host.service" 2>&1)
+rc=$?
+set -e
+out=$(printf '%s\n' "$out" | sed "s|$tmp/units2/||")
+allowed="engram-host.service.d/fdstore-preserve.conf:$(grep -n '^FileDescriptorStorePreserve=' "$dropin" | cut -d: -f1): Unknown key 'FileDescriptorStorePreserve' in section [Service], ignoring."
+[ -n "$version" ] || fail "cannot tell the version of systemd-analyze"
+if [ "$version" -ge 254 ]; then
+  [ $rc -eq 0 ] && [ -z "$out" ] || { printf '%s\n' "$out" >&2; fail "systemd-analyze verify with $dropin: exit $rc"; }
+  echo "   ok (systemd $version knows FileDescriptorStorePreserve=)"
+else
+  [ $rc -eq 0 ] && [ "$out" = "$allowed" ] || { printf '%s\n' "$out" >&2; fail "systemd-analyze verify with $dropin: exit $rc; systemd $version may only warn that FileDescriptorStorePreserve is unknown"; }
+  echo "   ok (systemd $version < 254: only FileDescriptorStorePreserve= is unknown, as expected)"
+fi
 
 step "kubernetes: npm ci"
 check=deploy/kubernetes/check
