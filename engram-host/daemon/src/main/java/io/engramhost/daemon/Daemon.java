@@ -195,7 +195,7 @@ public final class Daemon implements AutoCloseable {
         return d;
     }
 
-    private static void closeQuietly(Catalog c) {
+    static void closeQuietly(Catalog c) {
         try {
             c.close();
         } catch (Exception e) {

@@ -270,11 +270,7 @@ public final class FdStoreRestart {
     }
 
     private static void close(Catalog catalog, Fd memfd, Fd listener) {
-        try {
-            catalog.close();
-        } catch (Exception e) {
-            LOG.log(WARNING, "closing the adopted tables failed: " + e.getMessage());
-        }
+        Daemon.closeQuietly(catalog);
         memfd.close();
         if (listener != null) {
             listener.close();
