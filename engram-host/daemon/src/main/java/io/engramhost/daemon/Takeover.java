@@ -44,7 +44,11 @@ public final class Takeover {
     static final int CATALOG_TIMEOUT_MILLIS = 60_000;
     /** From READY to COMMIT: the predecessor drains its connections (at most 2 s) first. */
     static final int COMMIT_TIMEOUT_MILLIS = 60_000;
-    /** TEST ONLY: {@code STEP:PATH} holds the successor at STEP ({@code catalog} or {@code commit}), as the sender's. */
+    /**
+     * TEST ONLY: {@code STEP:PATH} holds the successor at STEP ({@code request}: before it connects, which the
+     * takeover benchmark uses to time the takeover without the JVM's start; {@code catalog} or {@code commit}),
+     * as the sender's.
+     */
     static final String TEST_GATE = "ENGRAM_HOST_TEST_TAKEOVER_GATE";
 
     private Takeover() {
@@ -67,6 +71,8 @@ public final class Takeover {
      *     check; the predecessor then keeps serving
      */
     public static Daemon run(DaemonContext context, Path socket, boolean verifyDigests) {
+        warmUp();
+        gate("request");
         long t0 = System.nanoTime();
         UnixConnection conn;
         try {
@@ -87,6 +93,44 @@ public final class Takeover {
         }
     }
 
+    /**
+     * Binds and runs once, before the takeover begins, the native calls it makes (socketpair, sendmsg and recvmsg
+     * with an fd, fstat, the seals, a listening socket's checks), so that their first-use cost (JNR's stubs, class
+     * loading) is paid while the predecessor still serves, not between its freeze and its commit.
+     */
+    private static void warmUp() {
+        for (Class<?> c : List.of(Daemon.class, SessionLoop.class, Connection.class, Leases.class, Requests.class,
+                DaemonLock.class, RuntimeDir.class, StatusDocument.class, ConnectionStats.class, Inbound.class,
+                Outbound.class, AdoptedCatalog.class, Catalog.class, io.engramhost.checkpoint.Fingerprint.class,
+                io.engramhost.protocol.Manifest.class, Welcome.class, ErrorReply.class, Handover.Catalog.class,
+                Handover.Commit.class, io.engramhost.protocol.ReadyFile.class, JsonReader.class,
+                io.engramhost.json.JsonWriter.class, io.engramhost.os.NonBlocking.class)) {
+            try {
+                Class.forName(c.getName(), true, c.getClassLoader());
+            } catch (ClassNotFoundException | LinkageError e) {
+                LOG.log(System.Logger.Level.DEBUG, () -> "takeover warm-up: " + e);
+            }
+        }
+        Welcome.decode(io.engramhost.protocol.FrameReader.of(new Welcome(2, 1, Daemon.VERSION, "memfd", "warm-up",
+                io.engramhost.protocol.DaemonState.READY, 0).encode()));
+        UnixConnection[] pair = UnixConnection.pair("takeover warm-up");
+        try (Fd memfd = Posix.memfdCreate("engram-takeover-warm-up", Posix.MFD_CLOEXEC | Posix.MFD_ALLOW_SEALING)) {
+            ProtocolChannel a = new ProtocolChannel(pair[0]);
+            ProtocolChannel b = new ProtocolChannel(pair[1]);
+            a.send(Frames.empty(MessageType.HANDOVER_READY, 2), List.of(memfd));
+            try (ProtocolChannel.Incoming in = b.receive(ProtocolDescriptor.MAX_PAYLOAD, 1, 1000)) {
+                io.engramhost.os.DirFd.stat(memfd); // the copy that came with the frame is closed with it
+            }
+            Posix.getSeals(memfd);
+            io.engramhost.os.UnixSockets.notListeningOn(pair[0].fd(), Path.of("/"));
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> "takeover warm-up: " + e.getMessage());
+        } finally {
+            pair[0].close();
+            pair[1].close();
+        }
+    }
+
     private static Daemon converse(DaemonContext context, Path socket, boolean verifyDigests, ProtocolChannel ch,
             PeerCredentials peer, long t0) {
         Welcome welcome;
@@ -96,6 +140,7 @@ public final class Takeover {
             ch.send(new Hello(2, ProtocolDescriptor.MAX_VERSION, Posix.getpid(), "engram-host successor").encode());
             try (ProtocolChannel.Incoming in = ch.receive(0, CATALOG_TIMEOUT_MILLIS)) {
                 welcome = Welcome.decode(refuseError(in, socket));
+                step(t0, "WELCOME");
             }
             ch.send(Handover.Takeover.ofThisBuild(Daemon.VERSION).encode());
             try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_PAYLOAD, ProtocolDescriptor.MAX_FDS,
@@ -107,6 +152,7 @@ public final class Takeover {
                 byte[] frame = in.frame();
                 handed = Handover.Catalog.decode(frame, in.fdCount());
                 fds = in.takeFds();
+                step(t0, "catalog received");
             }
         } catch (PeerClosedException e) {
             throw new PredecessorGoneException("the daemon on " + socket + " closed the connection before it handed"
@@ -130,6 +176,7 @@ public final class Takeover {
                         + " started with --backend " + context.backend().wireName());
             }
             catalog = AdoptedCatalog.adopt(handed, fds.subList(1, fds.size()), verifyDigests);
+            step(t0, "catalog checked");
         } catch (RuntimeException e) {
             fds.subList(1, fds.size()).forEach(Fd::close);
             listener.close();
@@ -140,6 +187,7 @@ public final class Takeover {
         gate("catalog");
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_READY, 2));
+            step(t0, "READY sent");
             return commit(context, socket, ch, welcome, listener, catalog, report, t0);
         } catch (PeerClosedException | io.engramhost.os.ReceiveTimeoutException e) {
             return orphaned(context, socket, welcome.pid(), listener, catalog, report, t0, e.getMessage());
@@ -158,6 +206,7 @@ public final class Takeover {
             }
             commit = Handover.Commit.decode(in.frame(), in.fdCount());
             fds = in.takeFds();
+            step(t0, "COMMIT received");
         } catch (RuntimeException e) {
             if (e instanceof PeerClosedException || e instanceof io.engramhost.os.ReceiveTimeoutException) {
                 throw e;
@@ -191,6 +240,7 @@ public final class Takeover {
         gate("commit");
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_DONE, 2));
+            step(t0, "DONE sent: committed");
         } catch (PeerClosedException e) {
             LOG.log(WARNING, "the predecessor pid " + welcome.pid() + " is gone since it committed; serving on");
         }
@@ -243,6 +293,12 @@ public final class Takeover {
     }
 
     /** STATUS's {@code origin} of a daemon that read nothing from the checkpoint; {@code from} -1: pid unknown. */
+    /** DEBUG: how far the takeover is, in ms since it asked. */
+    private static void step(long t0, String what) {
+        LOG.log(System.Logger.Level.DEBUG, () -> String.format("takeover: %s at %.1f ms", what,
+                (System.nanoTime() - t0) / 1e6));
+    }
+
     static Map<String, Object> origin(String how, int from, long t0) {
         Map<String, Object> o = new LinkedHashMap<>();
         o.put("how", how);
