@@ -9,7 +9,8 @@ What it does, as systemd (src/core/service.c, sd_notify(3), sd_listen_fds(3)) do
     accepted only from the main pid (SCM_CREDENTIALS), others are recorded as "ignored" and their fds closed;
   * READY=1, STATUS=, STOPPING=1, WATCHDOG=1 recorded; FDSTORE=1 stores the message's fds (at most
     FileDescriptorStoreMax, the rest closed), each under the message's FDNAME= (default "stored"), an fd that is
-    the same file as a stored one (same st_dev/st_ino) is dropped as a duplicate; FDPOLL=0 noted; FDSTOREREMOVE=1
+    the same open file as a stored one (kcmp KCMP_FILE, as systemd's same_fd(); st_dev/st_ino where kcmp is
+    unavailable) is dropped as a duplicate; FDPOLL=0 noted; FDSTOREREMOVE=1
     closes every stored fd named FDNAME=; a stored fd with FDPOLL on that reports POLLHUP/POLLERR is dropped;
   * the service runs with NOTIFY_SOCKET, FDSTORE (the max, as systemd 254+ exports it), WATCHDOG_USEC and
     WATCHDOG_PID; when it ends by a signal or a nonzero status (Restart=on-failure) it is started again, at most
@@ -38,6 +39,24 @@ import time
 SCM_CREDENTIALS = 2
 
 
+_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+
+
+def same_file(a, b):
+    """Whether fds a and b are the same open file description, as systemd's same_fd() decides: kcmp(2) with
+    KCMP_FILE. Two opens of one file (every CUDA shareable handle is an open of /dev/nvidiactl) are different
+    entries; a dup of one is not."""
+    if _KCMP is not None:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        pid = os.getpid()
+        r = libc.syscall(_KCMP, pid, pid, 0, a, b)  # KCMP_FILE = 0
+        if r >= 0:
+            return r == 0
+    sa, sb = os.fstat(a), os.fstat(b)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
 class Store:
     def __init__(self, maximum, log):
         self.entries = []  # [fd, name, poll]
@@ -46,8 +65,7 @@ class Store:
 
     def add(self, fds, name, poll):
         for fd in fds:
-            st = os.fstat(fd)
-            if any((os.fstat(e[0]).st_dev, os.fstat(e[0]).st_ino) == (st.st_dev, st.st_ino) for e in self.entries):
+            if any(same_file(e[0], fd) for e in self.entries):
                 self.log({"event": "duplicate", "name": name})
                 os.close(fd)
                 continue

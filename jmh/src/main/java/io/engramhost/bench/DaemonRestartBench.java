@@ -210,6 +210,16 @@ public class DaemonRestartBench {
     /** After a takeover the predecessor must exit 0 (not timed); the successor serves from now on. */
     @TearDown(Level.Invocation)
     public void settle() throws Exception {
+        String how = switch (method) {
+            case "fdStoreRestart" -> "fd-store";
+            case "reload" -> "load";
+            default -> "takeover";
+        };
+        String status = io.engramhost.client.EngramClient.status(socket, io.engramhost.client.ClientOptions.defaults());
+        if (!status.contains("\"how\":\"" + how + "\"")) {
+            throw new IllegalStateException(method + ": the daemon did not come back by " + how + ": " + status
+                    .substring(0, Math.min(status.length(), 600)) + "; logs in " + scratch + ": " + tail());
+        }
         if (successor == null) {
             return;
         }
@@ -234,7 +244,7 @@ public class DaemonRestartBench {
     public void tearDown() throws Exception {
         stop(successor);
         stop(current);
-        if (scratch != null) {
+        if (scratch != null && System.getenv("ENGRAM_BENCH_KEEP") == null) {
             try (Stream<Path> all = Files.walk(scratch)) {
                 all.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
             }
