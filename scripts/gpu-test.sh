@@ -7,7 +7,8 @@
 #   junit-jupiter.xml  the XML report
 #   python-gpu.txt     the Python package's GPU tests (python/tests/gpu, unittest) against daemon processes
 #   summary.txt        the exit codes
-# Usage: OUT=/some/dir bash gpu-test.sh            (PARTS=java, PARTS=python: one of the two; default both)
+# Usage: OUT=/some/dir bash gpu-test.sh            (PARTS=java, PARTS=python: one of the two; default both;
+#        JAVA_TESTS=CLASS[,CLASS...]: only those gpu-tagged test classes)
 #        ENGRAM_GPU_BACKENDS=memfd,cuda-vmm ...    the Python tests' backends (default all three)
 set -uo pipefail
 
@@ -40,10 +41,14 @@ PARTS=${PARTS:-java,python}
 TESTS=skipped
 if [[ ",$PARTS," == *",java,"* ]]; then
 echo "== gpu tests"
+SELECT=(--scan-classpath="$B/test-classes/native" --scan-classpath="$B/test-classes/cudavmm"
+    --scan-classpath="$B/test-classes/engram-host")
+if [ -n "${JAVA_TESTS:-}" ]; then  # e.g. JAVA_TESTS=io.engramhost.cli.TakeoverGpuTest: those classes only
+    SELECT=()
+    for c in ${JAVA_TESTS//,/ }; do SELECT+=(--select-class="$c"); done
+fi
 timeout ${TEST_TIMEOUT:-300} "$JAVA" "${FLAGS[@]}" -cp "$CP:$CONSOLE" org.junit.platform.console.ConsoleLauncher execute \
-    --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu \
-    --scan-classpath="$B/test-classes/native" --scan-classpath="$B/test-classes/cudavmm" \
-    --scan-classpath="$B/test-classes/engram-host" \
+    --disable-banner --disable-ansi-colors --details=tree --fail-if-no-tests --include-tag=gpu "${SELECT[@]}" \
     --reports-dir="$WORK/reports" > "$OUT/junit-console.txt" 2>&1
 TESTS=$?
 cp "$WORK"/reports/TEST-junit-jupiter.xml "$OUT/junit-jupiter.xml" 2>/dev/null

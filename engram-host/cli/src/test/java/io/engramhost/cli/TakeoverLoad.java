@@ -23,7 +23,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * digests, each with an onDaemonGone callback) and runs {@code importers} threads that import, check every
  * table's digest and close, in a loop. Prints {@code leases N} once they are held and {@code imports N} after
  * each 10 imports; on a line {@code stop} on stdin it stops and prints one JSON line: the imports done, every
- * failure, every onDaemonGone that fired, and how many leases are still open.
+ * failure, every onDaemonGone that fired, and how many leases are still open. A fifth argument {@code gpu} gives
+ * every import GPU views on GPU 0 (and a CPU view, which the digests read).
  */
 public final class TakeoverLoad {
     private TakeoverLoad() {
@@ -34,15 +35,17 @@ public final class TakeoverLoad {
         Path checkpoint = Path.of(args[1]);
         int leases = Integer.parseInt(args[2]);
         int importers = Integer.parseInt(args[3]);
+        ClientOptions options = args.length > 4 && args[4].equals("gpu") ? ClientOptions.defaults().withGpu(0, true)
+                : ClientOptions.defaults();
         ContentCheck.Trusted trusted;
-        try (ImportedTables first = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+        try (ImportedTables first = EngramClient.connect(socket, Expectation.any(), options)) {
             trusted = ContentCheck.fromCheckpoint(List.of(checkpoint), first.tables().keySet(), 1);
         }
         List<String> failures = Collections.synchronizedList(new ArrayList<>());
         List<String> gone = Collections.synchronizedList(new ArrayList<>());
         List<ImportedTables> held = new ArrayList<>();
         for (int i = 0; i < leases; i++) {
-            ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults());
+            ImportedTables t = EngramClient.connect(socket, Expectation.any(), options);
             ContentCheck.verify(t, trusted, 1);
             int n = i;
             t.onDaemonGone(reason -> gone.add("lease " + n + ": " + reason));
@@ -56,7 +59,7 @@ public final class TakeoverLoad {
         for (int i = 0; i < importers; i++) {
             Thread th = new Thread(() -> {
                 while (!stop.get()) {
-                    try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+                    try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), options)) {
                         ContentCheck.verify(t, trusted, 1);
                         if (imports.incrementAndGet() % 10 == 0) {
                             System.out.println("imports " + imports.get());

@@ -80,14 +80,24 @@ class TakeoverProcessTest {
     }
 
     @Test
-    @SuppressWarnings("unchecked")
     void takeoverUnderLoadKeepsEveryLeaseAndEveryImport(@TempDir Path dir) throws Exception {
+        takeoverUnderLoad(dir, "memfd", false);
+    }
+
+    /**
+     * 16 client leases held and 4 clients importing in a loop (a separate process, {@link TakeoverLoad}; with
+     * {@code gpu}, every import with GPU views and a CPU view) while {@code serve --takeover} replaces the daemon of
+     * {@code backend}: every import succeeds and every digest matches, no onDaemonGone fires, the old pid exits 0, the
+     * new one lists the leases and read nothing from the checkpoint. {@link TakeoverGpuTest} runs it on a GPU.
+     */
+    @SuppressWarnings("unchecked")
+    static void takeoverUnderLoad(Path dir, String backend, boolean gpu) throws Exception {
         Path ckpt = checkpoint(dir);
         Path socket = dir.resolve("run/t.sock");
-        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady()) {
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of(), "--backend", backend).awaitReady()) {
             List<String> cmd = new ArrayList<>(ChildJvm.command());
             cmd.set(cmd.size() - 1, TakeoverLoad.class.getName()); // the same JVM and class path, another main
-            cmd.addAll(List.of(socket.toString(), ckpt.toString(), "16", "4"));
+            cmd.addAll(List.of(socket.toString(), ckpt.toString(), "16", "4", gpu ? "gpu" : "cpu"));
             Process load = new ProcessBuilder(cmd).redirectError(dir.resolve("load.err").toFile()).start();
             try {
                 BufferedReader out = new BufferedReader(new InputStreamReader(load.getInputStream(), StandardCharsets.UTF_8));
@@ -101,7 +111,8 @@ class TakeoverProcessTest {
                 assertTrue(leasesBefore.size() >= 16 && leasesBefore.size() <= 20, "16 held, and the importers' own: "
                         + leasesBefore.size());
 
-                try (DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--takeover").awaitReady()) {
+                try (DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--backend", backend,
+                        "--takeover").awaitReady()) {
                     awaitExit(a, 0);
                     assertTrue(a.log().contains("handed over to pid " + b.pid()), a.log());
                     awaitLog(b, "took over from pid " + a.pid());
