@@ -54,7 +54,11 @@ class TakeoverProcessTest {
 
     /** The tables served on {@code socket} match the checkpoint byte for byte (engram digests against the files). */
     private static void assertServesTheCheckpoint(Path socket, Path ckpt) {
-        try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+        assertServesTheCheckpoint(socket, ckpt, ClientOptions.defaults());
+    }
+
+    private static void assertServesTheCheckpoint(Path socket, Path ckpt, ClientOptions options) {
+        try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), options)) {
             ContentCheck.Report r = ContentCheck.verify(t, ContentCheck.fromCheckpoint(List.of(ckpt), t.tables().keySet(),
                     1), 1);
             assertEquals(r.tables().size(), r.verified());
@@ -140,7 +144,8 @@ class TakeoverProcessTest {
                     assertEquals("takeover", origin.get("how"));
                     assertEquals(0L, ((Number) origin.get("checkpoint_bytes_read")).longValue());
                     assertEquals((int) b.pid(), readyPid(socket));
-                    assertServesTheCheckpoint(socket, ckpt);
+                    assertServesTheCheckpoint(socket, ckpt, gpu ? ClientOptions.defaults().withGpu(0, true)
+                            : ClientOptions.defaults());
                     // the load client closed its leases at the end; before that, the successor listed the same ids
                     for (Object l : leasesBefore.subList(0, 16)) {
                         long id = ((Number) ((Map<String, Object>) l).get("id")).longValue();
