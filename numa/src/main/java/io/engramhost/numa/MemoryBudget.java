@@ -36,18 +36,44 @@ public final class MemoryBudget {
         if (bytes > mem.availableBytes()) {
             throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but only "
                     + Bytes.format(mem.availableBytes()) + " is free (MemFree " + Bytes.format(mem.freeBytes())
-                    + " + file cache " + Bytes.format(mem.fileCacheBytes()) + ")");
+                    + " + file cache " + Bytes.format(mem.fileCacheBytes()) + ")" + interleaveHint(bytes, resolved, topology));
         }
         String line = Bytes.format(bytes) + " fits " + where + ": " + Bytes.format(mem.availableBytes())
                 + " free (MemFree + file cache)";
-        if (resolved instanceof NumaPolicy.Preferred p && !singleMemoryNode(topology, p.nodes())) {
+        return line + spill(bytes, resolved, topology).map(w -> "; " + w).orElse("");
+    }
+
+    /**
+     * For {@code preferred:N} (ordinary pages) when node N alone has less than {@code bytes} free: a warning
+     * that the rest will come from other nodes; empty otherwise. The daemon logs it as a warning.
+     */
+    public static java.util.Optional<String> spill(long bytes, NumaPolicy policy, Topology topology) {
+        if (policy instanceof NumaPolicy.Preferred p && !singleMemoryNode(topology, p.nodes())
+                && topology.node(p.node()).isPresent()) {
             long onNode = topology.node(p.node()).orElseThrow().memory().availableBytes();
             if (bytes > onNode) {
-                line += "; preferred node " + p.node() + " has only " + Bytes.format(onNode)
-                        + " free, the rest will come from other nodes";
+                return java.util.Optional.of("preferred node " + p.node() + " has only " + Bytes.format(onNode)
+                        + " free, the rest will come from other nodes");
             }
         }
-        return line;
+        return java.util.Optional.empty();
+    }
+
+    /**
+     * For a bind that does not fit its node: when the nodes with memory together have room, say so and suggest
+     * {@code --numa interleave}; empty otherwise.
+     */
+    private static String interleaveHint(long bytes, NumaPolicy resolved, Topology topology) {
+        if (!(resolved instanceof NumaPolicy.Bind) || topology.memoryNodes().size() < 2) {
+            return "";
+        }
+        long all = topology.memoryNodes().stream().mapToLong(n -> topology.node(n).orElseThrow().memory().availableBytes())
+                .sum();
+        if (bytes > all) {
+            return "";
+        }
+        return "; NUMA nodes " + CpuList.format(topology.memoryNodes()) + " together have " + Bytes.format(all)
+                + " free: --numa interleave spreads the tables over them";
     }
 
     /** True when {@code nodes} is just the one node that has memory: use the system-wide figures. */

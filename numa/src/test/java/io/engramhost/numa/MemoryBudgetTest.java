@@ -19,7 +19,8 @@ class MemoryBudgetTest {
     void shouldRefuseATableThatDoesNotFitOnTheBoundNode() {
         NumaException e = assertThrows(NumaException.class,
                 () -> MemoryBudget.check(TABLES, NumaPolicy.bind(1), false, 0, twoSocket));
-        assertEquals("need 189.0 GiB on NUMA node 1 but only 120.3 GiB is free (MemFree 110.0 GiB + file cache 10.3 GiB)",
+        assertEquals("need 189.0 GiB on NUMA node 1 but only 120.3 GiB is free (MemFree 110.0 GiB + file cache 10.3 GiB);"
+                + " NUMA nodes 0-1 together have 1.1 TiB free: --numa interleave spreads the tables over them",
                 e.getMessage());
     }
 

@@ -150,6 +150,7 @@ final class ServeCommand implements Callable<Integer> {
                     + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                     + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
                     + prepared.budget());
+            prepared.spillWarning().ifPresent(w -> LOG.log(System.Logger.Level.WARNING, "--numa " + numa + ": " + w));
             if (notify != null) {
                 notify.checkFdStore(prepared.regionCount());
             }

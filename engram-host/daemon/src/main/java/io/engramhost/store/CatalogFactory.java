@@ -35,7 +35,7 @@ public final class CatalogFactory {
 
     /** What a daemon will load: the tables, their fingerprint and the builder that loads them. */
     public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Fingerprint fingerprint, String placement,
-            CatalogBuilder builder, String budget, int regionCount) {
+            CatalogBuilder builder, String budget, int regionCount, java.util.Optional<String> spillWarning) {
     }
 
     /**
@@ -71,6 +71,15 @@ public final class CatalogFactory {
             return Limits.checkServed(checkpoint, patterns, ctx.backend().wireName());
         }
     }
+
+    /**
+     * TEST ONLY: the NUMA nodes of the GPUs {@code --numa auto} decides from, instead of the real GPUs' (a comma
+     * list, -1 for a GPU whose node is unknown: {@code 1}, {@code 0,1}); the daemon says so once on stderr. The
+     * two-node guest of scripts/numa-vm.sh has no GPU; nothing else should set it.
+     */
+    public static final String TEST_GPU_NUMA_NODES = "ENGRAM_HOST_TEST_GPU_NUMA_NODES";
+    private static final java.util.concurrent.atomic.AtomicBoolean GPU_NODES_ANNOUNCED =
+            new java.util.concurrent.atomic.AtomicBoolean();
 
     /**
      * Validates everything about {@code ctx} that can be wrong: the checkpoint (opened once; its fds go to
@@ -138,7 +147,9 @@ public final class CatalogFactory {
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
                         factory.granule(), topology);
-        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget, builder.regionCount());
+        java.util.Optional<String> spill = builder.plannedBytes() == 0 || ctx.backend() != Backend.MEMFD
+                ? java.util.Optional.empty() : MemoryBudget.spill(builder.plannedBytes(), policy, topology);
+        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget, builder.regionCount(), spill);
     }
 
     /** cuda-vmm needs one node: bind/preferred name it; auto is the GPU's HOST_NUMA_ID (0 when unknown). */
@@ -187,6 +198,25 @@ public final class CatalogFactory {
     /** The GPUs' nodes for --numa auto: sysfs first, CUDA's HOST_NUMA_ID where sysfs says -1. */
     private static List<OptionalInt> gpuNodes(Topology topology) {
         List<OptionalInt> out = new ArrayList<>();
+        String test = System.getenv(TEST_GPU_NUMA_NODES);
+        if (test != null) {
+            for (String part : test.split(",", -1)) {
+                int n;
+                try {
+                    n = Integer.parseInt(part.strip());
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException(TEST_GPU_NUMA_NODES + "='" + test
+                            + "' is not a comma list of NUMA nodes (-1 for unknown)");
+                }
+                out.add(n < 0 ? OptionalInt.empty() : OptionalInt.of(n));
+            }
+            if (GPU_NODES_ANNOUNCED.compareAndSet(false, true)) {
+                System.err.println("engram-host: TEST ONLY (" + TEST_GPU_NUMA_NODES + "=" + test + "): --numa auto"
+                        + " takes the GPUs' NUMA nodes from this variable, not from the GPUs");
+                System.err.flush();
+            }
+            return out;
+        }
         if (Cuda.available()) {
             for (int i = 0; i < Cuda.deviceCount(); i++) {
                 CudaDevice d = Cuda.device(i);
