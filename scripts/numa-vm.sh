@@ -153,7 +153,7 @@ quiet="quiet loglevel=1"
 APPEND="console=ttyS0 panic=-1 $quiet mitigations=off tsc=reliable numa_vm_out=$OUT"
 say "guest: $KVER, $accel, node0 ${NODE0_MB} MiB + node1 ${NODE1_MB} MiB, $ncpu CPUs; $(qemu-system-x86_64 --version | head -1)"
 t0=$(date +%s.%N)
-timeout -k 5 "$TIMEOUT" "${QEMU[@]}" -append "$APPEND" </dev/null > >(tr -d '\r' | grep --line-buffered -v '\] reboot: Power down$') &
+timeout -k 5 "$TIMEOUT" "${QEMU[@]}" -append "$APPEND" </dev/null > >(sed -u 's/\r$//' | grep --line-buffered -v '\] reboot: Power down$') &
 QPID=$!
 set +e
 wait "$QPID"; qrc=$?
