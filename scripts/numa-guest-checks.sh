@@ -17,6 +17,7 @@ OUT=$ENGRAM_NUMA_VM_OUT
 DATA=target/numa-vm
 CK=$DATA/ckpt
 SIDECAR=$CK/engram-digests.json
+BIG=$DATA/ckpt-big   # 201 MiB: more than node 1 has free once the hog below is there
 RES=$OUT/results.txt
 : > "$RES"
 T0=$(date +%s)
@@ -124,10 +125,50 @@ if [ $QUICK = 0 ]; then
   if [ $rc = 0 ]; then rec PASS numa-tests "$summary ($(el))"; else rec FAIL numa-tests "$summary; see numa-tests.log"; fi
 fi
 
+# Without CAP_SYS_NICE: setpriv drops it from the bounding and inheritable sets. What the kernel does is recorded as
+# measured (docs/numa.md): mbind(MPOL_BIND) with no flags needs no capability.
+nosysnice_checks() {
+  SETPRIV=(setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice)
+  if "${SETPRIV[@]}" grep -q '^CapEff:' /proc/self/status; then
+    eff=$("${SETPRIV[@]}" awk '/^CapEff/ {print $2}' /proc/self/status)
+    if (( (16#$eff >> 23) & 1 )); then
+      rec FAIL nosysnice "setpriv left CAP_SYS_NICE in CapEff=$eff"
+    else
+      nosysnice() {
+        local p=$1 n=nosysnice-$1 h hrc msg
+        ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" "${SETPRIV[@]}" bin/engram-host serve --checkpoint "$CK" --socket /run/$n.sock \
+          --threads 2 --numa "$p" > "$OUT/$n.daemon.log" 2>&1 &
+        DPID=$!
+        for _ in $(seq 1 1200); do grep -q ' ready: ' "$OUT/$n.daemon.log" && break; kill -0 $DPID 2>/dev/null || break; sleep 0.25; done
+        if grep -q ' ready: ' "$OUT/$n.daemon.log"; then
+          python3 scripts/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
+          stop_daemon
+          h=$(histogram "$n" "$([ $p = 1 ] && echo node1 || echo spill)"); hrc=$?
+          [ $p = none ] && hrc=0
+          if [ $hrc = 0 ]; then rec PASS "$n" "CapEff=$eff: --numa $p serves; $h"; else rec FAIL "$n" "--numa $p: $h"; fi
+        else
+          wait $DPID; DPID=
+          msg=$(grep -v '^\s*$' "$OUT/$n.daemon.log" | tail -1)
+          if [ $p = 1 ] && echo "$msg" | grep -q "EPERM.*--numa none avoids it"; then rec PASS "$n" "refused: $msg"
+          else rec FAIL "$n" "--numa $p did not start: $msg"; fi
+        fi
+      }
+      nosysnice 1 &
+      [ $QUICK = 1 ] || nosysnice none &
+      wait
+    fi
+  else
+    rec SKIP nosysnice "setpriv cannot drop CAP_SYS_NICE here"
+  fi
+
+}
+
 echo "== a daemon per policy, a client importing and checking SHA-256, status's placement histogram ($(el))"
 # Two at a time: a JVM under TCG spends tens of seconds starting, on one vCPU; the guest has two.
+# (the checks without CAP_SYS_NICE run beside the first two)
 policy bind0 node0 --numa 0 &
 CLIENT=java policy bind1 node1 --numa 1 &
+nosysnice_checks &
 wait
 policy interleave half --numa interleave &
 ENGRAM_HOST_TEST_GPU_NUMA_NODES=1 policy auto-gpu-node1 node1 --numa auto &
@@ -139,28 +180,25 @@ else
   rec FAIL auto-resolves "$(grep -m1 'checkpoint valid' "$OUT/auto-gpu-node1.daemon.log")"
 fi
 # preferred:1 with room on node 1, the daemon on node 0's CPUs (so that first touch alone would put pages on node 0)
-PIN="taskset -c $(cat /sys/devices/system/node/node0/cpulist)" policy preferred1 node1 --numa preferred:1
+[ $QUICK = 1 ] || PIN="taskset -c $(cat /sys/devices/system/node/node0/cpulist)" policy preferred1 node1 --numa preferred:1
 
 echo "== node 1 nearly full: preferred:1 spills, bind 1 is refused ($(el))"
-# A hog: a tmpfs bound to node 1, filled until about half the table's size is left free there (caches dropped
-# first, so free means free). What the budget counts on node 1 then is less than the table, the machine has room.
+# A hog: a tmpfs bound to node 1, filled until node 1's low watermark (/proc/zoneinfo; tens of MiB in this guest)
+# plus 10 MiB is free (caches dropped first): what the budget counts on node 1 is then less than the 201 MiB table,
+# while the machine has room. Below the min watermark the kernel would start killing.
 sync; echo 3 > /proc/sys/vm/drop_caches
-table_mib=$(du -m --apparent-size -c "$CK"/*.safetensors | tail -1 | cut -f1)
-hog_mib=$(( $(node_free_mib 1) - table_mib / 2 ))
+table_mib=$(du -m --apparent-size -c "$BIG"/*.safetensors | tail -n 1 | cut -f1)
+low_mib=$(awk '/^Node 1,/ {n1 = 1; next} /^Node/ {n1 = 0} n1 && $1 == "low" {s += $2} END {print int(s * 4 / 1024) + 1}' /proc/zoneinfo)
+hog_mib=$(( $(node_free_mib 1) - low_mib - 10 ))
 mkdir -p /run/hog && mount -t tmpfs -o "size=${hog_mib}m,mpol=bind:1" tmpfs /run/hog
 dd if=/dev/zero of=/run/hog/fill bs=1M count="$hog_mib" status=none 2>/dev/null
-echo "   hog: ${hog_mib} MiB on node 1; free now node0 $(node_free_mib 0) MiB, node1 $(node_free_mib 1) MiB, table ${table_mib} MiB" | tee -a "$RES"
+echo "   hog: ${hog_mib} MiB on node 1 (its low watermark ${low_mib} MiB); free now node0 $(node_free_mib 0) MiB, node1 $(node_free_mib 1) MiB, table ${table_mib} MiB" | tee -a "$RES"
 # The daemons on node 0's CPUs, so that their own memory (heap, page cache of the checkpoint) comes from node 0.
 PIN="taskset -c $(cat /sys/devices/system/node/node0/cpulist)"
-PIN=$PIN refused bind1-too-big "need .* on NUMA node 1 but only .* is free .*--numa interleave spreads the tables over them" \
+CK=$BIG PIN=$PIN refused bind1-too-big "need .* on NUMA node 1 but only .* is free .*--numa interleave spreads the tables over them" \
   --numa 1
-# The kernel allocates on a node only above its low watermark (/proc/zoneinfo: tens of MiB here), and preferred
-# falls back below it: the hog shrinks to leave the low watermark plus half the table free on node 1.
-low_mib=$(awk '/^Node 1,/ {n1 = 1; next} /^Node/ {n1 = 0} n1 && $1 == "low" {s += $2} END {print int(s * 4 / 1024) + 1}' /proc/zoneinfo)
-hog_mib=$(( hog_mib - low_mib - 4 ))
-truncate -s "${hog_mib}M" /run/hog/fill
-echo "   hog: ${hog_mib} MiB on node 1 (node 1's low watermark ${low_mib} MiB); free now node1 $(node_free_mib 1) MiB" | tee -a "$RES"
-PIN=$PIN policy preferred1-spill spill --numa preferred:1
+# A page goes to the preferred node only while it is above its low watermark: about 10 MiB of the 201 MiB fit there.
+CK=$BIG SIDECAR=$BIG/engram-digests.json PIN=$PIN policy preferred1-spill spill --numa preferred:1
 if grep -q "WARN.*preferred node 1 has only .* free, the rest will come from other nodes" "$OUT/preferred1-spill.daemon.log"; then
   rec PASS preferred1-warning "$(grep -m1 -o 'WARN.*' "$OUT/preferred1-spill.daemon.log"); node 1 free after: $(node_free_mib 1) MiB"
 else
@@ -169,7 +207,7 @@ fi
 rm -f /run/hog/fill; umount /run/hog
 
 echo "== memfd-hugetlb with per-node pools: node 0 has enough 2 MiB pages, node 1 has 4 ($(el))"
-need=$(( (table_mib + 2) / 2 + 4 ))
+need=$(( ($(du -m --apparent-size -c "$CK"/*.safetensors | tail -n 1 | cut -f1) + 2) / 2 + 4 ))
 echo "$need" > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
 echo 4 > /sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages
 got0=$(cat /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages)
@@ -181,41 +219,6 @@ policy hugetlb-bind0 node0 --backend memfd-hugetlb --numa 0 &
 wait
 echo 0 > /sys/devices/system/node/node0/hugepages/hugepages-2048kB/nr_hugepages
 echo 0 > /sys/devices/system/node/node1/hugepages/hugepages-2048kB/nr_hugepages
-
-echo "== without CAP_SYS_NICE (setpriv drops it from the bounding and inheritable sets) ($(el))"
-# What the kernel does is recorded as measured (docs/numa.md): mbind(MPOL_BIND) with no flags needs no capability.
-SETPRIV=(setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice)
-if "${SETPRIV[@]}" grep -q '^CapEff:' /proc/self/status; then
-  eff=$("${SETPRIV[@]}" awk '/^CapEff/ {print $2}' /proc/self/status)
-  if (( (16#$eff >> 23) & 1 )); then
-    rec FAIL nosysnice "setpriv left CAP_SYS_NICE in CapEff=$eff"
-  else
-    nosysnice() {
-      local p=$1 n=nosysnice-$1 h hrc msg
-      ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" "${SETPRIV[@]}" bin/engram-host serve --checkpoint "$CK" --socket /run/$n.sock \
-        --threads 2 --numa "$p" > "$OUT/$n.daemon.log" 2>&1 &
-      DPID=$!
-      for _ in $(seq 1 1200); do grep -q ' ready: ' "$OUT/$n.daemon.log" && break; kill -0 $DPID 2>/dev/null || break; sleep 0.25; done
-      if grep -q ' ready: ' "$OUT/$n.daemon.log"; then
-        python3 scripts/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
-        stop_daemon
-        h=$(histogram "$n" "$([ $p = 1 ] && echo node1 || echo spill)"); hrc=$?
-        [ $p = none ] && hrc=0
-        if [ $hrc = 0 ]; then rec PASS "$n" "CapEff=$eff: --numa $p serves; $h"; else rec FAIL "$n" "--numa $p: $h"; fi
-      else
-        wait $DPID; DPID=
-        msg=$(grep -v '^\s*$' "$OUT/$n.daemon.log" | tail -1)
-        if [ $p = 1 ] && echo "$msg" | grep -q "EPERM.*--numa none avoids it"; then rec PASS "$n" "refused: $msg"
-        else rec FAIL "$n" "--numa $p did not start: $msg"; fi
-      fi
-    }
-    nosysnice 1 &
-    nosysnice none &
-    wait
-  fi
-else
-  rec SKIP nosysnice "setpriv cannot drop CAP_SYS_NICE here"
-fi
 
 pass=$(grep -c '^PASS ' "$RES"); fail=$(grep -c '^FAIL ' "$RES"); skip=$(grep -c '^SKIP ' "$RES")
 echo "numa-guest-checks: $pass passed, $fail failed, $skip skipped in $(el)" | tee -a "$RES"

@@ -5,8 +5,8 @@
 #   scripts/numa-two-node.sh [--quick]        (--quick: the subset bin/test runs)
 #
 # Prepared here, where it is fast, and read by the guest over 9p: the build (mvn install of numa and the CLI when
-# engram-host/cli/target/app is missing; SKIP_BUILD=1 skips it), a 50 MiB synthetic checkpoint with its digests
-# sidecar (inspect --write-digests), CDS archives of a daemon and a client run (-XX:ArchiveClassesAtExit; a JVM
+# engram-host/cli/target/app is missing; SKIP_BUILD=1 skips it), synthetic checkpoints of 50.4 and 201 MiB with
+# their digests sidecars (inspect --write-digests), CDS archives of a daemon and a client run (-XX:ArchiveClassesAtExit; a JVM
 # under TCG spends most of its start loading classes), and the numa tests' class path with JUnit's console launcher.
 # Results: target/numa-vm/out/results.txt (and every log beside it); totals in target/numa-vm/out/totals
 # ("passed failed skipped"). Exit status: the guest checks' (0 when none failed), 124 on timeout, 125 when the guest
@@ -32,6 +32,11 @@ if [ ! -f "$DATA/ckpt/engram-digests.json" ]; then
   rm -rf "$DATA/ckpt"
   bin/engram-host generate --out "$DATA/ckpt" --rows 100000 --layers 1,14 >/dev/null
   bin/engram-host inspect --write-digests "$DATA/ckpt" >/dev/null
+fi
+if [ ! -f "$DATA/ckpt-big/engram-digests.json" ]; then
+  rm -rf "$DATA/ckpt-big"
+  bin/engram-host generate --out "$DATA/ckpt-big" --rows 400000 --layers 1,14 --seed 7 >/dev/null
+  bin/engram-host inspect --write-digests "$DATA/ckpt-big" >/dev/null
 fi
 # CDS archives, dumped again when any jar is newer
 newest=$(ls -t engram-host/cli/target/app/lib/*.jar | head -1)
