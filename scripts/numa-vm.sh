@@ -134,11 +134,13 @@ trap 'exit 130' INT TERM
 } > "$OUT/.cmd"
 echo "$ROOT" > "$OUT/.cwd"
 
-# KVM when /dev/kvm opens, else TCG (qemu tries the -accel options in order); -cpu max suits both
+# KVM when /dev/kvm opens, else TCG (qemu tries the -accel options in order: KVM that fails falls back); -cpu max
+# suits both
 accel=tcg
-[ -r /dev/kvm ] && [ -w /dev/kvm ] && accel=kvm
+ACCEL=(-accel tcg)
+if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then accel=kvm; ACCEL=(-accel kvm -accel tcg); fi
 ncpu=$((2 * CPN)); last0=$((CPN - 1))
-QEMU=(qemu-system-x86_64 -accel "$accel" -accel tcg -cpu max -M q35 -m "$((NODE0_MB + NODE1_MB))M" -smp "$ncpu"
+QEMU=(qemu-system-x86_64 "${ACCEL[@]}" -cpu max -M q35 -m "$((NODE0_MB + NODE1_MB))M" -smp "$ncpu"
   -object "memory-backend-ram,id=m0,size=${NODE0_MB}M" -object "memory-backend-ram,id=m1,size=${NODE1_MB}M"
   -numa "node,nodeid=0,cpus=0-$last0,memdev=m0" -numa "node,nodeid=1,cpus=$CPN-$((ncpu - 1)),memdev=m1"
   -numa dist,src=0,dst=1,val=20
