@@ -53,7 +53,7 @@ if [ ! -f "$DATA/daemon.jsa" ] || [ ! -f "$DATA/client.jsa" ] || [ "$newest" -nt
     --expect-checkpoint "$DATA/ckpt" --verify-content "$DATA/ckpt/engram-digests.json" --json > /dev/null
   bin/engram-host status --socket "$sock" --json > /dev/null
   kill -TERM "$dpid"; wait "$dpid" || true
-  rm -f "$log"
+  rm -f "$log" "$sock" "$sock.lock"
 fi
 if [ ${#QUICK[@]} = 0 ] && { [ ! -f "$DATA/numa-test.cp" ] || [ numa/pom.xml -nt "$DATA/numa-test.cp" ]; }; then
   "${MVN[@]}" -f numa/pom.xml dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile="$ROOT/$DATA/numa-test.cp"
