@@ -250,6 +250,73 @@ class TakeoverProcessTest {
         }
     }
 
+    /** A successor of another handover layout, or one that does not speak every client version, is refused. */
+    @Test
+    void anIncompatibleTakeoverIsRefusedWithOneLine(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/v.sock");
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady()) {
+            int[][] cases = {{2, 2, 1, 2}, {1, 1, 2, 2}};
+            for (int[] c : cases) {
+                try (RawClient r = RawClient.connect(socket)) {
+                    r.handshake(2, 2);
+                    r.send(new RawClient.Frame(16, 2).u16(c[0]).u16(c[1]).u16(c[2]).u16(c[3]).str16("9.9.9").bytes());
+                    r.assertErrorThenClosed(5000, io.engramhost.protocol.ErrorCode.UNSUPPORTED_VERSION, 2,
+                            "takeover refused", c[0] == 2 ? "layouts 2-2" : "protocol versions 2-2");
+                }
+            }
+            assertTrue(a.process.isAlive());
+            assertTrue(a.log().contains("takeover refused"), a.log());
+            assertServesTheCheckpoint(socket, ckpt);
+        }
+    }
+
+    /** Only the daemon's own uid or root may take it over: a client of an admitted uid gets NOT_ALLOWED. */
+    @Test
+    void anotherUidMayNotTakeOver(@TempDir Path ignored) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.engramhost.os.Posix.getuid() == 0,
+                "needs root to run a client as another uid");
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "needs setpriv");
+        // the system's interpreter: one under /root (pyenv) is not reachable by another uid
+        org.junit.jupiter.api.Assumptions.assumeTrue(Files.isExecutable(Path.of("/usr/bin/python3")), "needs /usr/bin/python3");
+        Path dir = Files.createTempDirectory(Path.of("/tmp"), "engram-takeover-uid-");
+        try {
+            Files.setPosixFilePermissions(dir, java.nio.file.attribute.PosixFilePermissions.fromString("rwxr-xr-x"));
+            Path ckpt = checkpoint(dir);
+            Path socket = dir.resolve("open/u.sock");
+            try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of(), "--allow-uid", "65534")
+                    .awaitReady()) {
+                String py = String.join("\n",
+                        "import socket, struct, sys",
+                        "def frame(t, v, body): return struct.pack('<IHH', 0x4D524745, v, t) + body",
+                        "def msg(f): return struct.pack('<II', len(f), 0) + f",
+                        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])",
+                        "def read():",
+                        "    h = b''",
+                        "    while len(h) < 8: h += s.recv(8 - len(h))",
+                        "    n = struct.unpack('<I', h[:4])[0]; b = b''",
+                        "    while len(b) < n: b += s.recv(n - len(b))",
+                        "    return b",
+                        "s.sendall(msg(frame(1, 1, struct.pack('<HHi', 2, 2, 0) + struct.pack('<H', 1) + b'x')))",
+                        "read()",
+                        "s.sendall(msg(frame(16, 2, struct.pack('<HHHH', 1, 1, 1, 2) + struct.pack('<H', 1) + b'y')))",
+                        "b = read(); code = struct.unpack('<H', b[8:10])[0]; n = struct.unpack('<I', b[11:15])[0]",
+                        "print(struct.unpack('<H', b[6:8])[0], code, b[15:15 + n].decode())");
+                Process p = new ProcessBuilder("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+                        "-c", py, socket.toString()).redirectErrorStream(true).start();
+                String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+                assertTrue(p.waitFor(30, TimeUnit.SECONDS));
+                assertTrue(out.startsWith("9 5 takeover refused: only uid"), "ERROR (9) NOT_ALLOWED (5): " + out);
+                assertTrue(a.process.isAlive());
+                assertServesTheCheckpoint(socket, ckpt);
+            }
+        } finally {
+            try (java.util.stream.Stream<Path> all = Files.walk(dir)) {
+                all.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
+    }
+
     @Test
     void twentyTakeoversInARowLeaveFdsAndMemoryFlat(@TempDir Path dir) throws Exception {
         Path ckpt = checkpoint(dir);
