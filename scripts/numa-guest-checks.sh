@@ -64,6 +64,11 @@ if "unverified" in p: line += f", unverified: {p['unverified']}"
 ok = tot > 0 and "unverified" not in p and {
     "node0": n1 == 0, "node1": n0 == 0, "half": abs(n0 - n1) <= max(2, tot // 50), "spill": n0 > 0 and n1 > 0,
 }[want]
+# a bound load runs its threads on the node's CPUs, and STATUS says which (load_threads); others run anywhere
+lt = s.get("load_threads", {})
+line += f"; load threads: {lt}"
+if want in ("node0", "node1"):
+    ok = ok and lt.get("node") == int(want[-1]) and lt.get("cpus") not in (None, "any")
 print(line); sys.exit(0 if ok else 1)
 PY
 }

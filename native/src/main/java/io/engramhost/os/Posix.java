@@ -385,6 +385,23 @@ public final class Posix {
         return LIBC.geteuid();
     }
 
+    /**
+     * Runs the calling thread on {@code cpus} only ({@code sched_setaffinity(0, ...)}): a load thread then
+     * touches memory from the node it fills.
+     */
+    public static void setThreadAffinity(java.util.Collection<Integer> cpus) {
+        int max = cpus.stream().mapToInt(Integer::intValue).max().orElseThrow(() ->
+                new IllegalArgumentException("no CPUs to run on"));
+        int bytes = (max / 64 + 1) * 8;
+        jnr.ffi.Pointer mask = jnr.ffi.Memory.allocateDirect(io.engramhost.os.internal.LibCHolder.RUNTIME, bytes, true);
+        for (int c : cpus) {
+            mask.putByte(c / 8, (byte) (mask.getByte(c / 8) | (1 << (c % 8))));
+        }
+        if (LIBC.sched_setaffinity(0, bytes, mask) != 0) {
+            throw fail("sched_setaffinity(0, CPUs " + cpus + ")");
+        }
+    }
+
     /** kill(pid, signal); false when no such process is left (ESRCH). */
     public static boolean kill(int pid, int signal) {
         if (LIBC.kill(pid, signal) == 0) {

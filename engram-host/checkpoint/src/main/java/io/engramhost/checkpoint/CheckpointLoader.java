@@ -43,12 +43,14 @@ public final class CheckpointLoader {
     private final long chunkSize;
     private final ProgressListener listener;
     private final Runnable afterChunk;
+    private final Runnable threadStart;
 
     public CheckpointLoader(int threads, long chunkSize, ProgressListener listener) {
-        this(threads, chunkSize, listener, null);
+        this(threads, chunkSize, listener, null, null);
     }
 
-    private CheckpointLoader(int threads, long chunkSize, ProgressListener listener, Runnable afterChunk) {
+    private CheckpointLoader(int threads, long chunkSize, ProgressListener listener, Runnable afterChunk,
+            Runnable threadStart) {
         if (threads < 1) {
             throw new IllegalArgumentException("threads must be at least 1, was " + threads);
         }
@@ -59,6 +61,7 @@ public final class CheckpointLoader {
         this.chunkSize = chunkSize;
         this.listener = listener == null ? (done, total) -> { } : listener;
         this.afterChunk = afterChunk;
+        this.threadStart = threadStart;
     }
 
     public CheckpointLoader(int threads) {
@@ -71,7 +74,12 @@ public final class CheckpointLoader {
      * may block; a failure in it fails the load.
      */
     public CheckpointLoader withAfterChunkHook(Runnable hook) {
-        return new CheckpointLoader(threads, chunkSize, listener, hook);
+        return new CheckpointLoader(threads, chunkSize, listener, hook, threadStart);
+    }
+
+    /** The same loader whose threads each run {@code setup} first (the daemon pins them to a node's CPUs). */
+    public CheckpointLoader withThreadStart(Runnable setup) {
+        return new CheckpointLoader(threads, chunkSize, listener, afterChunk, setup);
     }
 
     /**
@@ -160,6 +168,15 @@ public final class CheckpointLoader {
         AtomicLong done = new AtomicLong();
         AtomicReference<RuntimeException> failure = new AtomicReference<>();
         Runnable worker = () -> {
+            if (threadStart != null) {
+                try {
+                    threadStart.run();
+                } catch (RuntimeException e) {
+                    failure.compareAndSet(null, new CheckpointException("a load thread's setup failed: "
+                            + e.getMessage(), e));
+                    return;
+                }
+            }
             while (failure.get() == null) {
                 int i = next.getAndIncrement();
                 if (i >= chunks.size()) {

@@ -88,6 +88,38 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         return testGate("after-chunk") ? loader.withAfterChunkHook(HostCatalogBuilder::holdAtTestGate) : loader;
     }
 
+    /**
+     * The host load's loader: when the regions go to one node (bound, or preferred), its threads run on that node's CPUs, so that
+     * the pages they fill are touched from the node that holds them and the reads' copies stay local; STATUS shows
+     * it ({@code load_threads}). With no such node, or CPUs this process may not use, the threads run anywhere.
+     */
+    private CheckpointLoader loaderOnNode(int threads, LoadProgress progress) {
+        CheckpointLoader loader = loader(threads, progress);
+        int node = factory.loadNode();
+        java.util.Optional<io.engramhost.numa.NumaNode> n = node < 0 ? java.util.Optional.empty()
+                : io.engramhost.numa.Topology.read().node(node);
+        if (n.isEmpty() || n.get().cpus().isEmpty()) {
+            progress.put("load_threads", Map.of("threads", threads, "cpus", "any"));
+            return loader;
+        }
+        List<Integer> cpus = n.get().cpus();
+        progress.put("load_threads", Map.of("threads", threads, "node", node, "cpus",
+                io.engramhost.numa.CpuList.format(cpus)));
+        java.util.concurrent.atomic.AtomicBoolean warned = new java.util.concurrent.atomic.AtomicBoolean();
+        return loader.withThreadStart(() -> {
+            try {
+                Posix.setThreadAffinity(cpus);
+            } catch (RuntimeException e) { // a CPU set this process may not use (a cpuset cgroup): run anywhere
+                if (warned.compareAndSet(false, true)) {
+                    LOG.log(System.Logger.Level.WARNING, "the load threads run on any CPU, not node " + node + "'s ("
+                            + e.getMessage() + ")");
+                    progress.put("load_threads", Map.of("threads", threads, "node", node, "cpus", "any",
+                            "why", String.valueOf(e.getMessage())));
+                }
+            }
+        });
+    }
+
     private static boolean testGate(String when) {
         return TestGate.names(TEST_LOAD_GATE, when);
     }
@@ -126,7 +158,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             if (testGate("before-read")) {
                 holdAtTestGate();
             }
-            loader(threads, progress).load(source, tensors, address::get);
+            loaderOnNode(threads, progress).load(source, tensors, address::get);
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.DIGEST, "digesting", total);
             long[] digests = digests(tensors, address, threads, progress);

@@ -18,6 +18,11 @@ public interface HostRegionFactory {
     /** The NUMA node the regions are placed on, when known without looking (-1 otherwise). */
     int node();
 
+    /** The node whose CPUs should fill the regions: the bound one, or the preferred one (-1: none). */
+    default int loadNode() {
+        return node();
+    }
+
     HostRegion create(int index, long size);
 
     /** memfds of {@code pages}, with {@code policy} set on each before its first touch. */
@@ -36,6 +41,11 @@ public interface HostRegionFactory {
             @Override
             public int node() {
                 return policy instanceof NumaPolicy.Bind b ? b.node() : -1;
+            }
+
+            @Override
+            public int loadNode() {
+                return policy instanceof NumaPolicy.OneNode one ? one.node() : -1;
             }
 
             @Override

@@ -69,6 +69,9 @@ public interface LibC {
 
     int getpid();
 
+    /** {@code pid} 0: the calling thread. */
+    int sched_setaffinity(int pid, long cpusetsize, Pointer mask);
+
     int getuid();
 
     int kill(int pid, int signal);
