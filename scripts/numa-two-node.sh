@@ -2,7 +2,8 @@
 # The two-node run in one command (docs/numa.md, "Two nodes, emulated"): prepares target/numa-vm/ on this machine,
 # boots the two-node guest of scripts/numa-vm.sh and runs scripts/numa-guest-checks.sh in it.
 #
-#   scripts/numa-two-node.sh [--quick]        (--quick: the subset bin/test runs)
+#   scripts/numa-two-node.sh [--quick|--ci]  (--quick: the policies, the refusals and the hugetlb pools; --ci: the
+#                                            policies only, the subset bin/test runs)
 #
 # Prepared here, where it is fast, and read by the guest over 9p: the build (mvn install of numa and the CLI when
 # engram-host/cli/target/app is missing; SKIP_BUILD=1 skips it), synthetic checkpoints of 50.4 and 201 MiB with
@@ -16,6 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 QUICK=()
 [ "${1:-}" = --quick ] && QUICK=(--quick)
+[ "${1:-}" = --ci ] && QUICK=(--ci)
 DATA=target/numa-vm
 OUTDIR=$DATA/out
 t0=$(date +%s)

@@ -8,7 +8,8 @@
 # two NUMA nodes made of memory-backend-ram objects (NUMA_VM_NODE0_MB, NUMA_VM_NODE1_MB; default 1536 and 1024), one
 # CPU each (NUMA_VM_CPUS_PER_NODE, default 1), SLIT distance 20 between them. The host's root filesystem is shared
 # into the guest read-only over virtio-9p, so the guest runs the host's JDK and this checkout's jars; /tmp, /run and
-# /var/tmp are tmpfs in the guest, and OUT (below) is shared read-write. /dev/kvm is used when it opens, else TCG.
+# /var/tmp are tmpfs in the guest, the checkout itself is shared read-only again at its own path (so a checkout under
+# /tmp, as CI's may be, is seen), and OUT (below) is shared read-write. /dev/kvm is used when it opens, else TCG.
 #
 # A minimal init (busybox from busybox-static, in an initramfs built here with cpio) loads the virtio and 9p modules,
 # mounts the host root on /host, chroots into it, runs COMMAND with ENGRAM_NUMA_VM=1 and ENGRAM_NUMA_VM_OUT=OUT in the
@@ -81,6 +82,10 @@ mkdir -p /dev/shm /dev/hugepages
 for d in proc sys dev; do mount --bind /$d /host/$d; done
 for d in tmp run var/tmp dev/shm; do mount -t tmpfs -o mode=1777 tmpfs /host/$d; done
 mount -t hugetlbfs none /host/dev/hugepages 2>/dev/null || true
+repo=$(sed -n 's/.*numa_vm_repo=\([^ ]*\).*/\1/p' /proc/cmdline)
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose repo "/host$repo" 2>/dev/null \
+  || { mkdir -p "/host$repo" && mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose repo "/host$repo"; } \
+  || { echo "init: no repository share"; poweroff -f; }
 out=$(sed -n 's/.*numa_vm_out=\([^ ]*\).*/\1/p' /proc/cmdline)
 mkdir -p "/host$out"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288 out "/host$out" || { echo "init: no out share"; poweroff -f; }
@@ -147,12 +152,14 @@ QEMU=(qemu-system-x86_64 "${ACCEL[@]}" -cpu max -M q35 -m "$((NODE0_MB + NODE1_M
   -kernel "$KERNEL" -initrd "$INITRD"
   -fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
   -device virtio-9p-pci,fsdev=root,mount_tag=hostroot
+  -fsdev "local,id=repo,path=$ROOT,security_model=none,readonly=on,multidevs=remap"
+  -device virtio-9p-pci,fsdev=repo,mount_tag=repo
   -fsdev "local,id=out,path=$OUT,security_model=none,multidevs=remap"
   -device virtio-9p-pci,fsdev=out,mount_tag=out
   -nodefaults -no-user-config -display none -serial stdio -no-reboot -net none)
 quiet="quiet loglevel=1"
 [ "${NUMA_VM_VERBOSE:-0}" = 1 ] && quiet=""
-APPEND="console=ttyS0 panic=-1 $quiet mitigations=off tsc=reliable numa_vm_out=$OUT"
+APPEND="console=ttyS0 panic=-1 $quiet mitigations=off tsc=reliable numa_vm_out=$OUT numa_vm_repo=$ROOT"
 say "guest: $KVER, $accel, node0 ${NODE0_MB} MiB + node1 ${NODE1_MB} MiB, $ncpu CPUs; $(qemu-system-x86_64 --version | head -1)"
 t0=$(date +%s.%N)
 timeout -k 5 "$TIMEOUT" "${QEMU[@]}" -append "$APPEND" </dev/null > >(sed -u 's/\r$//' | grep --line-buffered -v '\] reboot: Power down$') &
