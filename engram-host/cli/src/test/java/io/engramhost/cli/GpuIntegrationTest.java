@@ -54,9 +54,8 @@ class GpuIntegrationTest {
         }
     }
 
-    @ParameterizedTest
-    @ValueSource(strings = {"memfd", "memfd-hugetlb", "cuda-vmm"})
-    void shouldReadTheCheckpointsBytesThroughEveryGpuView(String backend, @TempDir Path dir) throws Exception {
+    /** Skips unless GPU 0 can hold {@code backend}'s tables: CUDA, VMM support, and 64 free huge pages for hugetlb. */
+    static void assumeGpuFor(String backend) {
         assumeTrue(Cuda.available(), Cuda.unavailabilityCause());
         List<String> missing = VmmSupport.missingForHostTables(Cuda.device(0));
         assumeTrue(missing.isEmpty(), "GPU 0 lacks " + missing);
@@ -65,6 +64,12 @@ class GpuIntegrationTest {
             assumeTrue(free >= 64, "memfd-hugetlb needs 64 free 2 MiB huge pages; " + free + " are free"
                     + " (reserve them with sysctl vm.nr_hugepages=N)");
         }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"memfd", "memfd-hugetlb", "cuda-vmm"})
+    void shouldReadTheCheckpointsBytesThroughEveryGpuView(String backend, @TempDir Path dir) throws Exception {
+        assumeGpuFor(backend);
         Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"),
                 new CheckpointGenerator.Spec(List.of(1, 14), 50_000, 256, 11));
         Checkpoint cp = Checkpoint.open(List.of(index));

@@ -207,14 +207,9 @@ final class SessionLoop implements AutoCloseable {
      * holds each of them too (a client sees nothing); leases are logged as handed over.
      */
     void closeHandedOver(int successor) {
-        running = false;
-        wakeup.signal();
-        try {
-            thread.join(5000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        if (!stopThreads()) {
+            return;
         }
-        workers.shutdownNow();
         for (Connection c : new ArrayList<>(connections.values())) {
             connections.remove(c.id);
             daemon.stats().open.decrementAndGet();
@@ -649,11 +644,10 @@ final class SessionLoop implements AutoCloseable {
         c.fd.close();
     }
 
-    /** Stops the loop, then ends every connection and lease (clients see EOF). */
-    @Override
-    public void close() {
+    /** Stops the loop's thread and its workers (waiting for both); false when they were stopped already. */
+    private boolean stopThreads() {
         if (!running) {
-            return;
+            return false;
         }
         running = false;
         wakeup.signal();
@@ -667,6 +661,15 @@ final class SessionLoop implements AutoCloseable {
             workers.awaitTermination(5, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+        return true;
+    }
+
+    /** Stops the loop, then ends every connection and lease (clients see EOF). */
+    @Override
+    public void close() {
+        if (!stopThreads()) {
+            return;
         }
         drainCompletions();
         for (Connection c : new ArrayList<>(connections.values())) {
