@@ -51,7 +51,6 @@ final class HandoverSender {
 
     private final Daemon daemon;
     private final AtomicReference<PeerCredentials> reserved = new AtomicReference<>();
-    private volatile int takeovers;
 
     HandoverSender(Daemon daemon) {
         this.daemon = daemon;
@@ -137,7 +136,6 @@ final class HandoverSender {
                     + " ms of the commit; killed it");
             throw e;
         }
-        takeovers++;
         LOG.log(INFO, "handed over to pid " + peer.pid() + " in " + String.format("%.1f ms", (System.nanoTime() - t0) / 1e6)
                 + ": " + encoded.regionFds().size() + " region fds, " + quiet.size() + " connections (" + states.stream()
                         .filter(s -> s.phase() == Handover.Connection.LEASE).count() + " leases); this daemon exits");
@@ -174,10 +172,6 @@ final class HandoverSender {
         byte[] frame = new Handover.Catalog(Daemon.VERSION, catalog.backend(), catalog.fingerprintSha256(), fds.size(),
                 served, report).encode();
         return new Encoded(frame, List.copyOf(fds));
-    }
-
-    int takeovers() {
-        return takeovers;
     }
 
     /** One frame, in parts when long, its fds on the first message. */
