@@ -67,6 +67,11 @@ public enum Arch {
                 + " os.arch is '" + osArch + "', whose syscall numbers it does not know");
     }
 
+    /** {@code O_DIRECT}: 040000 on x86-64, 0200000 on aarch64 (asm-generic and arm64 differ here). */
+    public int oDirect() {
+        return this == X86_64 ? 0x4000 : 0x10000;
+    }
+
     /** The AUDIT_ARCH_* value a seccomp filter sees in {@code seccomp_data.arch}. */
     public int auditArch() {
         return auditArch;

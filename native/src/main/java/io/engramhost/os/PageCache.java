@@ -5,8 +5,9 @@ import static io.engramhost.os.internal.LibCHolder.LIBC;
 import io.engramhost.os.internal.LibCHolder;
 
 /**
- * A file's pages in the page cache, for benchmarks that need a cold cache and the tests that check
- * one: drop them (posix_fadvise DONTNEED) and count the ones still resident (mincore).
+ * A file's pages in the page cache: drop them (posix_fadvise DONTNEED), count the ones resident (mincore),
+ * or ask range by range through a {@link Residency} (the loader reads resident ranges through the cache and
+ * the rest with O_DIRECT).
  */
 public final class PageCache {
     private static final int POSIX_FADV_DONTNEED = 4;
@@ -44,6 +45,51 @@ public final class PageCache {
                 resident += RawMemory.getByte(vec.address() + i) & 1;
             }
             return resident;
+        }
+    }
+
+    /**
+     * A read-only mapping of the first {@code length} bytes of {@code fd}, never touched, for asking mincore which of
+     * its pages are cached. The caller owns it and closes it.
+     */
+    public static Residency residency(FdRef fd, long length) {
+        return new Residency(Posix.mmap(Math.max(length, 1), Posix.PROT_READ, Posix.MAP_SHARED, fd, 0), length);
+    }
+
+    /** See {@link #residency}. Thread-safe: each call has its own vector. */
+    public static final class Residency implements AutoCloseable {
+        private final Mapping view;
+        private final long length;
+
+        private Residency(Mapping view, long length) {
+            this.view = view;
+            this.length = length;
+        }
+
+        /** How many of the pages of {@code [offset, offset + len)} (clipped to the file) are in the page cache. */
+        public long residentPages(long offset, long len) {
+            long page = Posix.pageSize();
+            long start = Math.max(0, offset) / page * page;
+            long end = Math.min(length, offset + len);
+            if (end <= start) {
+                return 0;
+            }
+            long pages = (end - start + page - 1) / page;
+            jnr.ffi.Pointer vec = jnr.ffi.Memory.allocateDirect(LibCHolder.RUNTIME, (int) pages);
+            if (LIBC.mincore(view.address() + start, end - start, vec.address()) != 0) {
+                throw new NativeException("mincore(" + view.what() + ", " + (end - start) + " bytes at " + start + ")",
+                        LibCHolder.errno());
+            }
+            long resident = 0;
+            for (long i = 0; i < pages; i++) {
+                resident += RawMemory.getByte(vec.address() + i) & 1;
+            }
+            return resident;
+        }
+
+        @Override
+        public void close() {
+            view.close();
         }
     }
 }

@@ -218,6 +218,30 @@ public final class Posix {
         }
     }
 
+    /**
+     * Reads up to {@code length} bytes at {@code offset} into {@code address}, stopping early only at the end of
+     * the file; returns the bytes read. For O_DIRECT fds, whose reads end short only there.
+     */
+    public static long preadAtMost(FdRef fd, long address, long length, long offset) {
+        long done = 0;
+        while (done < length) {
+            long n = LIBC.pread(fd.get(), address + done, length - done, offset + done);
+            if (n < 0) {
+                int errno = LibCHolder.errno();
+                if (errno == Errno.EINTR) {
+                    continue;
+                }
+                throw new NativeException("pread(" + fd.what() + ", len=" + (length - done) + ", off="
+                        + (offset + done) + ")", errno);
+            }
+            if (n == 0) {
+                break;
+            }
+            done += n;
+        }
+        return done;
+    }
+
     /** Writes exactly {@code length} bytes from {@code address} to {@code fd} at {@code offset}. */
     public static void pwriteFully(FdRef fd, long address, long length, long offset) {
         long done = 0;

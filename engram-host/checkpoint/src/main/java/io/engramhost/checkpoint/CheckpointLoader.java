@@ -1,27 +1,62 @@
 package io.engramhost.checkpoint;
 
+import io.engramhost.os.Arch;
+import io.engramhost.os.DirFd;
+import io.engramhost.os.FileStat;
 import io.engramhost.os.Fd;
+import io.engramhost.os.Mapping;
+import io.engramhost.os.PageCache;
 import io.engramhost.os.Posix;
+import io.engramhost.os.RawMemory;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Function;
 import java.util.function.ToLongFunction;
 
 /**
- * Reads tensors from their files straight into native memory the caller owns: positioned reads
- * ({@code pread}) into the destination, no intermediate copy, split into chunks spread over N threads so
- * one big table uses them all. Read from an {@link OpenCheckpoint}, every byte comes through the fd the
- * file was validated from (what the daemon does); given bare tensors, each file is opened once here and
- * closed at the end, on failure too. When load returns or throws, no thread is still writing to the
- * destination.
+ * Reads tensors from their files straight into native memory the caller owns, on N threads, and takes each
+ * tensor's engram digest v1 ({@link ContentDigest}) as it goes. The unit of work is one digest chunk (64 MiB of a
+ * tensor, from its start), read in pieces of {@code pieceSize} bytes; the thread that reads a piece hashes it
+ * next, while it is still in the CPU's cache, so the digest costs no second pass over memory.
+ *
+ * <p>A unit whose pages are mostly in the page cache is read with {@code pread} through the cache; one that is
+ * mostly not is read with {@code O_DIRECT} into the thread's aligned bounce buffer and copied (a cold disk's
+ * sequential rate without the cache's readahead and copy-in; {@link ReadMode}). The O_DIRECT fd is a second open
+ * of the same file through {@code /proc/self/fd}, checked to be the same inode, so every byte still comes from the
+ * file that was validated. A filesystem that refuses O_DIRECT (tmpfs) is read through the cache.
+ *
+ * <p>Work can be added while the threads run ({@link #start}, {@link Session#add}): the daemon adds each region's
+ * tensors as soon as the region exists, so reading overlaps the creation of the next. Read from an
+ * {@link OpenCheckpoint}, every byte comes through the fd the file was validated from; given bare tensors, each file
+ * is opened once here and closed at the end, on failure too. When a load returns or throws, no thread is still
+ * writing to the destination.
  */
 public final class CheckpointLoader {
-    public static final long DEFAULT_CHUNK = 16L << 20;
+    /** Pieces each unit is read (and hashed) in: small enough to stay in the CPU's cache, a 2 MiB huge page. */
+    public static final long DEFAULT_PIECE = 2L << 20;
+    /** O_DIRECT reads go in pieces of this (a disk wants large requests); the bounce buffer is this big. */
+    static final long DIRECT_PIECE = 8L << 20;
+    /** O_DIRECT alignment of offsets, lengths and buffers: the largest logical block size in use. */
+    static final long DIRECT_ALIGN = 4096;
+
+    /** How units are read. */
+    public enum ReadMode {
+        /** O_DIRECT for units mostly not in the page cache, {@code pread} through the cache for the rest. */
+        AUTO,
+        /** Always through the page cache. */
+        BUFFERED,
+        /** Always O_DIRECT (where the filesystem allows it). */
+        DIRECT
+    }
 
     /** Told of progress from the reading threads, possibly concurrently; must be thread-safe and quick. */
     @FunctionalInterface
@@ -29,57 +64,80 @@ public final class CheckpointLoader {
         void progress(long bytesDone, long bytesTotal);
     }
 
-    /** What a load did: bytes read, wall-clock seconds, tensors, files opened, chunks, threads used. */
-    public record Result(long bytes, double seconds, int tensors, int files, int chunks, int threads) {
+    /**
+     * What a load did: bytes read, wall-clock seconds from start to finish, tensors, files read, units (digest
+     * chunks), threads, the bytes read with O_DIRECT, the seconds from the first read to the last (creation of
+     * the destinations excluded where it came first), every tensor's engram digest v1, and why O_DIRECT was not
+     * used where it was wanted (null if it was not refused).
+     */
+    public record Result(long bytes, double seconds, int tensors, int files, int chunks, int threads, long directBytes,
+            double readSeconds, Map<TensorInfo, Long> digests, String directRefused) {
         public double gibPerSecond() {
             return seconds > 0 ? bytes / (double) (1L << 30) / seconds : 0;
         }
-    }
 
-    private record Chunk(TensorInfo tensor, Fd fd, long fileOffset, long address, long length) {
+        /** The read's own rate: bytes over the time from the first read to the last. */
+        public double readGibPerSecond() {
+            return readSeconds > 0 ? bytes / (double) (1L << 30) / readSeconds : 0;
+        }
+
+        public long digest(TensorInfo t) {
+            Long d = digests.get(t);
+            if (d == null) {
+                throw new IllegalArgumentException("tensor '" + t.name() + "' was not loaded");
+            }
+            return d;
+        }
     }
 
     private final int threads;
-    private final long chunkSize;
+    private final long pieceSize;
     private final ProgressListener listener;
     private final Runnable afterChunk;
     private final Runnable threadStart;
+    private final ReadMode mode;
 
-    public CheckpointLoader(int threads, long chunkSize, ProgressListener listener) {
-        this(threads, chunkSize, listener, null, null);
+    public CheckpointLoader(int threads, long pieceSize, ProgressListener listener) {
+        this(threads, pieceSize, listener, null, null, ReadMode.AUTO);
     }
 
-    private CheckpointLoader(int threads, long chunkSize, ProgressListener listener, Runnable afterChunk,
-            Runnable threadStart) {
+    private CheckpointLoader(int threads, long pieceSize, ProgressListener listener, Runnable afterChunk,
+            Runnable threadStart, ReadMode mode) {
         if (threads < 1) {
             throw new IllegalArgumentException("threads must be at least 1, was " + threads);
         }
-        if (chunkSize < 1) {
-            throw new IllegalArgumentException("chunk size must be positive, was " + chunkSize);
+        if (pieceSize < 1) {
+            throw new IllegalArgumentException("chunk size must be positive, was " + pieceSize);
         }
         this.threads = threads;
-        this.chunkSize = chunkSize;
+        this.pieceSize = pieceSize;
         this.listener = listener == null ? (done, total) -> { } : listener;
         this.afterChunk = afterChunk;
         this.threadStart = threadStart;
+        this.mode = mode;
     }
 
     public CheckpointLoader(int threads) {
-        this(threads, DEFAULT_CHUNK, null);
+        this(threads, DEFAULT_PIECE, null);
     }
 
     /**
-     * Test only: a loader that runs {@code hook} on the reading thread after each chunk it has read (the
+     * Test only: a loader that runs {@code hook} on the reading thread after each piece it has read (the
      * daemon's tests use it to hold a load at a known point while they change the checkpoint). The hook
      * may block; a failure in it fails the load.
      */
     public CheckpointLoader withAfterChunkHook(Runnable hook) {
-        return new CheckpointLoader(threads, chunkSize, listener, hook, threadStart);
+        return new CheckpointLoader(threads, pieceSize, listener, hook, threadStart, mode);
     }
 
     /** The same loader whose threads each run {@code setup} first (the daemon pins them to a node's CPUs). */
     public CheckpointLoader withThreadStart(Runnable setup) {
-        return new CheckpointLoader(threads, chunkSize, listener, afterChunk, setup);
+        return new CheckpointLoader(threads, pieceSize, listener, afterChunk, setup, mode);
+    }
+
+    /** The same loader reading in {@code readMode}. */
+    public CheckpointLoader withReadMode(ReadMode readMode) {
+        return new CheckpointLoader(threads, pieceSize, listener, afterChunk, threadStart, readMode);
     }
 
     /**
@@ -92,7 +150,7 @@ public final class CheckpointLoader {
     public Result load(List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination) {
         Map<Path, Fd> files = new LinkedHashMap<>();
         try {
-            return load(tensors, destination, t -> {
+            return loadAll(tensors, destination, t -> {
                 Fd fd = files.get(t.file());
                 if (fd == null) {
                     try {
@@ -125,49 +183,234 @@ public final class CheckpointLoader {
      * {@link OpenCheckpoint#checkUnchanged} once everything is read).
      */
     public Result load(OpenCheckpoint source, List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination) {
-        return load(tensors, destination, source::fd);
+        return loadAll(tensors, destination, source::fd);
     }
 
-    private Result load(List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination,
-            java.util.function.Function<TensorInfo, Fd> fdOf) {
-        long start = System.nanoTime();
-        List<Chunk> chunks = new ArrayList<>();
-        java.util.Set<Fd> used = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
-        long total = 0;
-        for (TensorInfo t : tensors) {
-            if (t.length() == 0) {
-                continue;
-            }
-            long address = destination.applyAsLong(t);
-            if (address == 0) {
-                throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': destination address is 0");
-            }
-            Fd fd = fdOf.apply(t);
-            used.add(fd);
-            checkSize(fd, t);
-            for (long off = 0; off < t.length(); off += chunkSize) {
-                chunks.add(new Chunk(t, fd, t.offset() + off, address + off, Math.min(chunkSize, t.length() - off)));
-            }
-            total += t.length();
-        }
-        int n = Math.min(threads, chunks.size());
-        read(chunks, n, total);
-        return new Result(total, (System.nanoTime() - start) / 1e9, tensors.size(), used.size(), chunks.size(), n);
-    }
-
-    private static void checkSize(Fd fd, TensorInfo t) {
-        long size = Posix.size(fd);
-        if (t.offset() + t.length() > size) {
-            throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': ends at byte "
-                    + (t.offset() + t.length()) + " but the file now has " + size + " (changed since it was validated?)");
+    private Result loadAll(List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination, Function<TensorInfo, Fd> fdOf) {
+        long total = tensors.stream().mapToLong(TensorInfo::length).sum();
+        long units = tensors.stream().mapToLong(t -> (t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK).sum();
+        try (Session s = new Session(fdOf, total, (int) Math.max(1, Math.min(threads, units)))) {
+            s.add(tensors, destination);
+            return s.finish();
         }
     }
 
-    private void read(List<Chunk> chunks, int n, long total) {
-        AtomicInteger next = new AtomicInteger();
-        AtomicLong done = new AtomicLong();
-        AtomicReference<RuntimeException> failure = new AtomicReference<>();
-        Runnable worker = () -> {
+    /**
+     * Starts the reading threads for {@code totalBytes} of tensors of {@code source}, to be given with
+     * {@link Session#add}; {@link Session#finish} waits for them. The caller closes the session (which, if it was
+     * not finished, stops the threads and waits for them).
+     */
+    public Session start(OpenCheckpoint source, long totalBytes) {
+        return new Session(source::fd, totalBytes, threads);
+    }
+
+    /** One tensor's part in a load: its destination and the XXH64 of each of its digest chunks. */
+    private record Target(TensorInfo tensor, Fd fd, long address, long[] chunkHashes) {
+    }
+
+    /** A digest chunk of a tensor: where it is in the file and in memory. */
+    private record Unit(Target target, int index, long fileOffset, long address, long length) {
+    }
+
+    private static final Unit END = new Unit(null, -1, 0, 0, 0);
+
+    /** One file's O_DIRECT fd and page-cache view, made on first need; owned by the session. */
+    private static final class FileAccess implements AutoCloseable {
+        final Fd fd;
+        PageCache.Residency residency;
+        Fd direct;
+        String directRefused;
+        boolean tried;
+
+        FileAccess(Fd fd) {
+            this.fd = fd;
+        }
+
+        synchronized void prepare(ReadMode mode) {
+            if (tried) {
+                return;
+            }
+            long size = Posix.size(fd);
+            if (mode == ReadMode.AUTO) {
+                residency = PageCache.residency(fd, size);
+            }
+            if (mode != ReadMode.BUFFERED) {
+                try {
+                    Fd d = Posix.open(Path.of("/proc/self/fd/" + fd.get()), Posix.O_RDONLY | Arch.current().oDirect(), 0);
+                    FileStat a = DirFd.stat(fd);
+                    FileStat b = DirFd.stat(d);
+                    if (a.dev() != b.dev() || a.ino() != b.ino()) {
+                        d.close();
+                        throw new CheckpointException(fd.what() + ": reopened for O_DIRECT through /proc/self/fd, but it"
+                                + " is another file (dev/ino " + b.dev() + "/" + b.ino() + ", not " + a.dev() + "/"
+                                + a.ino() + ")");
+                    }
+                    direct = d;
+                } catch (io.engramhost.os.NativeException e) {
+                    directRefused = e.getMessage(); // tmpfs and some others refuse O_DIRECT: read through the cache
+                }
+            }
+            tried = true;
+        }
+
+        @Override
+        public void close() {
+            try {
+                if (residency != null) {
+                    residency.close();
+                }
+            } finally {
+                if (direct != null) {
+                    direct.close();
+                }
+            }
+        }
+    }
+
+    /** A load in progress: reading threads fed by {@link #add}, ended by {@link #finish} or {@link #close}. */
+    public final class Session implements AutoCloseable {
+        private final Function<TensorInfo, Fd> fdOf;
+        private final long total;
+        private final long start = System.nanoTime();
+        private final LinkedBlockingQueue<Unit> queue = new LinkedBlockingQueue<>();
+        private final List<Target> targets = new ArrayList<>();
+        private final Map<Fd, FileAccess> files = new IdentityHashMap<>();
+        private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
+        private final AtomicLong done = new AtomicLong();
+        private final AtomicLong direct = new AtomicLong();
+        private final AtomicLong firstRead = new AtomicLong(Long.MAX_VALUE);
+        private final AtomicLong lastRead = new AtomicLong();
+        private final List<Thread> workers = new ArrayList<>();
+        private int units;
+        private boolean ended;
+
+        private Session(Function<TensorInfo, Fd> fdOf, long total, int threadCount) {
+            this.fdOf = fdOf;
+            this.total = total;
+            for (int i = 0; i < threadCount; i++) {
+                Thread t = new Thread(this::work, "engram-load-" + i);
+                t.setDaemon(true);
+                workers.add(t);
+                t.start();
+            }
+        }
+
+        /**
+         * Adds {@code tensors}, each read into {@code destination.applyAsLong(tensor)} (at least its length of
+         * writable bytes); empty tensors are neither read nor asked a destination. Throws at once on a destination
+         * of 0 or a file now shorter than the tensor, and after a failure of the threads.
+         */
+        public void add(List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination) {
+            throwIfFailed();
+            List<Unit> batch = new ArrayList<>();
+            for (TensorInfo t : tensors) {
+                if (t.length() == 0) {
+                    targets.add(new Target(t, null, 0, new long[0]));
+                    continue;
+                }
+                long address = destination.applyAsLong(t);
+                if (address == 0) {
+                    throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': destination address is 0");
+                }
+                Fd fd = fdOf.apply(t);
+                files.computeIfAbsent(fd, FileAccess::new);
+                checkSize(fd, t);
+                int n = Math.toIntExact((t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
+                Target target = new Target(t, fd, address, new long[n]);
+                targets.add(target);
+                for (int i = 0; i < n; i++) {
+                    long off = i * ContentDigest.CHUNK;
+                    batch.add(new Unit(target, i, t.offset() + off, address + off,
+                            Math.min(ContentDigest.CHUNK, t.length() - off)));
+                }
+            }
+            units += batch.size();
+            queue.addAll(batch);
+        }
+
+        /** Waits for every unit added to be read and hashed; throws the first failure. */
+        public Result finish() {
+            end();
+            throwIfFailed();
+            Map<TensorInfo, Long> digests = new LinkedHashMap<>();
+            long bytes = 0;
+            for (Target t : targets) {
+                ByteBuffer hashes = ByteBuffer.allocate(8 * t.chunkHashes.length).order(ByteOrder.LITTLE_ENDIAN);
+                for (long h : t.chunkHashes) {
+                    hashes.putLong(h);
+                }
+                digests.put(t.tensor, Xxh64.hash(hashes.array()));
+                bytes += t.tensor.length();
+            }
+            String refused = null;
+            for (FileAccess f : files.values()) {
+                refused = refused == null ? f.directRefused : refused;
+            }
+            long first = firstRead.get();
+            double readSeconds = first == Long.MAX_VALUE ? 0 : (lastRead.get() - first) / 1e9;
+            return new Result(bytes, (System.nanoTime() - start) / 1e9, targets.size(), files.size(), units,
+                    workers.size(), direct.get(), readSeconds, java.util.Collections.unmodifiableMap(digests), refused);
+        }
+
+        /** Stops the threads (what is in flight finishes: it writes memory), waits for them, closes what was opened. */
+        @Override
+        public void close() {
+            if (!ended) {
+                failure.compareAndSet(null, new CheckpointException("load abandoned"));
+                queue.clear();
+            }
+            end();
+            RuntimeException closing = null;
+            for (FileAccess f : files.values()) {
+                try {
+                    f.close();
+                } catch (RuntimeException e) {
+                    closing = closing == null ? e : closing;
+                }
+            }
+            files.clear();
+            if (closing != null && failure.get() == null) {
+                throw closing;
+            }
+        }
+
+        private void end() {
+            if (ended) {
+                return;
+            }
+            ended = true;
+            for (int i = 0; i < workers.size(); i++) {
+                queue.add(END);
+            }
+            boolean interrupted = false;
+            for (Thread t : workers) {
+                while (true) {
+                    try {
+                        t.join();
+                        break;
+                    } catch (InterruptedException e) {
+                        interrupted = true; // a read in flight still writes memory: stop handing out work, but wait
+                        failure.compareAndSet(null, new CheckpointException("load interrupted"));
+                        queue.clear();
+                        for (int i = 0; i < workers.size(); i++) {
+                            queue.add(END);
+                        }
+                    }
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+
+        private void throwIfFailed() {
+            RuntimeException e = failure.get();
+            if (e != null) {
+                throw e;
+            }
+        }
+
+        private void work() {
             if (threadStart != null) {
                 try {
                     threadStart.run();
@@ -177,39 +420,106 @@ public final class CheckpointLoader {
                     return;
                 }
             }
-            while (failure.get() == null) {
-                int i = next.getAndIncrement();
-                if (i >= chunks.size()) {
+            Mapping bounce = null;
+            try {
+                while (true) {
+                    Unit u;
+                    try {
+                        u = queue.take();
+                    } catch (InterruptedException e) {
+                        failure.compareAndSet(null, new CheckpointException("load interrupted"));
+                        return;
+                    }
+                    if (u == END || failure.get() != null) {
+                        if (u == END) {
+                            return;
+                        }
+                        continue;
+                    }
+                    try {
+                        if (bounce == null && mode != ReadMode.BUFFERED) {
+                            bounce = Posix.mmapAnonymous(DIRECT_PIECE + 2 * DIRECT_ALIGN, "O_DIRECT bounce buffer");
+                        }
+                        readUnit(u, bounce);
+                    } catch (CheckpointException e) {
+                        failure.compareAndSet(null, e);
+                    } catch (RuntimeException | Error e) {
+                        failure.compareAndSet(null, new CheckpointException(u.target.tensor.file() + ": tensor '"
+                                + u.target.tensor.name() + "': " + e.getMessage(), e));
+                    }
+                }
+            } finally {
+                if (bounce != null) {
+                    bounce.close();
+                }
+            }
+        }
+
+        private void readUnit(Unit u, Mapping bounce) {
+            FileAccess file = files.get(u.target.fd);
+            file.prepare(mode);
+            boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
+                    || file.residency.residentPages(u.fileOffset, u.length) * 2 * Posix.pageSize() < u.length);
+            firstRead.accumulateAndGet(System.nanoTime(), Math::min);
+            Xxh64 hash = new Xxh64(0);
+            long step = useDirect ? DIRECT_PIECE : pieceSize;
+            for (long p = 0; p < u.length; p += step) {
+                if (failure.get() != null) {
                     return;
                 }
-                Chunk c = chunks.get(i);
+                long len = Math.min(step, u.length - p);
+                long at = u.address + p;
                 try {
-                    Posix.preadFully(c.fd, c.address, c.length, c.fileOffset);
-                } catch (Throwable e) {
-                    failure.compareAndSet(null, new CheckpointException(c.tensor.file() + ": tensor '" + c.tensor.name()
-                            + "': reading " + c.length + " bytes at file offset " + c.fileOffset + ": " + e.getMessage(), e));
-                    return;
+                    if (useDirect) {
+                        readDirect(file.direct, bounce, at, len, u.fileOffset + p);
+                        direct.addAndGet(len);
+                    } else {
+                        Posix.preadFully(file.fd, at, len, u.fileOffset + p);
+                    }
+                } catch (RuntimeException e) {
+                    throw new CheckpointException(u.target.tensor.file() + ": tensor '" + u.target.tensor.name()
+                            + "': reading " + len + " bytes at file offset " + (u.fileOffset + p)
+                            + (useDirect ? " (O_DIRECT)" : "") + ": " + e.getMessage(), e);
                 }
+                hash.updateMemory(at, len);
                 try {
-                    listener.progress(done.addAndGet(c.length), total);
-                } catch (Throwable e) {
-                    failure.compareAndSet(null, new CheckpointException("progress listener failed: " + e, e));
+                    listener.progress(done.addAndGet(len), total);
+                } catch (RuntimeException e) {
+                    throw new CheckpointException("progress listener failed: " + e, e);
                 }
                 if (afterChunk != null) {
                     try {
                         afterChunk.run();
-                    } catch (Throwable e) {
-                        failure.compareAndSet(null, e instanceof CheckpointException ce ? ce
-                                : new CheckpointException("after-chunk hook failed: " + e, e));
+                    } catch (CheckpointException e) {
+                        throw e;
+                    } catch (RuntimeException e) {
+                        throw new CheckpointException("after-chunk hook failed: " + e, e);
                     }
                 }
             }
-        };
-        // stop handing out chunks, but wait: a read in flight still writes memory
-        WorkerThreads.runAll(n, "engram-load-", worker,
-                () -> failure.compareAndSet(null, new CheckpointException("load interrupted")));
-        if (failure.get() != null) {
-            throw failure.get();
+            u.target.chunkHashes[u.index] = hash.digest();
+            lastRead.accumulateAndGet(System.nanoTime(), Math::max);
+        }
+    }
+
+    /** Reads {@code [offset, offset + len)} with O_DIRECT into {@code bounce} (aligned around it) and copies it to {@code at}. */
+    private static void readDirect(Fd direct, Mapping bounce, long at, long len, long offset) {
+        long alignedStart = offset / DIRECT_ALIGN * DIRECT_ALIGN;
+        long head = offset - alignedStart;
+        long want = (head + len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
+        long got = Posix.preadAtMost(direct, bounce.address(), want, alignedStart);
+        if (got < head + len) {
+            throw new io.engramhost.os.NativeException("pread(" + direct.what() + " O_DIRECT, off=" + alignedStart + ")",
+                    io.engramhost.os.Errno.EIO, "unexpected end of file after " + (alignedStart + got) + " bytes");
+        }
+        RawMemory.copy(null, bounce.address() + head, null, at, len);
+    }
+
+    private static void checkSize(Fd fd, TensorInfo t) {
+        long size = Posix.size(fd);
+        if (t.offset() + t.length() > size) {
+            throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': ends at byte "
+                    + (t.offset() + t.length()) + " but the file now has " + size + " (changed since it was validated?)");
         }
     }
 }

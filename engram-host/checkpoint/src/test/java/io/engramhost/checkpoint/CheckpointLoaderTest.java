@@ -76,7 +76,7 @@ class CheckpointLoaderTest {
             AtomicLong last = new AtomicLong();
             AtomicBoolean overlapped = new AtomicBoolean();
             AtomicInteger openDuringLoad = new AtomicInteger(-1);
-            CheckpointLoader loader = new CheckpointLoader(4, 1 << 20, (done, total) -> {
+            CheckpointLoader loader = new CheckpointLoader(4, 1 << 20, (done, total) -> { // through the page cache
                 threads.add(Thread.currentThread().getName());
                 openDuringLoad.set(Fd.openCount() - fdsBefore);
                 last.accumulateAndGet(done, Math::max);
@@ -86,7 +86,7 @@ class CheckpointLoaderTest {
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-            });
+            }).withReadMode(CheckpointLoader.ReadMode.BUFFERED);
             CheckpointLoader.Result r = loader.load(tensors, t -> m.address() + at.get(t.name()));
 
             assertTrue(overlapped.get(), "two threads reported progress at once");
@@ -97,7 +97,8 @@ class CheckpointLoaderTest {
             assertEquals(2, r.files());
             assertEquals(4, r.threads());
             assertEquals(4, r.tensors());
-            assertTrue(r.chunks() > 20, "a 10 MB table is split into 1 MiB chunks: " + r.chunks());
+            assertEquals(4, r.chunks(), "one digest chunk (64 MiB) per tensor");
+            assertEquals(0, r.directBytes());
             assertTrue(r.seconds() > 0 && r.gibPerSecond() > 0);
             for (TensorInfo t : tensors) {
                 long address = m.address() + at.get(t.name());
@@ -178,6 +179,99 @@ class CheckpointLoaderTest {
                     }).load(tensors, t -> m.address() + at.get(t.name())));
             assertEquals("progress listener failed: java.lang.IllegalStateException: stop", e.getMessage());
         }
+    }
+
+    @Test
+    void shouldDigestAsItReadsInEveryReadMode() throws Exception {
+        List<TensorInfo> tensors = checkpoint.tensors();
+        Map<String, Long> at = layout(tensors);
+        for (CheckpointLoader.ReadMode mode : CheckpointLoader.ReadMode.values()) {
+            try (Mapping m = Posix.mmapAnonymous(at.get(""), "modes")) {
+                CheckpointLoader.Result r = new CheckpointLoader(3, 4096, null).withReadMode(mode)
+                        .load(tensors, t -> m.address() + at.get(t.name()));
+                for (TensorInfo t : tensors) {
+                    long address = m.address() + at.get(t.name());
+                    assertArrayEquals(sha256(fileBytes(t)), ContentDigest.sha256(address, t.length()), mode + " " + t.name());
+                    assertEquals(ContentDigest.digest(t.file(), t.offset(), t.length()), r.digest(t), mode + " " + t.name());
+                }
+                long total = Checkpoint.totalBytes(tensors);
+                switch (mode) {
+                    case BUFFERED -> assertEquals(0, r.directBytes());
+                    case DIRECT -> assertTrue(r.directBytes() == total || r.directRefused() != null,
+                            "all O_DIRECT, or refused by the filesystem: " + r);
+                    case AUTO -> assertEquals(0, r.directBytes(), "a file just written is in the page cache: " + r);
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldReadWhatIsNotCachedWithODirectInAuto() throws Exception {
+        TensorInfo w = checkpoint.tensor("engram.layers.14.embedding.weight");
+        try (Fd fd = Posix.open(w.file(), Posix.O_RDONLY, 0)) {
+            java.nio.channels.FileChannel.open(w.file(), java.nio.file.StandardOpenOption.WRITE).force(true);
+            io.engramhost.os.PageCache.drop(fd);
+            org.junit.jupiter.api.Assumptions.assumeTrue(io.engramhost.os.PageCache.residentPages(fd, Posix.size(fd)) == 0,
+                    "the filesystem keeps this file's pages cached (tmpfs?): nothing to read from the disk");
+        }
+        try (Mapping m = Posix.mmapAnonymous(w.length(), "auto")) {
+            CheckpointLoader.Result r = new CheckpointLoader(2).load(List.of(w), t -> m.address());
+            org.junit.jupiter.api.Assumptions.assumeTrue(r.directRefused() == null, "no O_DIRECT here: " + r.directRefused());
+            assertEquals(w.length(), r.directBytes(), "a cold file is read with O_DIRECT");
+            assertArrayEquals(sha256(fileBytes(w)), ContentDigest.sha256(m.address(), w.length()));
+            assertEquals(ContentDigest.digest(w.file(), w.offset(), w.length()), r.digest(w));
+        }
+    }
+
+    @Test
+    void shouldDigestATensorOfSeveralChunksAsTheParallelDigestDoes() throws Exception {
+        long length = ContentDigest.CHUNK + 4099; // two digest chunks, the second short and unaligned
+        byte[] data = new byte[(int) length];
+        new java.util.Random(3).nextBytes(data);
+        Path f = new SafetensorsWriter().add("big", DType.U8, new long[] {length}, data).write(dir.resolve("big.safetensors"));
+        TensorInfo t = SafetensorsFile.open(f).tensor("big");
+        for (CheckpointLoader.ReadMode mode : CheckpointLoader.ReadMode.values()) {
+            try (Mapping m = Posix.mmapAnonymous(length, "big")) {
+                CheckpointLoader.Result r = new CheckpointLoader(4).withReadMode(mode).load(List.of(t), x -> m.address());
+                assertEquals(2, r.chunks());
+                assertEquals(ContentDigest.digest(data), r.digest(t), mode.name());
+                assertEquals(ContentDigest.digest(m.address(), length), r.digest(t), mode.name());
+            }
+        }
+    }
+
+    @Test
+    void shouldTakeWorkWhileItRunsAndStopCleanlyWhenAbandoned() throws Exception {
+        List<TensorInfo> tensors = checkpoint.tensors();
+        Map<String, Long> at = layout(tensors);
+        try (Mapping m = Posix.mmapAnonymous(at.get(""), "session");
+                OpenCheckpoint open = OpenCheckpoint.open(checkpoint.tensors().get(0).file().getParent())) {
+            List<TensorInfo> all = open.checkpoint().tensors();
+            try (CheckpointLoader.Session s = new CheckpointLoader(2).start(open, Checkpoint.totalBytes(all))) {
+                s.add(all.subList(0, 2), t -> m.address() + at.get(t.name()));
+                Thread.sleep(50);
+                s.add(all.subList(2, all.size()), t -> m.address() + at.get(t.name()));
+                CheckpointLoader.Result r = s.finish();
+                assertEquals(all.size(), r.tensors());
+                for (TensorInfo t : all) {
+                    assertEquals(ContentDigest.digest(t.file(), t.offset(), t.length()), r.digest(t));
+                }
+            }
+            try (CheckpointLoader.Session s = new CheckpointLoader(2).start(open, Checkpoint.totalBytes(all))) {
+                s.add(all, t -> m.address() + at.get(t.name()));
+            } // closed unfinished: its threads stop and are waited for
+            CheckpointException e = assertThrows(CheckpointException.class, () -> {
+                try (CheckpointLoader.Session s = new CheckpointLoader(1, 1024, (d, total) -> {
+                    throw new IllegalStateException("stop");
+                }).start(open, Checkpoint.totalBytes(all))) {
+                    s.add(all, t -> m.address() + at.get(t.name()));
+                    s.finish();
+                }
+            });
+            assertEquals("progress listener failed: java.lang.IllegalStateException: stop", e.getMessage());
+        }
+        assertEquals(0, Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().startsWith("engram-load-") && t.isAlive()).count(), "no load thread left");
     }
 
     @Test

@@ -48,8 +48,15 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--allow-uid", split = ",", paramLabel = "UID", description = "Other uids admitted (default: none).")
     List<Integer> allowUids = List.of();
 
-    @Option(names = "--threads", defaultValue = "4", paramLabel = "N", description = "Reader threads (default: ${DEFAULT-VALUE}).")
+    @Option(names = "--threads", defaultValue = "0", paramLabel = "N",
+            description = "Threads that read the checkpoint, digest it and verify placement (default: the CPUs this"
+                    + " process may use, at most 16).")
     int threads;
+
+    /** --threads, or its default: the CPUs this process may use (its affinity and cgroup), at most 16. */
+    int threads() {
+        return threads != 0 ? threads : Math.min(16, Runtime.getRuntime().availableProcessors());
+    }
 
     @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N",
             description = "Connections of all peers together, leases included (default: ${DEFAULT-VALUE}).")
@@ -114,7 +121,7 @@ final class ServeCommand implements Callable<Integer> {
     public Integer call() throws Exception {
         log.install();
         DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
-                socket.device, new HashSet<>(allowUids), threads, new ConnectionLimits(maxConnections, maxPerUid,
+                socket.device, new HashSet<>(allowUids), threads(), new ConnectionLimits(maxConnections, maxPerUid,
                 helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
                 gpus).conclude();
         if (metricsPort < 0 || metricsPort > 65535) {

@@ -81,9 +81,11 @@ final class StatusCommand implements Callable<Integer> {
         }
         if (s.containsKey("load")) {
             Map<?, ?> l = (Map<?, ?>) s.get("load");
-            System.out.printf("load       create %.3f s, read %.3f s (%.2f GiB/s), digest %.3f s, verify+seal %.3f s;"
-                    + " ready after %.3f s%n", num(l.get("create_s")), num(l.get("read_s")), num(l.get("read_gib_s")),
-                    num(l.get("digest_s")), num(l.get("verify_seal_s")), num(s.get("ready_s")));
+            System.out.printf("load       create %.3f s (%.2f GiB/s), read+digest %.3f s (%.2f GiB/s, %s B O_DIRECT),"
+                    + " verify+seal %.3f s; ready after %.3f s (%.3f s from the process's start, %.2f GiB/s)%n",
+                    num(l.get("create_s")), num(l.get("create_gib_s")), num(l.get("read_s")), num(l.get("read_gib_s")),
+                    l.get("read_direct_bytes"), num(l.get("verify_seal_s")), num(s.get("ready_s")),
+                    num(s.get("process_ready_s")), num(s.get("ready_gib_s")));
         }
         if (s.containsKey("device_tensors")) {
             System.out.printf("gpu        %s%n", s.get("device_tensors"));

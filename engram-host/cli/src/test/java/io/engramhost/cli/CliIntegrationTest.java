@@ -109,8 +109,14 @@ class CliIntegrationTest {
             assertEquals(0, status.exit(), status.err());
             assertTrue(status.out().contains("\"state\":\"ready\""), status.out());
             Map<?, ?> load = (Map<?, ?>) ((Map<?, ?>) JsonReader.parse(status.out().strip())).get("load");
-            assertEquals(List.of("create_s", "read_s", "read_gib_s", "digest_s", "verify_seal_s"),
+            assertEquals(List.of("create_s", "create_gib_s", "read_s", "read_gib_s", "read_direct_bytes", "verify_seal_s"),
                     List.copyOf(load.keySet()), status.out());
+            Map<?, ?> all = (Map<?, ?>) JsonReader.parse(status.out().strip());
+            for (String k : List.of("ready_s", "process_ready_s", "ready_gib_s")) {
+                assertTrue(all.get(k) instanceof Number n && n.doubleValue() > 0, k + " in " + status.out());
+            }
+            assertTrue(((Number) all.get("process_ready_s")).doubleValue() > ((Number) all.get("ready_s")).doubleValue(),
+                    "the process started before its load: " + status.out());
             CliRun stop = CliRun.of("stop", "--socket", socket.toString());
             assertEquals(0, stop.exit(), stop.err());
             assertTrue(d.process.waitFor(20, java.util.concurrent.TimeUnit.SECONDS));

@@ -268,16 +268,26 @@ public final class Daemon implements AutoCloseable {
             ticker.interrupt();
         }
         double seconds = (System.nanoTime() - t0) / 1e9;
+        double sinceStart = secondsSinceProcessStart();
         progress.finish(catalog.totalBytes());
         progress.put("ready_s", seconds);
+        progress.put("process_ready_s", sinceStart);
+        progress.put("ready_gib_s", sinceStart > 0 ? catalog.totalBytes() / (double) (1L << 30) / sinceStart : 0.0);
         progress.put("origin", java.util.Map.of("how", "load", "checkpoint_bytes_read", catalog.totalBytes()));
         state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 catalog.fingerprintSha256(), catalog.backend(), socket);
         LOG.log(INFO, "ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
                 + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
-                + String.format("%.2f s", seconds) + "; fingerprint " + catalog.fingerprintSha256());
+                + String.format("%.2f s (%.2f s from the process's start, %.2f GiB/s)", seconds, sinceStart,
+                        sinceStart > 0 ? catalog.totalBytes() / (double) (1L << 30) / sinceStart : 0.0)
+                + "; fingerprint " + catalog.fingerprintSha256());
         announceReady();
+    }
+
+    /** Seconds since this process started (the JVM's start, which the kernel's start time bounds to a few ms). */
+    private static double secondsSinceProcessStart() {
+        return java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime() / 1e3;
     }
 
     /**

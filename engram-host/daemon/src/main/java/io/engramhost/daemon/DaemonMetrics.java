@@ -73,7 +73,6 @@ final class DaemonMetrics {
                     if (t != null) {
                         cb.call(t.createNanos() / 1e9, "create");
                         cb.call(t.readNanos() / 1e9, "read");
-                        cb.call(t.digestNanos() / 1e9, "digest");
                         cb.call(t.verifySealNanos() / 1e9, "verify_seal");
                     }
                 }).register(r);

@@ -1,5 +1,6 @@
 package io.engramhost.store;
 
+import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.os.Fd;
@@ -58,8 +59,7 @@ final class DeviceTensors {
                 RegionPlan.Slot s = plan.slots().get(i);
                 address.put(tensors.get(i), s.region() < 0 ? 0L : staging.get(s.region()).address() + s.offset());
             }
-            HostCatalogBuilder.loader(threads, progress).load(source, tensors, address::get);
-            long[] digests = HostCatalogBuilder.digests(tensors, address, threads, new LoadProgress(line -> { }));
+            CheckpointLoader.Result read = HostCatalogBuilder.loader(threads, progress).load(source, tensors, address::get);
             for (int gpu : gpus) {
                 for (int r = 0; r < staging.size(); r++) {
                     DeviceAllocation a = owned.add(DeviceAllocation.create(staging.get(r).length(), gpu,
@@ -72,7 +72,7 @@ final class DeviceTensors {
                     TensorInfo t = tensors.get(i);
                     RegionPlan.Slot s = plan.slots().get(i);
                     manifests.deviceTable(gpu, new Manifest.Table(t.name(), t.dtype().name(), t.shape(), t.length(),
-                            s.region(), s.offset(), digests[i], RegionKind.VMM_DEVICE, -1, gpu));
+                            s.region(), s.offset(), read.digest(t), RegionKind.VMM_DEVICE, -1, gpu));
                 }
             }
             Map<String, Object> facts = new LinkedHashMap<>();

@@ -2,7 +2,6 @@ package io.engramhost.store;
 
 import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.CheckpointLoader;
-import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
@@ -23,12 +22,13 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * Loads the selected host tables into one backend's regions and, when asked, the device tensors into
- * GPU memory: plans the regions (large tensors alone, small ones packed), creates them (NUMA policy
- * before the first touch), reads the checkpoint straight into them, digests, verifies placement and
- * seals. The memory budget is checked by the caller before the daemon takes its socket.
+ * GPU memory: plans the regions (large tensors alone, small ones packed), creates them one after another
+ * (NUMA policy before the first touch) while the loader's threads read the checkpoint straight into each one
+ * created and digest it as they read, then verifies placement and seals, in parallel. The memory budget is checked by the caller before the daemon takes its socket.
  *
  * <p>Every byte is read through the fds the checkpoint was validated from ({@link OpenCheckpoint}), and
  * once everything is read each file is checked unchanged (size, times, header, and the path still naming
@@ -83,7 +83,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
 
     /** The loader the daemon uses, held at each chunk while a test gate says so ({@link #TEST_LOAD_GATE}). */
     static CheckpointLoader loader(int threads, LoadProgress progress) {
-        CheckpointLoader loader = new CheckpointLoader(threads, CheckpointLoader.DEFAULT_CHUNK,
+        CheckpointLoader loader = new CheckpointLoader(threads, CheckpointLoader.DEFAULT_PIECE,
                 (done, all) -> progress.done(done));
         return testGate("after-chunk") ? loader.withAfterChunkHook(HostCatalogBuilder::holdAtTestGate) : loader;
     }
@@ -137,37 +137,58 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         Closer<AutoCloseable> owned = new Closer<>();
         try {
             long total = tensors.stream().mapToLong(TensorInfo::length).sum();
-            progress.phase(LoadProgress.CREATE, "creating " + plan.regionSizes().size() + " " + backend + " regions",
-                    plan.totalBytes());
-            long t0 = System.nanoTime();
-            List<HostRegion> regions = new java.util.ArrayList<>();
-            for (int i = 0; i < plan.regionSizes().size(); i++) {
-                long size = plan.regionSizes().get(i);
-                regions.add(owned.add(factory.create(i, size)));
-                progress.advance(size); // per region: cuda-vmm takes seconds for tens of GiB
-                LOG.log(System.Logger.Level.DEBUG, () -> "region " + regions.size() + " of " + plan.regionSizes().size()
-                        + " created: " + Bytes.format(size));
-            }
-            long t1 = System.nanoTime();
-            progress.phase(LoadProgress.READ, "loading " + tensors.size() + " tensors with " + threads + " threads", total);
+            List<Long> sizes = plan.regionSizes();
+            progress.phase(LoadProgress.READ, "creating " + sizes.size() + " " + backend + " regions and loading "
+                    + tensors.size() + " tensors into them with " + threads + " threads", total);
+            List<HostRegion> regions = new ArrayList<>();
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
-            for (int i = 0; i < tensors.size(); i++) {
-                RegionPlan.Slot slot = plan.slots().get(i);
-                address.put(tensors.get(i), slot.region() < 0 ? 0L : regions.get(slot.region()).address() + slot.offset());
+            long createNanos = 0;
+            CheckpointLoader.Result read;
+            try (CheckpointLoader.Session session = loaderOnNode(threads, progress).start(source, total)) {
+                if (testGate("before-read")) {
+                    holdAtTestGate();
+                }
+                List<List<Integer>> byRegion = new ArrayList<>();
+                sizes.forEach(size -> byRegion.add(new ArrayList<>()));
+                List<TensorInfo> empty = new ArrayList<>();
+                for (int i = 0; i < tensors.size(); i++) {
+                    int r = plan.slots().get(i).region();
+                    if (r < 0) {
+                        empty.add(tensors.get(i));
+                    } else {
+                        byRegion.get(r).add(i);
+                    }
+                }
+                session.add(empty, t -> 0);
+                // One region at a time: the driver serialises cuMemCreate (more threads or smaller handles made no
+                // difference on the H200: docs/benchmarks.md), so the reads of each region overlap the next creation.
+                for (int i = 0; i < sizes.size(); i++) {
+                    long c0 = System.nanoTime();
+                    HostRegion region = owned.add(factory.create(i, sizes.get(i)));
+                    createNanos += System.nanoTime() - c0;
+                    regions.add(region);
+                    int index = i;
+                    LOG.log(System.Logger.Level.DEBUG, () -> "region " + (index + 1) + " of " + sizes.size()
+                            + " created: " + Bytes.format(region.size()));
+                    List<TensorInfo> in = new ArrayList<>();
+                    for (int t : byRegion.get(i)) {
+                        address.put(tensors.get(t), region.address() + plan.slots().get(t).offset());
+                        in.add(tensors.get(t));
+                    }
+                    session.add(in, address::get);
+                }
+                read = session.finish();
             }
-            if (testGate("before-read")) {
-                holdAtTestGate();
-            }
-            loaderOnNode(threads, progress).load(source, tensors, address::get);
             long t2 = System.nanoTime();
-            progress.phase(LoadProgress.DIGEST, "digesting", total);
-            long[] digests = digests(tensors, address, threads, progress);
+            progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);
+            int[] regionNode = verifyPlacementAndSeal(regions, progress);
             long t3 = System.nanoTime();
-            progress.phase(LoadProgress.VERIFY, "verifying placement", 0);
-            int[] regionNode = verifyPlacement(regions, progress);
-            regions.forEach(HostRegion::seal);
-            long t4 = System.nanoTime();
-            progress.loadTimings(new LoadTimings(t1 - t0, t2 - t1, total, t3 - t2, t4 - t3));
+            LoadTimings timings = new LoadTimings(createNanos, plan.totalBytes(), Math.round(read.readSeconds() * 1e9),
+                    total, read.directBytes(), t3 - t2);
+            progress.loadTimings(timings);
+            LOG.log(System.Logger.Level.INFO, timings.describe()
+                    + (read.directRefused() != null ? "; O_DIRECT refused, read through the page cache: "
+                            + read.directRefused() : ""));
 
             ManifestAssembler manifests = new ManifestAssembler(fingerprint);
             for (int i = 0; i < regions.size(); i++) {
@@ -178,7 +199,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 TensorInfo t = tensors.get(i);
                 RegionPlan.Slot s = plan.slots().get(i);
                 manifests.hostTable(new Manifest.Table(t.name(), t.dtype().name(), t.shape(), t.length(), s.region(),
-                        s.offset(), digests[i], factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
+                        s.offset(), read.digest(t), factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
             }
             if (deviceTensors != null) {
                 deviceTensors.load(source, manifests, owned, progress, threads);
@@ -195,73 +216,80 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         }
     }
 
+    /** Pieces the placement check works in, spread over the load's threads. */
+    private static final long VERIFY_PIECE = 1L << 30;
+
     /**
-     * engram digest v1 of every tensor on one pool of {@code threads} threads: a tensor of more than one
-     * chunk has its chunks spread over the pool, smaller ones are one task each (a pool per tensor would
-     * cost more than the hashing for thousands of small tables).
+     * Each region's node (the one most of its pages are on, verified with move_pages where the kernel allows), then
+     * every region sealed; both spread over the load's threads (move_pages over tens of millions of 4 KiB pages, and
+     * unmapping the writable views, take seconds on one thread).
      */
-    static long[] digests(List<TensorInfo> tensors, Map<TensorInfo, Long> address, int threads, LoadProgress progress) {
-        long[] out = new long[tensors.size()];
-        ExecutorService pool = Executors.newFixedThreadPool(threads, r -> {
-            Thread t = new Thread(r, "engram-digest");
+    private int[] verifyPlacementAndSeal(List<HostRegion> regions, LoadProgress progress) throws InterruptedException {
+        record Piece(int region, long offset, long length) {
+        }
+        long page = factory.granule() > Posix.pageSize() && factory.kind().memfd() ? factory.granule() : Posix.pageSize();
+        List<Piece> pieces = new ArrayList<>();
+        for (int i = 0; i < regions.size(); i++) {
+            for (long off = 0; off < regions.get(i).size(); off += VERIFY_PIECE) {
+                pieces.add(new Piece(i, off, Math.min(VERIFY_PIECE, regions.get(i).size() - off)));
+            }
+        }
+        List<Map<Integer, Long>> byRegion = new ArrayList<>();
+        regions.forEach(r -> byRegion.add(new TreeMap<>()));
+        AtomicReference<String> unverified = new AtomicReference<>();
+        ExecutorService pool = Executors.newFixedThreadPool(Math.max(1, Math.min(threads, pieces.size())), r -> {
+            Thread t = new Thread(r, "engram-verify");
             t.setDaemon(true);
             return t;
         });
         try {
-            List<Future<Long>> small = new ArrayList<>(java.util.Collections.nCopies(tensors.size(), null));
-            for (int i = 0; i < tensors.size(); i++) {
-                TensorInfo t = tensors.get(i);
-                long at = address.get(t);
-                if (t.length() > ContentDigest.CHUNK) {
-                    out[i] = ContentDigest.digestParallel(at, t.length(), pool);
-                    progress.advance(t.length());
-                } else {
-                    small.set(i, pool.submit(() -> {
-                        long d = ContentDigest.digest(at, t.length());
-                        progress.advance(t.length());
-                        return d;
-                    }));
-                }
+            List<Future<?>> done = new ArrayList<>();
+            for (Piece p : pieces) {
+                done.add(pool.submit(() -> {
+                    try {
+                        PlacementReport r = Placement.verify(regions.get(p.region).address() + p.offset, p.length, page);
+                        synchronized (byRegion) {
+                            r.pagesByNode().forEach((n, c) -> byRegion.get(p.region).merge(n, c, Long::sum));
+                        }
+                    } catch (RuntimeException e) {
+                        unverified.compareAndSet(null, e.getMessage());
+                    }
+                }));
             }
-            for (int i = 0; i < tensors.size(); i++) {
-                if (small.get(i) != null) {
-                    out[i] = small.get(i).get();
-                }
+            waitAll(done);
+            done.clear();
+            for (HostRegion r : regions) {
+                done.add(pool.submit(r::seal));
             }
-            return out;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("interrupted while digesting", e);
-        } catch (ExecutionException e) {
-            throw new IllegalStateException("digesting failed: " + e.getCause(), e.getCause());
+            waitAll(done);
         } finally {
             pool.shutdownNow();
         }
-    }
-
-    /** Each region's node: the one most of its pages are on, verified with move_pages where the kernel allows. */
-    private int[] verifyPlacement(List<HostRegion> regions, LoadProgress progress) {
         int[] node = new int[regions.size()];
-        Map<String, Object> placement = new LinkedHashMap<>();
         Map<Integer, Long> pagesByNode = new TreeMap<>();
-        String unverified = null;
         for (int i = 0; i < regions.size(); i++) {
-            node[i] = factory.node();
-            try {
-                PlacementReport r = Placement.verify(regions.get(i).address(), regions.get(i).size(), factory.granule()
-                        > Posix.pageSize() && factory.kind().memfd() ? factory.granule() : Posix.pageSize());
-                r.pagesByNode().forEach((n, c) -> pagesByNode.merge(n, c, Long::sum));
-                node[i] = r.pagesByNode().entrySet().stream().max(Map.Entry.comparingByValue()).map(Map.Entry::getKey)
-                        .orElse(node[i]);
-            } catch (RuntimeException e) {
-                unverified = e.getMessage();
-            }
+            node[i] = byRegion.get(i).entrySet().stream().max(Map.Entry.comparingByValue()).map(Map.Entry::getKey)
+                    .orElse(factory.node());
+            byRegion.get(i).forEach((n, c) -> pagesByNode.merge(n, c, Long::sum));
         }
+        Map<String, Object> placement = new LinkedHashMap<>();
         pagesByNode.forEach((n, c) -> placement.put("node" + n + "_pages", c));
-        if (unverified != null) {
-            placement.put("unverified", unverified);
+        if (unverified.get() != null) {
+            placement.put("unverified", unverified.get());
         }
         progress.put("placement", placement);
         return node;
+    }
+
+    /** Waits for every task; rethrows the first failure's cause. */
+    private static void waitAll(List<Future<?>> futures) throws InterruptedException {
+        for (Future<?> f : futures) {
+            try {
+                f.get();
+            } catch (ExecutionException e) {
+                Throwable c = e.getCause();
+                throw c instanceof RuntimeException re ? re : new IllegalStateException(c);
+            }
+        }
     }
 }

@@ -8,18 +8,17 @@ import java.util.function.Consumer;
 
 /**
  * How far a load has got, and what it measured: read by STATUS while the load runs. A load goes
- * through phases, each with a short stable name (STATUS's {@code progress.phase}: {@code create},
- * {@code read}, {@code digest}, {@code verify}, {@code device}, {@code check}; {@code starting} before
- * and {@code loaded} after) and a detail for people ("creating 3 memfd regions"). Each new phase is one
+ * through phases, each with a short stable name (STATUS's {@code progress.phase}: {@code read} (the regions
+ * created and the checkpoint read into them and digested, overlapped), {@code verify}, {@code device},
+ * {@code check}; {@code starting} before and {@code loaded} after) and a detail for people ("creating 3 memfd
+ * regions and loading 4 tensors into them with 16 threads"). Each new phase is one
  * line to {@code log} (the daemon passes its log), written before the phase changes, so whoever draws
  * the progress sees the phase that ended at its last count.
  */
 public final class LoadProgress {
     /** Every phase name a load goes through, in order (docs/protocol.md, STATUS). */
     public static final String STARTING = "starting";
-    public static final String CREATE = "create";
     public static final String READ = "read";
-    public static final String DIGEST = "digest";
     public static final String VERIFY = "verify";
     public static final String DEVICE = "device";
     public static final String CHECK = "check";

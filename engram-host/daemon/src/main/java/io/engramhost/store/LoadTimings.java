@@ -1,40 +1,63 @@
 package io.engramhost.store;
 
+import io.engramhost.util.Bytes;
 import io.engramhost.util.Lap;
 import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
- * Where the daemon's load of its host tables spent its time, in nanoseconds: creating the regions
- * (NUMA policy set before the first touch), reading the checkpoint into them, digesting every table,
- * then verifying placement and sealing. STATUS reports it as its {@code load} object.
+ * Where the daemon's load of its host tables spent its time, in nanoseconds. The regions are created one after
+ * another while the load's threads read the checkpoint into those already made and digest it as they read, so
+ * creation and reading overlap: {@code createNanos} is the creation calls' own time, {@code readNanos} the time from
+ * the first read to the last (waits for a region included). Then placement is verified and the regions sealed.
+ * STATUS reports it as its {@code load} object.
  *
- * @param createNanos creating every region
- * @param readNanos reading {@code readBytes} of tensors from the checkpoint
+ * @param createNanos creating every region (the calls' own time)
+ * @param createBytes the regions' bytes
+ * @param readNanos from the first read to the last, each piece digested as it was read
  * @param readBytes the tensors' bytes read
- * @param digestNanos engram digest v1 of every table
+ * @param directBytes of those, read with O_DIRECT (the rest through the page cache)
  * @param verifySealNanos verifying placement ({@code move_pages}) and sealing the regions
  */
-public record LoadTimings(long createNanos, long readNanos, long readBytes, long digestNanos, long verifySealNanos) {
+public record LoadTimings(long createNanos, long createBytes, long readNanos, long readBytes, long directBytes,
+        long verifySealNanos) {
     private static final double GIB = 1L << 30;
 
     /** The read's rate in GiB/s; 0 when it took no measurable time. */
     public double readGibPerSecond() {
-        return readNanos > 0 ? readBytes / Lap.seconds(readNanos) / GIB : 0.0;
+        return rate(readBytes, readNanos);
+    }
+
+    /** The creation's rate in GiB/s; 0 when it took no measurable time. */
+    public double createGibPerSecond() {
+        return rate(createBytes, createNanos);
+    }
+
+    private static double rate(long bytes, long nanos) {
+        return nanos > 0 ? bytes / Lap.seconds(nanos) / GIB : 0.0;
     }
 
     /**
-     * STATUS's {@code load} object, in this order: {@code create_s}, {@code read_s}, {@code read_gib_s},
-     * {@code digest_s}, {@code verify_seal_s} (seconds, and GiB/s for the read).
+     * STATUS's {@code load} object, in this order: {@code create_s}, {@code create_gib_s}, {@code read_s},
+     * {@code read_gib_s}, {@code read_direct_bytes}, {@code verify_seal_s} (seconds, GiB/s, bytes).
      */
     public Map<String, Object> toMap() {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("create_s", Lap.seconds(createNanos));
+        m.put("create_gib_s", createGibPerSecond());
         m.put("read_s", Lap.seconds(readNanos));
         m.put("read_gib_s", readGibPerSecond());
-        m.put("digest_s", Lap.seconds(digestNanos));
+        m.put("read_direct_bytes", directBytes);
         m.put("verify_seal_s", Lap.seconds(verifySealNanos));
         return Collections.unmodifiableMap(m);
+    }
+
+    /** One line for the log: each phase's time and rate. */
+    public String describe() {
+        return String.format("loaded: regions created in %.2f s (%s, %.2f GiB/s), read and digested in %.2f s (%s,"
+                + " %.2f GiB/s, %s of it with O_DIRECT), placement verified and sealed in %.2f s",
+                Lap.seconds(createNanos), Bytes.format(createBytes), createGibPerSecond(), Lap.seconds(readNanos),
+                Bytes.format(readBytes), readGibPerSecond(), Bytes.format(directBytes), Lap.seconds(verifySealNanos));
     }
 }

@@ -1,25 +1,18 @@
 package io.engramhost.store;
 
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.DType;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.Limits;
 import io.engramhost.checkpoint.TensorInfo;
-import io.engramhost.os.Mapping;
-import io.engramhost.os.Posix;
-import io.engramhost.os.RawMemory;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.RegionKind;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -74,37 +67,5 @@ class LimitsMatchProtocolTest {
         long bound = Limits.manifestBytesBound(tensors, fpBytes.length);
         assertTrue(encoded <= bound, "encoded " + encoded + " <= bound " + bound);
         assertTrue(bound - encoded < 64, "and tight: " + (bound - encoded) + " bytes over");
-    }
-
-    @Test
-    void shouldDigestManySmallTablesAndLargeOnesOnOnePoolAsOneByOne() {
-        long[] lengths = {0, 1, 4095, 4096, 100_000, ContentDigest.CHUNK + 5, 7, 3 << 20};
-        long total = 0;
-        for (long l : lengths) {
-            total += l;
-        }
-        try (Mapping m = Posix.mmapAnonymous(total, "digest test")) {
-            Random rnd = new Random(9);
-            byte[] buf = new byte[1 << 20];
-            for (long p = 0; p < total; p += buf.length) {
-                rnd.nextBytes(buf);
-                RawMemory.copy(buf, RawMemory.BYTE_ARRAY_BASE, null, m.address() + p, Math.min(buf.length, total - p));
-            }
-            List<TensorInfo> tensors = new ArrayList<>();
-            Map<TensorInfo, Long> address = new HashMap<>();
-            long[] expected = new long[lengths.length];
-            long p = 0;
-            for (int i = 0; i < lengths.length; i++) {
-                TensorInfo t = new TensorInfo("t" + i, DType.U8, new long[] {lengths[i]}, Path.of("/x"), 8, lengths[i]);
-                tensors.add(t);
-                address.put(t, lengths[i] == 0 ? 0 : m.address() + p);
-                expected[i] = ContentDigest.digest(address.get(t), lengths[i]);
-                p += lengths[i];
-            }
-            LoadProgress progress = new LoadProgress(line -> { });
-            progress.phase(LoadProgress.DIGEST, "digesting", total);
-            assertArrayEquals(expected, HostCatalogBuilder.digests(tensors, address, 3, progress));
-            assertEquals(total, progress.bytesDone(), "every byte counted once");
-        }
     }
 }
