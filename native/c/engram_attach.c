@@ -1393,12 +1393,13 @@ static void attach_memfd(const struct options *o, struct manifest *mf, struct ti
         struct region *g = &mf->regions[i];
         if (g->kind > K_MEMFD_HUGETLB) continue;
         CUdeviceptr first = 0;
-        for (uint64_t off = 0; off < g->size; off += REGISTER_CHUNK, g->chunks++) {
+        for (uint64_t off = 0; off < g->size; off += REGISTER_CHUNK) {
             uint64_t n = g->size - off < REGISTER_CHUNK ? g->size - off : REGISTER_CHUNK;
             void *p = (void *)(g->host + off);
             cu_check(cu.MemHostRegister(p, n, CU_MEMHOSTREGISTER_READ_ONLY | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE),
                      "cuMemHostRegister_v2", "region %u, %llu bytes at +%llu, READ_ONLY|DEVICEMAP|PORTABLE", i,
                      (unsigned long long)n, (unsigned long long)off);
+            g->chunks++;  // counted at once, so that release() unregisters it should the next call fail
             CUdeviceptr d;
             cu_check(cu.MemHostGetDevicePointer(&d, p, 0), "cuMemHostGetDevicePointer_v2", "region %u at +%llu", i,
                      (unsigned long long)off);
