@@ -11,7 +11,8 @@
 //
 // libcuda.so.1 is dlopen'd only when a step needs it (CUDA types below follow CUDA 13's cuda.h; no
 // cuda.h needed), so memfd attaches build and run on machines without CUDA. One JSON line or a few
-// human lines per repetition. Every error prints "engram-attach: ..." and exits 1.
+// human lines per repetition. Every error prints "engram-attach: ..." and exits 1. Built with ENGRAM_ATTACH_LIB
+// (engram_attach_bench.c), its attach code is also JMH AttachBench's C baseline, as a library in the JVM.
 //
 // --verify-content SIDECAR: the content check of docs/checkpoints.md (sha256-tree-v1 over every CPU-readable
 // table's mapped bytes, compared with the sidecar of `engram-host inspect --write-digests`), with SHA-256 written
@@ -84,15 +85,31 @@ static const char *const STATE_NAMES[] = {"loading", "ready", "stopping", "faile
 
 // ---------------------------------------------------------------------------------------------- errors
 
+#ifdef ENGRAM_ATTACH_LIB
+// Built into the benchmarks' in-process library (engram_attach_bench.c), fail() must not end the process that loaded
+// it (a JVM): it keeps the message and jumps back to the library call that set lib_escape, which returns an error.
+#include <setjmp.h>
+static _Thread_local jmp_buf *lib_escape;
+static _Thread_local char lib_error[1024];
+#endif
+
 static void fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+#ifdef ENGRAM_ATTACH_LIB
+    vsnprintf(lib_error, sizeof lib_error, fmt, ap);
+    va_end(ap);
+    if (lib_escape) longjmp(*lib_escape, 1);
+    fprintf(stderr, "engram-attach library: failed outside a library call: %s\n", lib_error);
+    abort();
+#else
     fputs("engram-attach: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
     exit(1);
+#endif
 }
 
 // "call(context) failed: ENAME (description)", as the Java layer names native failures.
@@ -164,6 +181,7 @@ static struct {
     CUresult (*MemHostUnregister)(void *);
 } cu;
 static int cuda_ready;          // context retained and current
+static CUcontext cuda_primary;  // the device's primary context, once retained
 static size_t vmm_granularity;  // of a POSIX-fd allocation on the device
 
 static void cu_check(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -215,9 +233,8 @@ static double cuda_context(int device) {
     cu_check(cu.Init(0), "cuInit", "0");
     CUdevice dev;
     cu_check(cu.DeviceGet(&dev, device), "cuDeviceGet", "%d", device);
-    CUcontext ctx;
-    cu_check(cu.DevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain", "GPU %d", device);
-    cu_check(cu.CtxSetCurrent(ctx), "cuCtxSetCurrent", "GPU %d", device);
+    cu_check(cu.DevicePrimaryCtxRetain(&cuda_primary, dev), "cuDevicePrimaryCtxRetain", "GPU %d", device);
+    cu_check(cu.CtxSetCurrent(cuda_primary), "cuCtxSetCurrent", "GPU %d", device);
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -1626,9 +1643,38 @@ static void run_once(const struct options *o, int rep) {
     if (problems) exit(1);
 }
 
+// ---------------------------------------------------------------------------------------------- one region, no protocol
+
+// Attaches one region fd as a protocol import attaches it (attach_vmm, attach_memfd: the same calls), for the C
+// baselines of JMH's AttachBench: the bench peer below and the in-process library (engram_attach_bench.c). kind is
+// K_MEMFD, K_MEMFD_HUGETLB or K_VMM_HOST; flags: 1 CPU view (cuda-vmm host), 2 register (memfd); node: the NUMA node
+// of a cuda-vmm host region's CPU view. The CUDA context must be made first (cuda_context) where one is needed, or
+// this pays for it. *mf and *va receive what release() frees; the fd stays the caller's. Fails on anything else.
+static void attach_one(int device, uint32_t kind, uint32_t flags, int fd, uint64_t size, int32_t node,
+                       struct manifest *mf, CUdeviceptr *va, struct timings *t) {
+    if (kind > K_VMM_HOST || size == 0 || (flags & ~3u))
+        fail("attach of kind %u, flags 0x%x, %llu bytes: not one the C baseline serves (kinds 0-2, flags 1 and 2)", kind,
+             flags, (unsigned long long)size);
+    struct options o = {.device = device, .cpu_view = (int)(flags & 1), .reg = (int)((flags >> 1) & 1), .repeat = 1};
+    if (kind == K_VMM_HOST || o.reg) cuda_context(device);
+    memset(mf, 0, sizeof *mf);
+    memset(t, 0, sizeof *t);
+    *va = 0;
+    mf->regions_n = 1;
+    mf->regions = xcalloc(1, sizeof *mf->regions);
+    mf->regions[0].kind = (uint8_t)kind, mf->regions[0].size = size, mf->regions[0].numa = node;
+    mf->regions[0].device = -1, mf->regions[0].fd = fd;
+    mf->region_bytes = size;
+    if (kind == K_VMM_HOST) mf->vmm_regions = 1, mf->vmm_bytes = size;
+    else mf->memfd_bytes = size;
+    if (kind == K_VMM_HOST) attach_vmm(&o, mf, t, va);
+    else attach_memfd(&o, mf, t);
+}
+
 // ---------------------------------------------------------------------------------------------- bench peer
 
-// --bench-peer PATH: the C baseline of the JMH AttachBench (jmh/.../CPeer.java), run in the same JMH run.
+// --bench-peer PATH: this client as a separate process for the JMH AttachBench (jmh/.../CPeer.java), which times
+// its PING (cRoundTrip); the benchmark's C baseline of the attach is the library (engram_attach_bench.c).
 // Connects to the benchmark's Unix socket at PATH and serves requests there, one at a time, until the
 // benchmark closes the connection (then exits 0). Each request is one message of this file's framing
 // (u32 payload_length, u32 fd_count, payload, fds by SCM_RIGHTS) with a 24-byte payload:
@@ -1693,25 +1739,10 @@ static int bench_peer(const char *path, int device) {
             peer_reply(s, "{\"op\":\"ping\"}");
         } else if (op == P_ATTACH) {
             if (attached) fail_msg(&m, "bench peer: ATTACH while a region is still attached (RELEASE first)");
-            if (kind > K_VMM_HOST || size == 0 || (flags & ~3u))
-                fail_msg(&m, "bench peer: ATTACH of kind %u, flags 0x%x, %llu bytes is not one this peer serves", kind,
-                         flags, (unsigned long long)size);
-            struct options o = {.socket = path, .device = device, .cpu_view = (int)(flags & 1),
-                                .reg = (int)((flags >> 1) & 1), .repeat = 1};
-            if (kind == K_VMM_HOST || o.reg) cuda_context(device);
-            memset(&mf, 0, sizeof mf);
-            mf.regions_n = 1;
-            mf.regions = xcalloc(1, sizeof *mf.regions);
-            mf.regions[0].kind = (uint8_t)kind, mf.regions[0].size = size, mf.regions[0].numa = node;
-            mf.regions[0].device = -1, mf.regions[0].fd = m.fds.v[0];
-            mf.region_bytes = size;
-            if (kind == K_VMM_HOST) mf.vmm_regions = 1, mf.vmm_bytes = size;
-            else mf.memfd_bytes = size;
+            if (kind == K_VMM_HOST || (flags & 2)) cuda_context(device);  // once, and not timed
             struct timings t;
-            memset(&t, 0, sizeof t);
             t0 = now_ms();
-            if (kind == K_VMM_HOST) attach_vmm(&o, &mf, &t, &va);
-            else attach_memfd(&o, &mf, &t);
+            attach_one(device, kind, flags, m.fds.v[0], size, node, &mf, &va, &t);
             double total = now_ms() - t0;
             held = m;
             attached = 1;
@@ -1846,6 +1877,7 @@ static const char *resolve_socket(const char *flag, const char *instance, int de
     return path;
 }
 
+#ifndef ENGRAM_ATTACH_LIB
 int main(int argc, char **argv) {
     struct options o = {.repeat = 1};
     const char *peer = NULL, *socket_flag = NULL, *instance = "default", *content = NULL;
@@ -1893,3 +1925,4 @@ int main(int argc, char **argv) {
     free(o.content.v);
     return 0;
 }
+#endif  // ENGRAM_ATTACH_LIB

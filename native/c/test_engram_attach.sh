@@ -2,7 +2,9 @@
 # Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
 #      checks that it links only libc and, unless --no-package or --peer-only, builds the daemon
-#      (mvn -B -o -DskipTests package);
+#      (mvn -B -o -DskipTests package); builds its attach code as AttachBench's library (engram-attach-bench-lib)
+#      and checks that it exports only the engram_bench_* calls and links only libc (libcuda is dlopen'd; the
+#      library's calls are exercised by the jmh module's AttachBenchTest);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
 #   3. runs `engram-attach --json --verify --repeat 2` (and once with --ready-line) and checks: exit 0, one line per
 #      repetition, protocol version 2, the daemon's uid, bytes = the sizes of the daemon's memfds (read from
@@ -59,6 +61,16 @@ if [ -z "${ENGRAM_ATTACH:-}" ] && command -v ldd >/dev/null; then  # a sanitizer
     extra="$(ldd "$attach" | grep -vE 'linux-vdso|ld-linux|libc\.so|libdl\.so' || true)"
     [ -z "$extra" ] || fail "engram-attach links more than libc: $extra"
 fi
+make -s -C native engram-attach-bench-lib
+lib="$root/native/build/libengram-attach-bench.so"
+exports="$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')"
+[ "$exports" = "engram_bench_attach engram_bench_context engram_bench_error engram_bench_release " ] \
+    || fail "libengram-attach-bench.so exports '$exports', not the four engram_bench_* calls alone"
+if command -v ldd >/dev/null; then
+    extra="$(ldd "$lib" | grep -vE 'linux-vdso|ld-linux|libc\.so|libdl\.so' || true)"
+    [ -z "$extra" ] || fail "libengram-attach-bench.so links more than libc: $extra"
+fi
+echo "test_engram_attach: libengram-attach-bench.so exports the engram_bench_* calls alone and links libc alone"
 if [ "$package" = 1 ]; then
     mvn -B -o -q -DskipTests package >"$tmp/mvn.log" 2>&1 || { tail -40 "$tmp/mvn.log"; fail "mvn package failed"; }
 fi
