@@ -3,7 +3,8 @@
 #   benchmarks.jar   jmh/target/benchmarks.jar (every benchmark, BenchMain as main class)
 #   jre.tar.gz       a jlink runtime with the modules the jar uses (jdeps), --compress=2
 #   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
-#   engram-attach    the C client (native/c/engram_attach.c): the C baselines of AttachBench and RestartBench
+#   engram-attach    the C client (native/c/engram_attach.c): RestartBench's C client, AttachBench's round trip
+#   libengram-attach-bench.so   its attach code as a library: AttachBench's C baseline, called in the JMH process
 #   python/          the Python client (python/engram_host, python/pyproject.toml): RestartBench's Python peer
 #                    (bench-gpu.sh names it with -Dengram.python.path; PyTorch comes from the machine's python3)
 #   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
@@ -18,9 +19,9 @@ mvn -B -o -q dependency:copy -Dartifact=org.junit.platform:junit-platform-consol
     -DoutputDirectory=jmh/target/lib-test
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
-make -s -C native engram-attach
+make -s -C native engram-attach engram-attach-bench-lib
 cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh scripts/bench-gpu-test.sh \
-    native/build/engram-attach "$STAGE/"
+    native/build/engram-attach native/build/libengram-attach-bench.so "$STAGE/"
 mkdir -p "$STAGE/test-classes"
 cp -r jmh/target/test-classes "$STAGE/test-classes/jmh"
 cp -r jmh/target/lib-test "$STAGE/lib-test"

@@ -11,6 +11,7 @@ mkdir -p "$OUT" "$WORK/tmp"
 rm -rf "$WORK/reports"
 [ -x "$WORK/jre/bin/java" ] || tar -C "$WORK" -xzf "$B/jre.tar.gz"
 export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
+export ENGRAM_ATTACH_LIB=${ENGRAM_ATTACH_LIB:-$B/libengram-attach-bench.so}
 FLAGS=$(cat "$B/jvm.options")
 CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)
 # shellcheck disable=SC2086

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the GPU suite (AttachBench,
-# GpuGatherBench, RestartBench) with the bundled runtime, C client (ENGRAM_ATTACH) and Python client
-# (-Dengram.python.path=$B/python, run by python3 on PATH or $ENGRAM_HOST_PYTHON). Results:
-# $OUT/gpu.json and $OUT/gpu.meta.json (copy them to bench/results/<date>-<host>/ and run
-# scripts/bench-report.py); bench-gpu-pass.sh runs the whole pass in parts. Extra arguments go to BenchMain/JMH,
-# e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first reserves N 2 MiB pages (root only) for the
-# hugetlb path; without them that benchmark fails naming the sysctl.
+# GpuGatherBench, RestartBench) with the bundled runtime, C client (ENGRAM_ATTACH), C attach library
+# (ENGRAM_ATTACH_LIB) and Python client (-Dengram.python.path=$B/python, run by python3 on PATH or
+# $ENGRAM_HOST_PYTHON). Results: $OUT/gpu.json and $OUT/gpu.meta.json (copy them to
+# bench/results/<date>-<host>/ and run scripts/bench-report.py); bench-gpu-pass.sh runs the whole pass in
+# parts. Extra arguments go to BenchMain/JMH, e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first
+# reserves N 2 MiB pages (root only) for the hugetlb path; without them that benchmark fails naming the sysctl.
 # SUITE=cpu runs CPU benchmarks there instead (name them, e.g. HandshakeBench).
 # Usage: OUT=/some/dir [HUGEPAGES=N] [SUITE=gpu|cpu] bash bench-gpu.sh [options...]
 set -euo pipefail
@@ -19,6 +19,7 @@ if [ -n "${HUGEPAGES:-}" ]; then
     echo "nr_hugepages: $(cat /proc/sys/vm/nr_hugepages) (asked $HUGEPAGES)"
 fi
 export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}
+export ENGRAM_ATTACH_LIB=${ENGRAM_ATTACH_LIB:-$B/libengram-attach-bench.so}
 export ENGRAM_GIT_COMMIT=${ENGRAM_GIT_COMMIT:-$(cat "$B/COMMIT" 2>/dev/null || echo unknown)}
 cd "$WORK"
 exec "$WORK/jre/bin/java" "-Djava.io.tmpdir=$WORK/tmp" "-Dengram.python.path=$B/python" -jar "$B/benchmarks.jar" --suite "${SUITE:-gpu}" --out "$OUT" "$@"

@@ -36,9 +36,8 @@ public final class AttachTables {
         Cuda.useDevice(0);
     }
 
-    /** A sealed memfd of {@code mib} MiB, every page allocated, as the daemon serves it. */
+    /** A sealed memfd of {@code mib} MiB, every page allocated, as the daemon serves it (no GPU needed). */
     static MemfdRegion sealedMemfd(long mib, PageKind pages) {
-        requireCuda();
         MemfdRegion region = MemfdRegion.create("engram.bench.attach", pages.roundUp(mib << 20), pages, null);
         try {
             Posix.madvise(region.writable(), 0, region.size(), Posix.MADV_POPULATE_WRITE);
@@ -50,6 +49,7 @@ public final class AttachTables {
         }
     }
 
+    /** A memfd of 4 KiB pages; needs no GPU (the CPU views run anywhere; the GPU paths' other states check). */
     @State(Scope.Benchmark)
     public static class Memfd4k {
         @Param({"256"})
@@ -77,6 +77,7 @@ public final class AttachTables {
 
         @Setup(Level.Trial)
         public void create() {
+            requireCuda(); // only the GPU paths use it
             region = sealedMemfd(tableMiB, PageKind.HUGE_2M);
         }
 
@@ -127,19 +128,69 @@ public final class AttachTables {
             return allocation.size();
         }
 
+        /** The daemon side's CPU mapping of the allocation (for the checks). */
+        long hostAddress() {
+            return allocation.hostAddress();
+        }
+
         int node() {
             return node;
         }
     }
 
     /**
-     * The C baseline's process ({@link CPeer}), started with its CUDA context once per trial; what a shot
-     * attached there is released after the shot, outside the timing.
+     * The C baseline in this process ({@link CAttach}), loaded once per trial: for a CPU view, no GPU needed. What a
+     * shot attached there is released by the C code after the shot, outside the timing.
      */
     @State(Scope.Thread)
-    public static class C {
-        private CPeer peer;
+    public static class CLib {
+        private CAttach lib;
         private boolean attached;
+
+        @Setup(Level.Trial)
+        public void load() {
+            loaded();
+        }
+
+        CAttach loaded() {
+            if (lib == null) {
+                lib = CAttach.load();
+            }
+            return lib;
+        }
+
+        long attach(RegionKind kind, Fd fd, long size, int node, int flags) {
+            long address = lib.attach(kind, fd, size, node, flags);
+            attached = true;
+            return address;
+        }
+
+        @TearDown(Level.Invocation)
+        public void release() {
+            if (attached) {
+                attached = false;
+                lib.release();
+            }
+        }
+    }
+
+    /** {@link CLib} for the GPU paths: the C code's CUDA context (GPU 0's primary one) made once per trial, untimed. */
+    @State(Scope.Thread)
+    public static class CLibGpu extends CLib {
+        @Setup(Level.Trial)
+        public void context() {
+            requireCuda();
+            loaded().context(0);
+        }
+    }
+
+    /**
+     * The C client as a separate process ({@link CPeer}), started with its CUDA context once per trial, for
+     * {@link AttachBench#cRoundTrip}: the request/answer that the cross-process C baseline used to include.
+     */
+    @State(Scope.Thread)
+    public static class Peer {
+        private CPeer peer;
 
         @Setup(Level.Trial)
         public void start() {
@@ -148,22 +199,8 @@ public final class AttachTables {
             peer.context();
         }
 
-        String attach(RegionKind kind, Fd fd, long size, int node, int flags) {
-            String reply = peer.attach(kind, fd, size, node, flags);
-            attached = true;
-            return reply;
-        }
-
         String ping() {
             return peer.ping();
-        }
-
-        @TearDown(Level.Invocation)
-        public void release() {
-            if (attached) {
-                attached = false;
-                peer.release();
-            }
         }
 
         @TearDown(Level.Trial)
@@ -172,15 +209,10 @@ public final class AttachTables {
         }
     }
 
-    /** What one shot attached; released in reverse order after the shot. */
+    /** What one shot attached in Java; released in reverse order after the shot. For CPU views: no GPU needed. */
     @State(Scope.Thread)
     public static class Attached {
         private final List<AutoCloseable> held = new ArrayList<>();
-
-        @Setup(Level.Trial)
-        public void check() {
-            requireCuda();
-        }
 
         <T extends AutoCloseable> T keep(T resource) {
             held.add(resource);
@@ -193,6 +225,15 @@ public final class AttachTables {
                 held.get(i).close();
             }
             held.clear();
+        }
+    }
+
+    /** {@link Attached} for the GPU paths: throws in its setup, naming the cause, where CUDA cannot be used. */
+    @State(Scope.Thread)
+    public static class AttachedGpu extends Attached {
+        @Setup(Level.Trial)
+        public void check() {
+            requireCuda();
         }
     }
 }

@@ -16,14 +16,13 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The C baseline of {@link AttachBench}, in the same run: {@code engram-attach --bench-peer}, a child
- * process that attaches the fds this JVM sends it with the same driver calls (the same C functions) as a
- * protocol import does, one request at a time over a Unix socket. A timed request includes one
- * request/answer round trip ({@link #ping()} measures it alone). The child exits when this is closed.
+ * The C client as a separate process, in the same run: {@code engram-attach --bench-peer}, a child process that
+ * attaches the fds this JVM sends it with the same driver calls (the same C functions) as a protocol import does,
+ * one request at a time over a Unix socket. {@link AttachBench} times only its {@link #ping()}, the round trip
+ * ({@link AttachBench#cRoundTrip}); its C baseline of the attach runs in the benchmark's own process ({@link CAttach}),
+ * so that no socket is timed with it. The child exits when this is closed.
  */
 final class CPeer implements AutoCloseable {
-    static final int FLAG_CPU_VIEW = 1;
-    static final int FLAG_REGISTER = 2;
     private static final int OP_CONTEXT = 1;
     private static final int OP_ATTACH = 2;
     private static final int OP_RELEASE = 3;

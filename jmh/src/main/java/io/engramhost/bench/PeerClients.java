@@ -19,13 +19,14 @@ import java.util.function.Predicate;
 
 /**
  * Where the benchmarks' peer clients are: the C client of the wire protocol ({@code native/c/engram_attach.c}),
- * for the C baselines, and the Python client ({@code python/engram_host}) with an interpreter to run it, for
+ * and its attach code as a library, for the C baselines, and the Python client ({@code python/engram_host}) with an interpreter to run it, for
  * RestartBench's Python peer. Each is named by a system property or an environment variable (the GPU bundle names
  * them), else found in the repository: under the working directory or a directory above it, or under the
  * directory of this code's jar (or class folder) or one above it.
  */
 final class PeerClients {
     static final String ATTACH_ENV = "ENGRAM_ATTACH";
+    static final String ATTACH_LIBRARY_ENV = "ENGRAM_ATTACH_LIB";
     /** The directory that holds the {@code engram_host} package ({@code <repo>/python}). */
     static final String PYTHON_PATH_PROPERTY = "engram.python.path";
     static final String PYTHON_PATH_ENV = "ENGRAM_HOST_PYTHONPATH";
@@ -101,18 +102,42 @@ final class PeerClients {
      * @throws IllegalStateException naming the places and how to build it, when none has it
      */
     static Path engramAttach(Lookup l) {
-        String env = l.environment().apply(ATTACH_ENV);
-        if (env != null && !env.isBlank()) {
-            Path p = Path.of(env);
-            if (!Files.isExecutable(p)) {
-                throw new IllegalStateException(ATTACH_ENV + "=" + env + " is not an executable file");
+        return built(l, ATTACH_ENV, "native/build/engram-attach", "the C client engram-attach", "engram-attach", true);
+    }
+
+    /**
+     * The C attach library (AttachBench's C baseline, {@link CAttach}): {@code $ENGRAM_ATTACH_LIB} when set (the GPU
+     * bundle sets it), else native/build/libengram-attach-bench.so.
+     */
+    static Path attachLibrary() {
+        return attachLibrary(Lookup.system());
+    }
+
+    /**
+     * {@code $ENGRAM_ATTACH_LIB} when set, else {@code native/build/libengram-attach-bench.so} in a start directory or one
+     * above it.
+     *
+     * @throws IllegalStateException naming the places and how to build it, when none has it
+     */
+    static Path attachLibrary(Lookup l) {
+        return built(l, ATTACH_LIBRARY_ENV, "native/build/" + CAttach.LIBRARY, "the C attach library " + CAttach.LIBRARY,
+                "engram-attach-bench-lib", false);
+    }
+
+    /** What {@code native/Makefile}'s {@code target} builds: named by {@code env}, else found up at {@code relative}. */
+    private static Path built(Lookup l, String env, String relative, String what, String target, boolean executable) {
+        Predicate<Path> ok = p -> Files.isRegularFile(p) && (!executable || Files.isExecutable(p));
+        String set = l.environment().apply(env);
+        if (set != null && !set.isBlank()) {
+            Path p = Path.of(set);
+            if (!ok.test(p)) {
+                throw new IllegalStateException(env + "=" + set + " is not " + (executable ? "an executable file" : "a file"));
             }
             return p;
         }
-        return l.findUp("native/build/engram-attach", p -> Files.isRegularFile(p) && Files.isExecutable(p))
-                .orElseThrow(() -> new IllegalStateException("the C client engram-attach was not found: " + ATTACH_ENV
-                        + " is unset and no native/build/engram-attach is in " + l.startsText() + " or above it;"
-                        + " build it with `make -C native engram-attach`"));
+        return l.findUp(relative, ok).orElseThrow(() -> new IllegalStateException(what + " was not found: " + env
+                + " is unset and no " + relative + " is in " + l.startsText() + " or above it; build it with `make -C native "
+                + target + "`"));
     }
 
     /**

@@ -35,7 +35,7 @@ class BenchMainTest {
     @Test
     void shouldFailWhenNoBenchmarkProducesAResult(@TempDir Path dir) throws Exception {
         org.junit.jupiter.api.Assumptions.assumeFalse(io.engramhost.cuda.Cuda.available(), "CUDA is available here");
-        int rc = BenchMain.run(List.of("--suite", "gpu", "--out", dir.toString(), "AttachBench.memfdCpuView$", "-wi", "0",
+        int rc = BenchMain.run(List.of("--suite", "gpu", "--out", dir.toString(), "AttachBench.vmmGpu$", "-wi", "0",
                 "-i", "1", "-p", "tableMiB=1"), System.out, System.err);
         assertEquals(1, rc, "the GPU benchmark skipped itself, so nothing was measured");
         Map<?, ?> meta = (Map<?, ?>) JsonReader.parse(Files.readString(dir.resolve("gpu.meta.json")));

@@ -62,7 +62,7 @@ class ComparisonsTest {
     @Test
     void shouldWriteRatioTargetsWithTheirRangeAndParameters() {
         java.util.Map<String, Object> vmm = Comparisons.ALL.stream()
-                .filter(c -> c.ours().equals("vmmGpu") && c.baseline().equals("cVmmGpu")).findFirst().orElseThrow()
+                .filter(c -> c.ours().equals("vmmGpu") && c.baseline().equals("cLibVmmGpu")).findFirst().orElseThrow()
                 .toJson();
         @SuppressWarnings("unchecked")
         java.util.Map<String, Object> t = (java.util.Map<String, Object>) vmm.get("target");

@@ -189,4 +189,21 @@ class PeerClientsTest {
                 () -> PeerClients.engramAttach(lookup(deep)));
         assertEquals("ENGRAM_ATTACH=" + empty + "/engram-attach is not an executable file", notExecutable.getMessage());
     }
+
+    @Test
+    void shouldFindTheCAttachLibraryByVariableOrByWalkingUp() throws Exception {
+        Path lib = tmp.resolve("repo/native/build/libengram-attach-bench.so");
+        Files.createDirectories(lib.getParent());
+        Files.writeString(lib, "not really a library: only found");
+        Path deep = Files.createDirectories(tmp.resolve("repo/jmh/target"));
+        assertEquals(lib, PeerClients.attachLibrary(lookup(deep)));
+        IllegalStateException none = assertThrows(IllegalStateException.class, () -> PeerClients.attachLibrary(lookup(outside)));
+        assertEquals("the C attach library libengram-attach-bench.so was not found: ENGRAM_ATTACH_LIB is unset and no"
+                + " native/build/libengram-attach-bench.so is in " + outside + " or above it; build it with"
+                + " `make -C native engram-attach-bench-lib`", none.getMessage());
+        env.put(PeerClients.ATTACH_LIBRARY_ENV, outside.toString());
+        IllegalStateException directory = assertThrows(IllegalStateException.class,
+                () -> PeerClients.attachLibrary(lookup(deep)));
+        assertEquals("ENGRAM_ATTACH_LIB=" + outside + " is not a file", directory.getMessage());
+    }
 }
