@@ -202,7 +202,8 @@ def render(runs, notes):
            "- Full CPU suite: `scripts/bench-run.sh` (writes `bench/results/<date>-<host>/cpu.json` and"
            " `cpu.meta.json`, then regenerates this page)",
            "- GPU suite (AttachBench with its C baseline, GpuGatherBench, RestartBench) on a CUDA machine with"
-           " Java and Maven: `make -C native engram-attach && scripts/bench-run.sh --suite gpu`; on one without"
+           " Java and Maven: `make -C native engram-attach engram-attach-bench-lib && scripts/bench-run.sh --suite"
+           " gpu`; on one without"
            " Java: `scripts/bench-gpu-bundle.sh` here, then `OUT=dir bash bench-gpu-pass.sh smoke attach attach32"
            " gather restart` there (parts that fit 10-minute commands), and copy the results to"
            " `bench/results/<date>-<machine>/`",
