@@ -33,7 +33,8 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 /**
  * The daemon's own restart (issue 12), each way against a full reload of the same checkpoint, all with the daemon
  * as a separate process started as {@code engram-host serve} (the CLI's JVM and flags, {@link ChildJvm}), on a
- * checkpoint of {@code checkpointMiB} generated in the trial's setup (V4.1 layout, 2 layers):
+ * checkpoint of {@code checkpointMiB} generated in the trial's setup (V4.1 layout, 2 layers), or
+ * {@code $ENGRAM_BENCH_CHECKPOINT} when set:
  * <ul>
  * <li>{@link #takeover}: a successor {@code serve --takeover}, its JVM already up and held (not timed) just before it
  * connects; the shot is from its go to its ready file: the request, the catalog and fds, the checks, the commit.
@@ -89,9 +90,14 @@ public class DaemonRestartBench {
         scratch = Files.createTempDirectory("engram-restart-bench-");
         socket = scratch.resolve("run/d.sock");
         gate = scratch.resolve("gate");
-        long rows = checkpointMiB * (1L << 20) / 2 / 264;
-        checkpoint = CheckpointGenerator.writeSharded(scratch.resolve("ckpt"),
-                new CheckpointGenerator.Spec(List.of(1, 14), rows, 256, 7));
+        String given = System.getenv(ColdStartBench.CHECKPOINT_ENV);
+        if (given != null && !given.isBlank()) { // one checkpoint generated for every fork of a large run
+            checkpoint = Path.of(given);
+        } else {
+            long rows = checkpointMiB * (1L << 20) / 2 / 264;
+            checkpoint = CheckpointGenerator.writeSharded(scratch.resolve("ckpt"),
+                    new CheckpointGenerator.Spec(List.of(1, 14), rows, 256, 7));
+        }
         if (method.equals("fdStoreRestart")) {
             Path emulator = findUp(Path.of("").toAbsolutePath(), EMULATOR);
             List<String> cmd = new ArrayList<>(List.of("python3", emulator.toString(), "--events",

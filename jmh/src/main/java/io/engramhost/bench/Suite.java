@@ -19,7 +19,8 @@ public enum Suite {
     /** The benchmark classes, by kind of machine they need. */
     static final class Benchmarks {
         static final List<Class<?>> CPU = List.of(HandshakeBench.class, HandshakePartsBench.class, GatherBench.class,
-                ColdLoadBench.class, BusyDaemonBench.class, DaemonRestartBench.class, CliStartBench.class);
+                ColdLoadBench.class, ColdStartBench.class, BusyDaemonBench.class, DaemonRestartBench.class,
+                CliStartBench.class);
         static final List<Class<?>> GPU = List.of(AttachBench.class, GpuGatherBench.class, RestartBench.class);
 
         private Benchmarks() {

@@ -2,6 +2,7 @@ package io.engramhost.bench;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;
@@ -128,6 +129,49 @@ class BenchmarksWorkTest {
             b.freeLoaded();
         }
         b.tearDown();
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
+    }
+
+    @Test
+    void shouldReadTheWholeCheckpointOnEveryColdStartPath() throws Exception {
+        int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
+        for (String method : java.util.List.of("readIntoRegions", "preadIntoAnonymous", "directRead", "ddDirect", "memcpy")) {
+            ColdStartBench b = new ColdStartBench();
+            ColdStartBench.Regions regions = new ColdStartBench.Regions();
+            regions.backend = "memfd";
+            b.threads = 2;
+            b.checkpointMiB = 3;
+            b.cache = "warm";
+            b.setUp(method);
+            long total = 0;
+            long digests = 0;
+            for (io.engramhost.checkpoint.TensorInfo t : b.tensors()) {
+                total += t.length();
+                digests += io.engramhost.checkpoint.ContentDigest.digest(t.file(), t.offset(), t.length());
+            }
+            for (int shot = 0; shot < 2; shot++) {
+                b.prepare();
+                switch (method) {
+                    case "readIntoRegions" -> {
+                        regions.create(b);
+                        assertEquals(digests, b.readIntoRegions(regions), "the daemon's digests");
+                        regions.close();
+                    }
+                    case "preadIntoAnonymous" -> {
+                        assertEquals(total, b.preadIntoAnonymous());
+                        io.engramhost.checkpoint.TensorInfo first = b.tensors().get(0);
+                        assertEquals(io.engramhost.checkpoint.ContentDigest.digest(first.file(), first.offset(),
+                                first.length()), io.engramhost.checkpoint.ContentDigest.digest(b.target().address(),
+                                first.length()), "the bytes of the file");
+                    }
+                    case "directRead" -> assertTrue(b.directRead() >= total);
+                    case "ddDirect" -> assertEquals(0, b.ddDirect());
+                    default -> assertEquals(total, b.memcpy());
+                }
+                b.release();
+            }
+            b.tearDown();
+        }
         assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
     }
 
