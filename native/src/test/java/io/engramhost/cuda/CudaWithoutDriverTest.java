@@ -54,8 +54,8 @@ class CudaWithoutDriverTest {
             }
         }
         assertTrue(refused.containsAll(List.of("Cuda.ensureAvailable", "Cuda.device", "Cuda.useDevice",
-                "DeviceBuffer.allocate", "HostRegistration.register", "GpuKernels.load", "MemHandle.create",
-                "MemHandle.importFd", "VaRange.reserve", "CudaModule.load")), "entry points checked: " + refused);
+                "DeviceBuffer.allocate", "HostRegistration.register", "PinnedHostBuffer.allocate", "GpuKernels.load",
+                "MemHandle.create", "MemHandle.importFd", "VaRange.reserve", "CudaModule.load")), "entry points checked: " + refused);
         assertFalse(Cuda.available(), "asking again gives the same answer");
         assertEquals(cause, Cuda.unavailabilityCause());
         assertTrue(GpuKernels.ptx().length > 0, "the PTX ships in the jar even where it cannot load");

@@ -72,6 +72,11 @@ public interface LibCuda {
 
     int cuMemHostGetDevicePointer_v2(Pointer devicePointer, long hostAddress, int flags);
 
+    /** Exported without a version suffix ({@code void **pp, size_t bytesize, unsigned int Flags}). */
+    int cuMemHostAlloc(Pointer hostAddress, long bytes, int flags);
+
+    int cuMemFreeHost(long hostAddress);
+
     // device memory
 
     int cuMemAlloc_v2(Pointer devicePointer, long bytes);
