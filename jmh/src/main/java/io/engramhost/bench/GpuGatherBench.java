@@ -30,6 +30,21 @@ import org.openjdk.jmh.annotations.Warmup;
  * besides (the same for gather and sequential; more where a sequential window wraps round the table's end).
  * Setup checks that the first gathered rows and the table's first bytes read on the GPU are the bytes the CPU
  * sees there.
+ *
+ * <p>Baselines, the engines' own path: an engine that does not use engram-host pins its own copy of the table in
+ * its own process, with {@code cuMemHostAlloc} (PyTorch's pinned allocator; {@code gatherPinnedAlloc}) or by
+ * registering anonymous memory it filled ({@code cuMemHostRegister}, read-write; {@code gatherPinnedRegister}).
+ * Same kernel, row ids, fill and parameters as our views; the target (issue 14) is that a gather through each of
+ * our views reaches at least 0.98 of each baseline's rows/s (the report's ratio: baseline time / ours).
+ *
+ * <p>Memory: every method runs in a JVM of its own ({@code @Fork(1)}: one fork per method and parameter set), and
+ * each method uses one state, whose table is made at the trial's setup and freed at its teardown; even with
+ * {@code -f 0} JMH tears a trial's states down before the next benchmark's setup. So one table is alive at a time.
+ * Peak host memory of a run: one table of {@code tableMiB} (rounded up to its pages: 40 GiB at the largest
+ * default), plus about 100 MiB (row ids, {@code 32 * gatherRows} bytes; the setup check's copies) and the JVM's
+ * own. The hugetlb pool is reserved beside it for the whole run ({@code tableMiB / 2} pages at least for
+ * {@code gatherMemfdHugetlb}). GPU memory: the output buffer, {@code gatherRows * rowBytes} (1 GiB at 1024-byte
+ * rows), and the row ids.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.MILLISECONDS)
@@ -55,6 +70,18 @@ public class GpuGatherBench {
         return table.gather();
     }
 
+    /** Baseline, an engine's own copy: gather from cuMemHostAlloc memory (DEVICEMAP|PORTABLE). */
+    @Benchmark
+    public int gatherPinnedAlloc(GpuGatherTables.PinnedAlloc table) {
+        return table.gather();
+    }
+
+    /** Baseline, an engine's own copy: gather from anonymous memory registered read-write (cuMemHostRegister). */
+    @Benchmark
+    public int gatherPinnedRegister(GpuGatherTables.PinnedRegister table) {
+        return table.gather();
+    }
+
     /** Baseline: the same bytes' worth read contiguously from the 4 KiB-page memfd. */
     @Benchmark
     public long sequentialMemfd(GpuGatherTables.Memfd4k table) {
@@ -70,6 +97,18 @@ public class GpuGatherBench {
     /** Baseline: the same bytes' worth read contiguously from the cuda-vmm import. */
     @Benchmark
     public long sequentialVmm(GpuGatherTables.HostNuma table) {
+        return table.readSequential();
+    }
+
+    /** Baseline: the same bytes' worth read contiguously from the cuMemHostAlloc copy. */
+    @Benchmark
+    public long sequentialPinnedAlloc(GpuGatherTables.PinnedAlloc table) {
+        return table.readSequential();
+    }
+
+    /** Baseline: the same bytes' worth read contiguously from the registered anonymous copy. */
+    @Benchmark
+    public long sequentialPinnedRegister(GpuGatherTables.PinnedRegister table) {
         return table.readSequential();
     }
 }

@@ -5,6 +5,7 @@ import io.engramhost.cuda.CudaDevice;
 import io.engramhost.cuda.DeviceBuffer;
 import io.engramhost.cuda.GpuKernels;
 import io.engramhost.cuda.HostRegistration;
+import io.engramhost.cuda.PinnedHostBuffer;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.memfd.ReadOnlyMapping;
@@ -35,9 +36,11 @@ import org.openjdk.jmh.annotations.TearDown;
 /**
  * The tables {@link GpuGatherBench} reads: one per trial and backend, created by the daemon-side code
  * (on GPU 0's NUMA node, as the daemon's {@code --numa auto} places them), filled with pseudo-random
- * bytes, then given a GPU view exactly as a client does; with the row ids, the output buffer and the
- * kernels the GPU reads them with. One {@link State} class per backend, so that a method can be compared
- * across backends at identical parameters; every backend draws the same row ids.
+ * bytes, then given a GPU view exactly as a client does; or, for the baselines, pinned by the benchmark's
+ * own process as an engine pins its own copy ({@link PinnedAlloc}, {@link PinnedRegister}). With the row
+ * ids, the output buffer and the kernels the GPU reads them with. One {@link State} class per backend, so
+ * that a method can be compared across backends at identical parameters; every backend draws the same row
+ * ids and holds the same bytes.
  */
 public final class GpuGatherTables {
     /** Row id batches drawn per trial; the ops cycle through them, and the sequential reads through as many windows. */
@@ -139,8 +142,11 @@ public final class GpuGatherTables {
      */
     @State(Scope.Benchmark)
     public abstract static class Table {
-        /** Table size in MiB (the backends round it up to their pages; rows and reads stay within this). */
-        @Param({"2048"})
+        /**
+         * Table size in MiB (the backends round it up to their pages; rows and reads stay within this): 2 GiB,
+         * 16 GiB and 40 GiB by default. A run holds one table at a time (see {@link GpuGatherBench}).
+         */
+        @Param({"2048", "16384", "40960"})
         public long tableMiB;
 
         @Param({"64", "264", "1024"})
@@ -341,6 +347,42 @@ public final class GpuGatherTables {
         @Override
         PageKind pages() {
             return PageKind.HUGE_2M;
+        }
+    }
+
+    /**
+     * Baseline, an engine's own pinned copy: cuMemHostAlloc (DEVICEMAP|PORTABLE) in the benchmark's process, filled
+     * through its CPU address. Where its pages lie is the driver's choice (the H200 machine has one NUMA node).
+     */
+    @State(Scope.Benchmark)
+    public static class PinnedAlloc extends Table {
+        @Override
+        long createAndView(long bytes, TablePlacement placement) {
+            PinnedHostBuffer buffer = keep(PinnedHostBuffer.allocate(bytes, 0, NAME));
+            NativeMemory.fillRandomParallel(buffer.hostAddress(), bytes, FILL_SEED);
+            hostTable(buffer.hostAddress());
+            return buffer.devicePointer();
+        }
+    }
+
+    /**
+     * Baseline, an engine registering its own copy: private anonymous memory (MAP_PRIVATE|MAP_ANONYMOUS, under the
+     * memfd tables' NUMA policy, every page allocated, transparent huge pages as the system sets them), filled,
+     * then cuMemHostRegister'd read-write (DEVICEMAP|PORTABLE).
+     */
+    @State(Scope.Benchmark)
+    public static class PinnedRegister extends Table {
+        @Override
+        long createAndView(long bytes, TablePlacement placement) {
+            Mapping memory = keep(Posix.mmapAnonymous(bytes, NAME));
+            if (placement.memfdPolicy() != NumaPolicy.none()) {
+                Numa.apply(memory, placement.memfdPolicy());
+            }
+            Posix.madvise(memory, 0, bytes, Posix.MADV_POPULATE_WRITE);
+            NativeMemory.fillRandomParallel(memory.address(), bytes, FILL_SEED);
+            HostRegistration registration = keep(HostRegistration.register(memory.address(), bytes, 0, false));
+            hostTable(memory.address());
+            return registration.devicePointer();
         }
     }
 

@@ -12,6 +12,7 @@ import io.engramhost.cuda.CudaResources;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.os.RawMemory;
+import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -24,13 +25,22 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
 
 @Timeout(300)
 class GpuGatherBenchTest {
     private static final GpuGatherBench BENCH = new GpuGatherBench();
 
     private static List<GpuGatherTables.Table> everyBackend() {
-        return List.of(new GpuGatherTables.Memfd4k(), new GpuGatherTables.MemfdHuge(), new GpuGatherTables.HostNuma());
+        return List.of(new GpuGatherTables.Memfd4k(), new GpuGatherTables.MemfdHuge(), new GpuGatherTables.HostNuma(),
+                new GpuGatherTables.PinnedAlloc(), new GpuGatherTables.PinnedRegister());
     }
 
     @Test
@@ -47,6 +57,33 @@ class GpuGatherBenchTest {
             t.tearDown(); // nothing was made: nothing to close, and no error
         }
         assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds());
+    }
+
+    /**
+     * What keeps a 40 GiB run within the machine's memory: each method forks a JVM of its own and uses one state
+     * (one table), made per trial; and the sizes and rows the issue asks for are the defaults.
+     */
+    @Test
+    void shouldHoldOneTableAtATimeAtTheSizesAndRowsAsked() throws Exception {
+        assertEquals(1, GpuGatherBench.class.getAnnotation(Fork.class).value());
+        int methods = 0;
+        for (Method m : GpuGatherBench.class.getMethods()) {
+            if (m.isAnnotationPresent(Benchmark.class)) {
+                methods++;
+                assertEquals(1, m.getParameterCount(), m.getName());
+                Class<?> state = m.getParameterTypes()[0];
+                assertTrue(GpuGatherTables.Table.class.isAssignableFrom(state), m.getName());
+                assertEquals(Scope.Benchmark, state.getAnnotation(State.class).value(), m.getName());
+            }
+        }
+        assertEquals(10, methods, "five tables, each gathered and read sequentially");
+        assertEquals(Level.Trial, GpuGatherTables.Table.class.getMethod("setUp").getAnnotation(Setup.class).value());
+        assertEquals(Level.Trial,
+                GpuGatherTables.Table.class.getMethod("tearDown").getAnnotation(TearDown.class).value());
+        assertArrayEquals(new String[] {"2048", "16384", "40960"}, GpuGatherTables.Table.class.getField("tableMiB")
+                .getAnnotation(Param.class).value());
+        assertArrayEquals(new String[] {"64", "264", "1024"}, GpuGatherTables.Table.class.getField("rowBytes")
+                .getAnnotation(Param.class).value());
     }
 
     @Test
@@ -129,6 +166,10 @@ class GpuGatherBenchTest {
         for (int rowBytes : new int[] {64, 264, 1024}) {
             check(new GpuGatherTables.Memfd4k(), 64, rowBytes, 16384, BENCH::gatherMemfd, BENCH::sequentialMemfd);
             check(new GpuGatherTables.HostNuma(), 64, rowBytes, 16384, BENCH::gatherVmm, BENCH::sequentialVmm);
+            check(new GpuGatherTables.PinnedAlloc(), 64, rowBytes, 16384, BENCH::gatherPinnedAlloc,
+                    BENCH::sequentialPinnedAlloc);
+            check(new GpuGatherTables.PinnedRegister(), 64, rowBytes, 16384, BENCH::gatherPinnedRegister,
+                    BENCH::sequentialPinnedRegister);
             if (huge) {
                 check(new GpuGatherTables.MemfdHuge(), 64, rowBytes, 16384, BENCH::gatherMemfdHugetlb,
                         BENCH::sequentialMemfdHugetlb);
@@ -138,6 +179,9 @@ class GpuGatherBenchTest {
         // sequential reads wrap round the table, the gather copies byte by byte.
         check(new GpuGatherTables.Memfd4k(), 4, 1024, 8192, BENCH::gatherMemfd, BENCH::sequentialMemfd);
         check(new GpuGatherTables.HostNuma(), 4, 100, 1001, BENCH::gatherVmm, BENCH::sequentialVmm);
+        check(new GpuGatherTables.PinnedAlloc(), 4, 100, 1001, BENCH::gatherPinnedAlloc, BENCH::sequentialPinnedAlloc);
+        check(new GpuGatherTables.PinnedRegister(), 4, 1024, 8192, BENCH::gatherPinnedRegister,
+                BENCH::sequentialPinnedRegister);
         assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.countOpenFds(), "every table and view released");
         assertEquals(cudaBefore, CudaResources.live(), "every CUDA resource released");
     }
@@ -149,7 +193,8 @@ class GpuGatherBenchTest {
         warmUp();
         int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
         int cudaBefore = CudaResources.live();
-        for (GpuGatherTables.Table t : List.of(new GpuGatherTables.Memfd4k(), new GpuGatherTables.HostNuma())) {
+        for (GpuGatherTables.Table t : List.of(new GpuGatherTables.Memfd4k(), new GpuGatherTables.HostNuma(),
+                new GpuGatherTables.PinnedAlloc(), new GpuGatherTables.PinnedRegister())) {
             t.tableMiB = 16;
             t.rowBytes = 4096;
             t.gatherRows = 1 << 30; // a 4 TiB output buffer: cuMemAlloc fails once the table is attached
