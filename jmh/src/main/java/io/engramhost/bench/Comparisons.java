@@ -1,8 +1,10 @@
 package io.engramhost.bench;
 
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.stream.Stream;
 
 /**
  * Which benchmark method is ours, which is its baseline, and the target, for every comparison the
@@ -38,8 +40,16 @@ public final class Comparisons {
         }
     }
 
-    /** {@code ours} and {@code baseline} are @Benchmark methods of {@code benchmark}, run with the same parameters. */
-    public record Comparison(Class<?> benchmark, String ours, String baseline, Target target) {
+    /**
+     * {@code ours} and {@code baseline} are @Benchmark methods of {@code benchmark}, run with the same parameters.
+     * Comparisons with the same {@code group} (null: none) are also shown together by the report, as one table of
+     * ratios per run: a row for each parameter set and ours, a column for each baseline.
+     */
+    public record Comparison(Class<?> benchmark, String ours, String baseline, Target target, String group) {
+        public Comparison(Class<?> benchmark, String ours, String baseline, Target target) {
+            this(benchmark, ours, baseline, target, null);
+        }
+
         Map<String, Object> toJson() {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("benchmark", benchmark.getName());
@@ -62,11 +72,32 @@ public final class Comparisons {
                 t.put("at_params", new LinkedHashMap<>(target.atParams()));
             }
             m.put("target", t);
+            if (group != null) {
+                m.put("group", group);
+            }
             return m;
         }
     }
 
-    public static final List<Comparison> ALL = List.of(
+    /** The group of the GPU gather's targets against the engines' own pinned copies (issue 14). */
+    static final String ENGINE_PINNED = "GPU gather: our views against an engine's own pinned copy"
+            + " (ratio = baseline time / ours = our rows/s over the baseline's; target >= 0.98)";
+
+    /** Our three GPU views against each way an engine pins its own copy: at least 0.98 of its rows/s. */
+    private static List<Comparison> gatherAgainstEnginePinned() {
+        List<Comparison> out = new ArrayList<>();
+        for (String baseline : List.of("gatherPinnedAlloc", "gatherPinnedRegister")) {
+            for (String ours : List.of("gatherVmm", "gatherMemfd", "gatherMemfdHugetlb")) {
+                out.add(new Comparison(GpuGatherBench.class, ours, baseline, Target.ratioAtLeast(0.98), ENGINE_PINNED));
+            }
+        }
+        out.add(new Comparison(GpuGatherBench.class, "gatherPinnedRegister", "gatherPinnedAlloc", Target.none()));
+        out.add(new Comparison(GpuGatherBench.class, "gatherPinnedAlloc", "sequentialPinnedAlloc", Target.none()));
+        out.add(new Comparison(GpuGatherBench.class, "gatherPinnedRegister", "sequentialPinnedRegister", Target.none()));
+        return out;
+    }
+
+    public static final List<Comparison> ALL = Stream.concat(Stream.of(
             new Comparison(HandshakeBench.class, "clientConnect", "socketpairFds",
                     Target.scoreAtMost(2000, "us/op", Map.of("tables", "64"))),
             new Comparison(HandshakeBench.class, "clientConnect", "socketpairFdsMap", Target.none()),
@@ -104,7 +135,8 @@ public final class Comparisons {
             new Comparison(GpuGatherBench.class, "gatherVmm", "sequentialVmm", Target.none()),
             new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()),
             new Comparison(RestartBench.class, "javaClient", "cClient", Target.none()),
-            new Comparison(RestartBench.class, "pythonAfterTorch", "cClient", Target.ratioAtLeast(1 / 1.2)));
+            new Comparison(RestartBench.class, "pythonAfterTorch", "cClient", Target.ratioAtLeast(1 / 1.2))),
+            gatherAgainstEnginePinned().stream()).toList();
 
     private Comparisons() {
     }

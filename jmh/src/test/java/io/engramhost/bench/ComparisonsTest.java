@@ -60,6 +60,29 @@ class ComparisonsTest {
     }
 
     @Test
+    void shouldJudgeEveryGpuViewAgainstEachEnginePinnedCopyInOneGroup() {
+        List<Comparisons.Comparison> grouped = Comparisons.ALL.stream()
+                .filter(c -> Comparisons.ENGINE_PINNED.equals(c.group())).toList();
+        Set<String> pairs = grouped.stream().map(c -> c.ours() + " vs " + c.baseline()).collect(Collectors.toSet());
+        for (String view : List.of("gatherVmm", "gatherMemfd", "gatherMemfdHugetlb")) {
+            for (String engine : List.of("gatherPinnedAlloc", "gatherPinnedRegister")) {
+                assertTrue(pairs.contains(view + " vs " + engine), pairs.toString());
+            }
+        }
+        assertEquals(6, grouped.size());
+        for (Comparisons.Comparison c : grouped) {
+            assertEquals(GpuGatherBench.class, c.benchmark());
+            java.util.Map<String, Object> json = c.toJson();
+            assertEquals(Comparisons.ENGINE_PINNED, json.get("group"));
+            @SuppressWarnings("unchecked")
+            java.util.Map<String, Object> t = (java.util.Map<String, Object>) json.get("target");
+            assertEquals(0.98, (Double) t.get("min_ratio"), 1e-12);
+            assertFalse(t.containsKey("at_params_in"), "judged at every table and row size");
+        }
+        assertFalse(Comparisons.ALL.get(0).toJson().containsKey("group"), "no group key where there is none");
+    }
+
+    @Test
     void shouldWriteRatioTargetsWithTheirRangeAndParameters() {
         java.util.Map<String, Object> vmm = Comparisons.ALL.stream()
                 .filter(c -> c.ours().equals("vmmGpu") && c.baseline().equals("cLibVmmGpu")).findFirst().orElseThrow()
