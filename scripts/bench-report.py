@@ -9,6 +9,10 @@ same parameters and reports medians over all measured iterations of all forks, t
 is met. Measurements that are in no comparison are listed as they are. bench/notes.md, if present,
 is appended verbatim (hand-written findings; every number in it must name its results file).
 Single-shot results measured in batches (JMH's measurementBatchSize) are divided by the batch size.
+Comparisons that name a "group" in the metadata (e.g. GpuGatherBench's views against the engines'
+own pinned copies) are shown in the targets section as one table per run and group: a row for each
+parameter set and our method, a column of ratios for each baseline, the baselines' own medians in
+rows of their own.
 
 Usage: scripts/bench-report.py [RESULT_DIR...] [-o docs/benchmarks.md]
 Only the Python standard library is used.
@@ -143,6 +147,70 @@ class Run:
         return paired, alone
 
 
+# Parameters a grouped table sorts its rows by first (the table, then the row); the others follow by name.
+SORT_FIRST = ("tableMiB", "rowBytes")
+
+
+def param_names(names):
+    return sorted(names, key=lambda k: (SORT_FIRST.index(k) if k in SORT_FIRST else len(SORT_FIRST), k))
+
+
+def param_order(params):
+    """Sorts parameter sets by SORT_FIRST, then by name; values numbers as numbers (2048 before 16384)."""
+    def value(v):
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1, 0.0, v)
+    return tuple(value(params[k]) for k in param_names(params))
+
+
+def group_tables(run, paired):
+    """Markdown tables, one per comparison group of this run: rows (params, ours), columns the baselines."""
+    groups = {}
+    for c, ours, base in paired:
+        if c.get("group"):
+            groups.setdefault(c["group"], []).append((c, ours, base))
+    out = []
+    for group, rows in groups.items():
+        baselines = list(dict.fromkeys(method(c["baseline"]) for c, _, _ in rows))
+        by_params = {}
+        for c, ours, base in rows:
+            entry = by_params.setdefault(ours.key()[1], {"params": ours.params, "bases": {}, "ours": {}})
+            entry["bases"][method(base.benchmark)] = base
+            entry["ours"].setdefault(method(ours.benchmark), (ours, {}))[1][method(base.benchmark)] = judge(c, ours, base)
+        judged = [j for e in by_params.values() for _, js in e["ours"].values() for j in js.values()]
+        met = sum(1 for _, _, m in judged if m is True)
+        missed = sum(1 for _, _, m in judged if m is False)
+        # The parameters that differ between rows name each row; those that do not are said once above.
+        names = param_names({k for e in by_params.values() for k in e["params"]})
+        varying = [k for k in names if len({e["params"].get(k) for e in by_params.values()}) > 1]
+        fixed = {k: v for k, v in next(iter(by_params.values()))["params"].items() if k not in varying}
+        out += [f"### {group}", "", f"Results `{rel(run.results_path)}`: {met} met, {missed} missed"
+                + (f"; every row at {params_text(fixed)}" if fixed else "") + ".", "",
+                f"| {', '.join(varying) or 'params'} | method | median | "
+                + " | ".join(f"ratio to {b}" for b in baselines) + " |",
+                "|---|---|---|" + "---|" * len(baselines)]
+        for _, e in sorted(by_params.items(), key=lambda kv: param_order(kv[1]["params"])):
+            p = ", ".join(f"{k}={e['params'][k]}" for k in varying if k in e["params"]) or "-"
+            for b in baselines:
+                if b in e["bases"]:
+                    out.append(f"| {p} | {b} (baseline) | {e['bases'][b].cell()} | " + " | ".join(
+                        "1" if x == b else "" for x in baselines) + " |")
+            for name, (ours, js) in e["ours"].items():
+                cells = []
+                for b in baselines:
+                    if b not in js:
+                        cells.append("")
+                        continue
+                    ratio, _, m = js[b]
+                    cells.append(f"{ratio:.3f}" + (f" {met_text(m)}" if m is not None else ""))
+                out.append(f"| {p} | {name} | {ours.cell()} | " + " | ".join(cells) + " |")
+        targets = sorted({judge(c, o, b)[1] for c, o, b in rows} - {"-"})
+        out += ["", f"Target: {'; '.join(targets) or 'none'}.", ""]
+    return out
+
+
 def judge(c, ours, base):
     """(ratio, target text, met) for one pair; met is None where the target does not apply."""
     if ours.unit != base.unit:
@@ -212,9 +280,11 @@ def render(runs, notes):
     if not runs:
         out += ["No results yet.", ""]
     summary = []
+    grouped = []
     sections = []
     for run in runs:
         paired, alone = run.rows()
+        grouped += group_tables(run, paired)
         sec = [f"## Run `{rel(run.results_path)}`", ""] + machine_lines(run) + [""]
         by_class = {}
         for c, ours, base in paired:
@@ -227,7 +297,7 @@ def render(runs, notes):
                 ratio, target, met = judge(c, ours, base)
                 sec.append(f"| {method(ours.benchmark)} | {params_text(ours.params)} | {ours.cell()} | {ours.spread()}"
                            f" | {method(base.benchmark)} | {base.cell()} | {ratio_text(ratio)} | {target} | {met_text(met)} |")
-                if met is not None:
+                if met is not None and not c.get("group"):
                     summary.append(f"| {short(ours.benchmark)} vs {method(base.benchmark)} | {params_text(ours.params)}"
                                    f" | {ours.cell()} | {base.cell()} | {ratio_text(ratio)} | {target} | {met_text(met)}"
                                    f" | `{rel(run.results_path)}` |")
@@ -240,10 +310,12 @@ def render(runs, notes):
                            f" | {len(m.values)} in {m.forks} fork(s) |")
             sec.append("")
         sections += sec
+    if summary or grouped:
+        out += ["## Targets", ""]
     if summary:
-        out += ["## Targets", "",
-                "| comparison | params | ours median | baseline median | ratio | target | met | results |",
+        out += ["| comparison | params | ours median | baseline median | ratio | target | met | results |",
                 "|---|---|---|---|---|---|---|---|"] + summary + [""]
+    out += grouped
     out += sections
     if notes:
         out += ["## Findings", "", notes.rstrip(), ""]
