@@ -5,8 +5,13 @@
 #   smoke     every GPU benchmark once on small tables (about 2 min): do the paths work at all?
 #   attach    AttachBench (Java and its C baseline) at 1, 4 and 16 GiB   (about 4 min)
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)
-#   gather    GpuGatherBench: random rows vs a sequential read, 3 backends (about 3 min)
-#   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows               (about 2 min)
+#   gather    GpuGatherBench on 2 GiB tables: random rows vs a sequential read, our 3 views and the 2 engine-pinned
+#             baselines (cuMemHostAlloc; anonymous memory + cuMemHostRegister), 64/264/1024-byte rows (about 3 min)
+#   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows, every method    (about 2 min)
+#   pinned    the gathers only (3 views, 2 engine baselines) on 2 and 16 GiB tables, 64/264/1024-byte rows: issue 14's
+#             target, each view >= 0.98 of each baseline's rows/s (30 forks, about 5 min)
+#   pinned40  the same on 40 GiB tables (15 forks of about 25 s, about 6-7 min); reserves 20736 huge pages (40.5 GiB).
+#             ROW_BYTES (e.g. 64,264 then 1024) narrows pinned and pinned40 if a part must fit a shorter command
 #   restart   RestartBench: process start to tables usable, Java, C and Python (with import torch alone), 16 GiB,
 #             the three backends (about 6 min); BACKEND and TABLE_MIB narrow it, e.g. BACKEND=cuda-vmm TABLE_MIB=40960
 #   restart-py16, restart-py40   RestartBench's benchmarks (javaClient, cClient, pythonClient,
@@ -18,8 +23,8 @@
 #   busy      BusyDaemonBench: an import with 1,000 idle, slowloris or polling peers, against none (about 2 min)
 #   coldload  CheckpointLoader against pread, from the page cache and cold, on this machine (about 2 min;
 #             the checkpoint goes to $ENGRAM_BENCH_DIR, which must not be tmpfs)
-# Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only; restart-py40
-# on memfd-hugetlb takes at least 20736 = 40.5 GiB).
+# Huge pages for the hugetlb paths are reserved first (HUGEPAGES, default 17408 = 34 GiB; root only; pinned40, and
+# restart-py40 on memfd-hugetlb, take at least 20736 = 40.5 GiB).
 # Usage: OUT=/some/dir [BACKEND=cuda-vmm|memfd-hugetlb|memfd] bash bench-gpu-pass.sh PART [PART...]
 set -uo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
@@ -32,8 +37,13 @@ for part in "$@"; do
         smoke) args=(--name gpu-smoke -f 1 -wi 0 -i 1 -p tableMiB=64 -p gatherRows=65536 -p rowBytes=264) ;;
         attach) args=(--name attach -p tableMiB=1024,4096,16384 AttachBench) ;;
         attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
-        gather) args=(--name gather GpuGatherBench) ;;
+        gather) args=(--name gather -p tableMiB=2048 GpuGatherBench) ;;
         gather16) args=(--name gather-16g -p tableMiB=16384 -p rowBytes=264 GpuGatherBench) ;;
+        pinned|pinned40)
+            mib=2048,16384 name=gather-pinned
+            [ "$part" = pinned40 ] && mib=40960 name=gather-pinned-40g
+            args=(--name "$name${ROW_BYTES:+-r${ROW_BYTES//,/_}}" -p "tableMiB=$mib" -p "rowBytes=${ROW_BYTES:-64,264,1024}"
+                  'GpuGatherBench\.gather') ;;
         restart) args=(--name "restart${BACKEND:+-$BACKEND}${TABLE_MIB:+-$TABLE_MIB}"
                        -p "backend=${BACKEND:-memfd,memfd-hugetlb,cuda-vmm}" -p "tableMiB=${TABLE_MIB:-16384}"
                        RestartBench) ;;
@@ -45,12 +55,13 @@ for part in "$@"; do
         busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
                         'ColdLoadBench\.(loaderIntoMemfd|preadIntoAnonymous)$') ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, pinned, pinned40, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
     esac
     suite=gpu
     case "$part" in handshake|coldload|busy) suite=cpu ;; esac
     pages=$HUGEPAGES
-    if [ "$part" = restart-py40 ] && [ "${BACKEND:-cuda-vmm}" = memfd-hugetlb ] && [ "$pages" -lt 20736 ]; then
+    if { [ "$part" = restart-py40 ] && [ "${BACKEND:-cuda-vmm}" = memfd-hugetlb ] || [ "$part" = pinned40 ]; } \
+        && [ "$pages" -lt 20736 ]; then
         pages=20736 # the 40 GiB table (20480 pages) and some room
     fi
     name=${args[1]}

@@ -275,6 +275,9 @@ def render(runs, notes):
            " Java: `scripts/bench-gpu-bundle.sh` here, then `OUT=dir bash bench-gpu-pass.sh smoke attach attach32"
            " gather restart` there (parts that fit 10-minute commands), and copy the results to"
            " `bench/results/<date>-<machine>/`",
+           "- GPU gather against the engines' own pinned copies (cuMemHostAlloc, cuMemHostRegister), at 2, 16 and"
+           " 40 GiB with 64, 264 and 1024-byte rows: `bench-gpu-pass.sh pinned` (about 5 min) and"
+           " `bench-gpu-pass.sh pinned40` (about 6-7 min), one command each",
            "- Any JMH option passes through, e.g. `scripts/bench-run.sh -f 1 -p tables=64 Handshake`",
            "- This page: `python3 scripts/bench-report.py -o docs/benchmarks.md`", ""]
     if not runs:
