@@ -261,6 +261,12 @@ public final class GpuGatherTables {
             hostTable = address;
         }
 
+        /** Fills {@code bytes} at {@code address} as every backend's table is filled; the checks read it there. */
+        void fillHostTable(long address, long bytes) {
+            NativeMemory.fillRandomParallel(address, bytes, FILL_SEED);
+            hostTable(address);
+        }
+
         /** A CPU address of the table's first byte (the client's read-only mapping, or the daemon's). */
         long hostTable() {
             return hostTable;
@@ -359,8 +365,7 @@ public final class GpuGatherTables {
         @Override
         long createAndView(long bytes, TablePlacement placement) {
             PinnedHostBuffer buffer = keep(PinnedHostBuffer.allocate(bytes, 0, NAME));
-            NativeMemory.fillRandomParallel(buffer.hostAddress(), bytes, FILL_SEED);
-            hostTable(buffer.hostAddress());
+            fillHostTable(buffer.hostAddress(), bytes);
             return buffer.devicePointer();
         }
     }
@@ -379,10 +384,8 @@ public final class GpuGatherTables {
                 Numa.apply(memory, placement.memfdPolicy());
             }
             Posix.madvise(memory, 0, bytes, Posix.MADV_POPULATE_WRITE);
-            NativeMemory.fillRandomParallel(memory.address(), bytes, FILL_SEED);
-            HostRegistration registration = keep(HostRegistration.register(memory.address(), bytes, 0, false));
-            hostTable(memory.address());
-            return registration.devicePointer();
+            fillHostTable(memory.address(), bytes);
+            return keep(HostRegistration.register(memory.address(), bytes, 0, false)).devicePointer();
         }
     }
 
@@ -392,12 +395,11 @@ public final class GpuGatherTables {
         @Override
         long createAndView(long bytes, TablePlacement placement) {
             HostNumaAllocation allocation = keep(HostNumaAllocation.create(bytes, placement.vmmNode(), NAME));
-            NativeMemory.fillRandomParallel(allocation.hostAddress(), allocation.size(), FILL_SEED);
+            fillHostTable(allocation.hostAddress(), allocation.size());
             VmmImport view;
             try (Fd fd = allocation.exportFd()) { // the client closes its fd once attached
                 view = keep(VmmImport.attach(List.of(fd), List.of(allocation.size()), 0, Access.READ_ONLY));
             }
-            hostTable(allocation.hostAddress());
             return view.base(0);
         }
     }
