@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 14's cold-start benchmarks on the GPU machine, from the repository root, with the bench bundle
+# (scripts/bench-gpu-bundle.sh, carried as bench/tmp/gpu-bundle). Generates one checkpoint in the V4.1 layout
+# (4 layers x ROWS rows x 264 B) for every fork (ENGRAM_BENCH_CHECKPOINT), then one JMH run:
+#   CACHE=warm (default): ColdStartBench readIntoRegions (every backend), preadIntoAnonymous and memcpy, and
+#                         DaemonRestartBench.reload (every backend): the read phase and process start to ready
+#   CACHE=cold:           ColdStartBench readIntoRegions (every backend), preadIntoAnonymous, directRead, ddDirect
+# Huge pages for memfd-hugetlb are reserved first and given back at the end. Results in OUT_DIRECTORY/NAME.
+# Usage: [ROWS=32537631] [CACHE=warm|cold] [NAME=coldstart] bash scripts/gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]
+set -uo pipefail
+OUT=${1:?usage: gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]}; shift
+B=$(pwd)/bench/tmp/gpu-bundle
+W=/tmp/engram-coldstart
+ROWS=${ROWS:-32537631}
+CACHE=${CACHE:-warm}
+NAME=${NAME:-coldstart-$CACHE}
+mkdir -p "$W/tmp" "$OUT"
+[ -x "$W/jre/bin/java" ] || tar -C "$W" -xzf "$B/jre.tar.gz"
+J=$W/jre/bin/java
+CK=/var/tmp/engram-coldstart-ck
+if [ ! -f "$CK/model.safetensors" ]; then
+    "$J" -Djnr.ffi.x86asm.enabled=false -Djava.io.tmpdir="$W/tmp" -cp "$B/benchmarks.jar" io.engramhost.cli.Main \
+        generate --out "$CK" --rows "$ROWS" --dim 256 --layers 0,1,2,3 --single-file 2>&1 | tail -1 | tee "$OUT/$NAME-generate.txt"
+fi
+SIZE=$(stat -c %s "$CK/model.safetensors")
+echo $(( SIZE / (2 << 20) + 256 )) > /proc/sys/vm/nr_hugepages
+echo "nr_hugepages $(cat /proc/sys/vm/nr_hugepages); $(free -g | sed -n 2p)" | tee "$OUT/$NAME-memory.txt"
+export ENGRAM_BENCH_CHECKPOINT=$CK/model.safetensors ENGRAM_GIT_COMMIT=$(cat "$B/COMMIT" 2>/dev/null || echo unknown)
+if [ "$CACHE" = warm ]; then
+    INCLUDES=('ColdStartBench\.(readIntoRegions|preadIntoAnonymous|memcpy)$' 'DaemonRestartBench\.reload$')
+else
+    INCLUDES=('ColdStartBench\.(readIntoRegions|preadIntoAnonymous|directRead|ddDirect)$')
+fi
+"$J" -Djava.io.tmpdir="$W/tmp" -jar "$B/benchmarks.jar" --suite cpu --out "$OUT/$NAME" "${INCLUDES[@]}" \
+    -p backend=memfd,memfd-hugetlb,cuda-vmm -p threads=16 -p cache="$CACHE" -wi 1 -i 3 "$@" 2>&1 \
+    | grep -E "^(Benchmark|ColdStart|DaemonRestart|# Benchmark|# Param)|Error|error|Exception|\) +[0-9]" | tail -60
+echo 0 > /proc/sys/vm/nr_hugepages
