@@ -6,9 +6,11 @@
 #   scripts/numa-guest-checks.sh [--quick|--ci]
 #
 # Each check prints PASS/FAIL/SKIP and a line of what it saw; results.txt and every log go to $ENGRAM_NUMA_VM_OUT.
-# --quick: the placement policies, the refusals and the EPERM probe; without it also the numa module's tests;
-# --ci: the placement policies and the EPERM probe only (bin/test's subset, within its budget on 2 TCG cores)
-# (JUnit console launcher), and preferred:1 with room on node 1.
+# --quick: the placement policies, the refusals, the checks without CAP_SYS_NICE and under a seccomp filter that
+# denies mbind (EPERM); without it also the numa module's tests (JUnit console launcher), preferred:1 with room on
+# node 1 and --numa none under the filter;
+# --ci: the placement policies, without CAP_SYS_NICE, and --numa 1 under the filter only (bin/test's subset, within
+# its budget on 2 TCG cores).
 # Exit status: 0 when no check failed.
 set -uo pipefail
 [ "${ENGRAM_NUMA_VM:-}" = 1 ] || { echo "numa-guest-checks: runs inside scripts/numa-vm.sh's guest (ENGRAM_NUMA_VM=1)" >&2; exit 2; }
@@ -171,6 +173,31 @@ nosysnice_checks() {
 
 }
 
+# Under a seccomp filter that fails mbind, set_mempolicy and get_mempolicy with EPERM (scripts/seccomp-deny.py), as a
+# container runtime's default profile does without CAP_SYS_NICE: --numa 1 must fail with the documented message,
+# --numa none must serve.
+seccomp_check() {
+  local p=$1 n=seccomp-$1 h msg
+  ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" python3 scripts/seccomp-deny.py -- bin/engram-host serve --checkpoint "$CK" \
+    --socket /run/$n.sock --threads 2 --numa "$p" > "$OUT/$n.daemon.log" 2>&1 &
+  DPID=$!
+  for _ in $(seq 1 1200); do grep -q ' ready: ' "$OUT/$n.daemon.log" && break; kill -0 $DPID 2>/dev/null || break; sleep 0.25; done
+  if grep -q ' ready: ' "$OUT/$n.daemon.log"; then
+    python3 scripts/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
+    local crc=$?
+    stop_daemon
+    h=$(histogram "$n" spill)
+    if [ $p = none ] && [ $crc = 0 ]; then rec PASS "$n" "mbind denied by seccomp: --numa none serves; $h"
+    else rec FAIL "$n" "--numa $p served under the filter (client rc $crc): $h"; fi
+  else
+    wait $DPID; DPID=
+    msg=$(grep 'engram-host serve:' "$OUT/$n.daemon.log" | tail -1)
+    if [ $p = 1 ] && echo "$msg" | grep -q "mbind(.*) failed: EPERM .*seccomp profile forbids mbind.*--numa none avoids it"; then
+      rec PASS "$n" "refused under the filter: $msg"
+    else rec FAIL "$n" "--numa $p did not start: $(grep -v '^\s*$' "$OUT/$n.daemon.log" | tail -1)"; fi
+  fi
+}
+
 echo "== a daemon per policy, a client importing and checking SHA-256, status's placement histogram ($(el))"
 # Two at a time: a JVM under TCG spends tens of seconds starting, on one vCPU; the guest has two.
 # (the checks without CAP_SYS_NICE run beside the first two)
@@ -180,7 +207,9 @@ nosysnice_checks &
 wait
 policy interleave half --numa interleave &
 ENGRAM_HOST_TEST_GPU_NUMA_NODES=1 policy auto-gpu-node1 node1 --numa auto &
+seccomp_check 1 &
 wait
+[ $CI = 1 ] || seccomp_check none
 if grep -q "TEST ONLY (ENGRAM_HOST_TEST_GPU_NUMA_NODES=1)" "$OUT/auto-gpu-node1.daemon.log" \
     && grep -q "numa bind:1" "$OUT/auto-gpu-node1.daemon.log"; then
   rec PASS auto-resolves "auto with a GPU on node 1 resolved to bind:1, TEST ONLY said once on stderr"
