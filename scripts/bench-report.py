@@ -85,8 +85,8 @@ class Measurement:
             rows, nbytes = int(p["gatherRows"]), int(p["gatherRows"]) * int(p["rowBytes"])
             rate = f"{nbytes / s / 1e9:.1f} GB/s"
             return rate + (f", {rows / s / 1e6:.1f} M rows/s" if "gather" in method(self.benchmark) else "")
-        if "RestartBench" in self.benchmark:
-            return ""
+        if "RestartBench" in self.benchmark or "ColdStartBench" in self.benchmark:
+            return ""  # their checkpoint may be $ENGRAM_BENCH_CHECKPOINT, whose size no parameter gives
         if "batch" in p:
             return f"{int(p['batch']) / s / 1e6:.1f} M rows/s"
         if "checkpointMiB" in p:
