@@ -90,7 +90,8 @@ final class ServeCommand implements Callable<Integer> {
             description = "Tensors to place in GPU memory (cuda-vmm device allocations).")
     List<String> deviceTensors = List.of();
 
-    @Option(names = "--gpus", split = ",", paramLabel = "N", description = "GPUs for --device-tensors (default: all).")
+    @Option(names = "--gpus", split = ",", paramLabel = "N", description = "The GPUs this daemon serves (default: all): --device-tensors go to each,"
+            + " and --numa auto places the host tables by their NUMA nodes.")
     List<Integer> gpus;
 
     @Option(names = "--metrics-port", defaultValue = "0", paramLabel = "PORT",

@@ -125,7 +125,7 @@ public final class CatalogFactory {
         switch (ctx.backend()) {
             case MEMFD, MEMFD_HUGETLB -> {
                 PageKind pages = ctx.backend() == Backend.MEMFD ? PageKind.SMALL : PageKind.HUGE_2M;
-                policy = spec.resolve(topology, spec.isAuto() ? gpuNodes(topology) : List.of());
+                policy = spec.resolve(topology, spec.isAuto() ? served(gpuNodes(topology), ctx.gpus()) : List.of());
                 factory = HostRegionFactory.memfd(pages, policy);
                 placement = "numa " + policy;
             }
@@ -195,7 +195,26 @@ public final class CatalogFactory {
         return gpus;
     }
 
-    /** The GPUs' nodes for --numa auto: sysfs first, CUDA's HOST_NUMA_ID where sysfs says -1. */
+    /**
+     * The nodes of the GPUs this daemon serves, for --numa auto: {@code gpus} (--gpus) picks from {@code all} (every
+     * GPU's node, by CUDA index); null: every GPU. A GPU that does not exist is an error naming the flag.
+     */
+    static List<OptionalInt> served(List<OptionalInt> all, List<Integer> gpus) {
+        if (gpus == null) {
+            return all;
+        }
+        List<OptionalInt> out = new ArrayList<>();
+        for (int g : gpus) {
+            if (g < 0 || g >= all.size()) {
+                throw new IllegalArgumentException("--gpus: GPU " + g + " does not exist (this machine has "
+                        + all.size() + (all.size() == 1 ? " GPU" : " GPUs") + ")");
+            }
+            out.add(all.get(g));
+        }
+        return out;
+    }
+
+    /** Every GPU's node for --numa auto, by CUDA index: sysfs first, CUDA's HOST_NUMA_ID where sysfs says -1. */
     private static List<OptionalInt> gpuNodes(Topology topology) {
         List<OptionalInt> out = new ArrayList<>();
         String test = System.getenv(TEST_GPU_NUMA_NODES);
