@@ -10,8 +10,11 @@ final class HugePageBudget {
     private HugePageBudget() {
     }
 
-    /** {@code nodes} empty: the system-wide pool; otherwise the pools of those nodes together. */
-    static String check(long bytes, long pageSize, List<Integer> nodes, String where, Topology topology) {
+    /**
+     * {@code nodes} empty: the system-wide pool; otherwise the pools of those nodes together. {@code note} ends the
+     * line and the refusal ("" for none).
+     */
+    static String check(long bytes, long pageSize, List<Integer> nodes, String where, Topology topology, String note) {
         if (pageSize <= Posix.pageSize() || Long.bitCount(pageSize) != 1) {
             throw new IllegalArgumentException("memory budget: huge page size " + pageSize
                     + " is not a power of two larger than the base page size (" + Bytes.exact(Posix.pageSize()) + ")");
@@ -42,12 +45,13 @@ final class HugePageBudget {
         }
         String pagesWhere = nodes.isEmpty() ? "" : " " + where;
         if (need <= free) {
-            return need + " " + size + " huge pages fit" + pagesWhere + ": " + free + " free";
+            return need + " " + size + " huge pages fit" + pagesWhere + ": " + free + " free" + note;
         }
         throw new NumaException("need " + need + " free " + size + " huge pages" + pagesWhere + " but only " + free
                 + (free == 1 ? " is" : " are") + " free (" + reserved(topology, pageSize, nodes, total)
                 + "); reserve them with: " + howToReserve(topology, pageSize, nodes, pools, need - free)
-                + (pageSize >= 1L << 30 ? " (or at boot: hugepagesz=1G hugepages=N, as 1 GiB pages rarely come free later)" : ""));
+                + (pageSize >= 1L << 30 ? " (or at boot: hugepagesz=1G hugepages=N, as 1 GiB pages rarely come free later)" : "")
+                + note);
     }
 
     private static String reserved(Topology topology, long pageSize, List<Integer> nodes, long total) {

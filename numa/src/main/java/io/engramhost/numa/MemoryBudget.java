@@ -2,6 +2,7 @@ package io.engramhost.numa;
 
 import io.engramhost.util.Bytes;
 import java.util.List;
+import java.util.OptionalLong;
 
 /**
  * Refuses, before anything is allocated, a table that cannot fit where its policy puts it. Ordinary
@@ -10,6 +11,12 @@ import java.util.List;
  * {@code preferred} (which falls back to other nodes). Hugetlb memory counts free pages of the pool.
  * Where one node holds all the memory, the system-wide figures are used: some VMs report far less
  * in {@code node0/meminfo} than in {@code /proc/meminfo}.
+ *
+ * <p>On a machine whose memory appears as it is used (MemTotal grows while memory is filled, as on some starts of
+ * the project's two-GPU H200 machine), MemFree and the file cache say too little; the operator then states the
+ * memory with {@code serve --memory-budget SIZE}, which replaces the available ordinary memory of where the policy
+ * puts the tables (docs/operating.md, "Sizing"). It does not apply to huge pages: pages not reserved cannot
+ * appear, so their pool is checked as without it.
  */
 public final class MemoryBudget {
     private MemoryBudget() {
@@ -20,8 +27,20 @@ public final class MemoryBudget {
      * saying what was checked otherwise. {@code hugePageSize} is used only when {@code hugetlb}.
      */
     public static String check(long bytes, NumaPolicy policy, boolean hugetlb, long hugePageSize, Topology topology) {
-        if (bytes <= 0) {
-            throw new IllegalArgumentException("memory budget: size must be positive, was " + bytes);
+        return check(bytes, policy, hugetlb, hugePageSize, topology, OptionalLong.empty());
+    }
+
+    /**
+     * As {@link #check(long, NumaPolicy, boolean, long, Topology)}, with the operator's {@code --memory-budget}
+     * when present: for ordinary pages {@code bytes} are compared with it instead of MemFree + file cache of the bound
+     * node, the interleaved nodes together or the whole machine (the figures are still read, and the line quotes
+     * them); the hugetlb pool is checked as without it, and the line or the refusal says it was not used.
+     */
+    public static String check(long bytes, NumaPolicy policy, boolean hugetlb, long hugePageSize, Topology topology,
+            OptionalLong budget) {
+        if (bytes <= 0 || budget.orElse(1) <= 0) {
+            throw new IllegalArgumentException("memory budget: size must be positive, was " + bytes
+                    + (budget.isPresent() ? " (--memory-budget " + budget.getAsLong() + ")" : ""));
         }
         NumaPolicy resolved = policy.validate(topology);
         boolean local = resolved instanceof NumaPolicy.Bind || resolved instanceof NumaPolicy.Interleave;
@@ -29,10 +48,20 @@ public final class MemoryBudget {
         String where = nodes.isEmpty() ? "on this machine" : nodes.size() == 1 ? "on NUMA node " + nodes.get(0)
                 : "on NUMA nodes " + CpuList.format(nodes);
         if (hugetlb) {
-            return HugePageBudget.check(bytes, hugePageSize, nodes, where, topology);
+            return HugePageBudget.check(bytes, hugePageSize, nodes, where, topology, budget.isEmpty() ? ""
+                    : "; --memory-budget applies to ordinary pages only: huge pages must be reserved before serve");
         }
         Meminfo mem = nodes.isEmpty() ? topology.system() : nodes.stream().map(n -> topology.node(n).orElseThrow().memory())
                 .reduce(Meminfo::plus).orElseThrow();
+        if (budget.isPresent()) {
+            String now = " (MemFree + file cache now " + Bytes.format(mem.availableBytes()) + ")";
+            if (bytes > budget.getAsLong()) {
+                throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but --memory-budget gives only "
+                        + Bytes.format(budget.getAsLong()) + now);
+            }
+            return Bytes.format(bytes) + " fits the --memory-budget of " + Bytes.format(budget.getAsLong()) + " " + where
+                    + now;
+        }
         if (bytes > mem.availableBytes()) {
             throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but only "
                     + Bytes.format(mem.availableBytes()) + " is free (MemFree " + Bytes.format(mem.freeBytes())

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.util.List;
+import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
 
 class MemoryBudgetTest {
@@ -117,5 +118,70 @@ class MemoryBudgetTest {
                         () -> MemoryBudget.check(GIB, NumaPolicy.none(), true, GB1, t)).getMessage());
         assertThrows(IllegalArgumentException.class, () -> MemoryBudget.check(GIB, NumaPolicy.none(), true, 4096, t));
         assertThrows(IllegalArgumentException.class, () -> MemoryBudget.check(0, NumaPolicy.none(), false, 0, t));
+    }
+
+    @Test
+    void shouldCompareWithTheOverrideInsteadOfWhatIsFreeWhereverTheTablesGo() {
+        // node 1 has 120.3 GiB free: the override says 200 GiB will be there (memory that appears as it is used)
+        assertEquals("189.0 GiB fits the --memory-budget of 200.0 GiB on NUMA node 1 (MemFree + file cache now"
+                + " 120.3 GiB)", MemoryBudget.check(TABLES, NumaPolicy.bind(1), false, 0, twoSocket,
+                        OptionalLong.of(200 * GIB)));
+        assertEquals("189.0 GiB fits the --memory-budget of 189.0 GiB on NUMA nodes 0-1 (MemFree + file cache now"
+                + " 1.1 TiB)", MemoryBudget.check(TABLES, NumaPolicy.interleave(), false, 0, twoSocket,
+                        OptionalLong.of(TABLES)));
+        // preferred counts the whole machine; the preferred node's figure is what the override overrules: no spill line
+        assertEquals("189.0 GiB fits the --memory-budget of 1.0 TiB on this machine (MemFree + file cache now 1.1 TiB)",
+                MemoryBudget.check(TABLES, NumaPolicy.preferred(1), false, 0, twoSocket, OptionalLong.of(1024 * GIB)));
+    }
+
+    @Test
+    void shouldRefuseWhatTheOverrideCannotHoldEvenWhenMoreIsFree() {
+        NumaException e = assertThrows(NumaException.class, () -> MemoryBudget.check(TABLES, NumaPolicy.bind(0), false,
+                0, twoSocket, OptionalLong.of(100 * GIB)));
+        assertEquals("need 189.0 GiB on NUMA node 0 but --memory-budget gives only 100.0 GiB (MemFree + file cache now"
+                + " 980.0 GiB)", e.getMessage());
+        assertEquals("189.0 GiB fits the --memory-budget of 189.0 GiB on NUMA node 0 (MemFree + file cache now"
+                + " 980.0 GiB)", MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket,
+                        OptionalLong.of(TABLES)));
+        assertThrows(NumaException.class, () -> MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket,
+                OptionalLong.of(TABLES - 1)));
+    }
+
+    @Test
+    void shouldLetTheOverrideExceedWhatASingleNodeMachineHasNow() {
+        // the H200 machine on a start whose memory grows: proc/meminfo says 125.6 GiB available, 200 GiB is asked
+        Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
+        assertThrows(NumaException.class, () -> MemoryBudget.check(200 * GIB, NumaPolicy.none(), false, 0, vm));
+        assertEquals("200.0 GiB fits the --memory-budget of 240.0 GiB on this machine (MemFree + file cache now"
+                + " 125.6 GiB)", MemoryBudget.check(200 * GIB, NumaPolicy.bind(0), false, 0, vm,
+                        OptionalLong.of(240 * GIB)));
+        assertEquals("need 200.0 GiB on this machine but --memory-budget gives only 120.0 GiB (MemFree + file cache"
+                + " now 125.6 GiB)", assertThrows(NumaException.class, () -> MemoryBudget.check(200 * GIB,
+                        NumaPolicy.none(), false, 0, vm, OptionalLong.of(120 * GIB))).getMessage());
+    }
+
+    @Test
+    void shouldCheckHugePagesAsWithoutTheOverrideAndSaySo() {
+        Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(2 * GIB, NumaPolicy.none(), true, MB2, vm, OptionalLong.of(100 * GIB)));
+        assertEquals("need 1024 free 2 MiB huge pages but only 0 are free (vm.nr_hugepages=0); reserve them with:"
+                + " sysctl vm.nr_hugepages=1024; --memory-budget applies to ordinary pages only: huge pages must be"
+                + " reserved before serve", e.getMessage());
+        assertEquals("1000 2 MiB huge pages fit on NUMA node 0: 1000 free; --memory-budget applies to ordinary pages"
+                + " only: huge pages must be reserved before serve", MemoryBudget.check(2000 * (1L << 20),
+                        NumaPolicy.bind(0), true, MB2, twoSocket, OptionalLong.of(1)));
+    }
+
+    @Test
+    void shouldRefuseAnOverrideThatIsNotPositiveAndANodeWithoutMemoryFirst() {
+        assertThrows(IllegalArgumentException.class,
+                () -> MemoryBudget.check(GIB, NumaPolicy.none(), false, 0, twoSocket, OptionalLong.of(0)));
+        assertThrows(IllegalArgumentException.class,
+                () -> MemoryBudget.check(GIB, NumaPolicy.none(), false, 0, twoSocket, OptionalLong.of(-GIB)));
+        Topology t = Fixtures.topology(Fixtures.MEMORYLESS);
+        assertEquals("NUMA node 1 has no memory (CPUs 96-191,288-383 only); nodes with memory: 0",
+                assertThrows(NumaException.class, () -> MemoryBudget.check(GIB, NumaPolicy.bind(1), false, 0, t,
+                        OptionalLong.of(1024 * GIB))).getMessage());
     }
 }
