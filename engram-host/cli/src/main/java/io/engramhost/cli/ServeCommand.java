@@ -39,6 +39,24 @@ final class ServeCommand implements Callable<Integer> {
             description = "auto, none, N, preferred:N or interleave (default: ${DEFAULT-VALUE}).")
     String numa;
 
+    @Option(names = "--memory-budget", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "Bytes of ordinary memory the tables may use where --numa puts them, checked instead of"
+                    + " MemFree + file cache: for memory that appears as it is used. Bytes or a number with K, M, G, T"
+                    + " (or KiB, MiB, GiB, TiB; powers of 1024): 120G, 512M. Not for huge pages (default: none).")
+    Long memoryBudget;
+
+    /** {@code --memory-budget}: {@link Bytes#parse}, refused as a usage error (exit 2) naming the option. */
+    static final class SizeConverter implements picocli.CommandLine.ITypeConverter<Long> {
+        @Override
+        public Long convert(String value) {
+            try {
+                return Bytes.parse(value);
+            } catch (IllegalArgumentException e) {
+                throw new picocli.CommandLine.TypeConversionException(e.getMessage());
+            }
+        }
+    }
+
     @Mixin
     SocketOptions socket;
 
@@ -124,7 +142,7 @@ final class ServeCommand implements Callable<Integer> {
         DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
                 socket.device, new HashSet<>(allowUids), threads(), new ConnectionLimits(maxConnections, maxPerUid,
                 helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
-                gpus).conclude();
+                gpus, memoryBudget).conclude();
         if (metricsPort < 0 || metricsPort > 65535) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-port must be 0 (off) or "
                     + "1-65535, got " + metricsPort);
@@ -165,6 +183,12 @@ final class ServeCommand implements Callable<Integer> {
         }
         io.engramhost.os.Fd passedListener = taken == null && passed != null ? passed.takeListener(path) : null;
         Daemon daemon = taken != null ? taken : Daemon.start(ctx, path, passedListener);
+        if (prepared != null) { // STATUS: how the memory was checked (carried over by a takeover and the fd store)
+            daemon.progress().put("memory_check", prepared.budget());
+            if (memoryBudget != null) {
+                daemon.progress().put("memory_budget", memoryBudget);
+            }
+        }
         java.util.Set<String> stale = passed == null ? java.util.Set.of()
                 : passed.closeRest(passedListener != null && passedListener.isOpen());
         if (notify != null) {

@@ -93,6 +93,9 @@ final class StatusCommand implements Callable<Integer> {
         if (s.containsKey("placement")) {
             System.out.printf("placement  %s%n", s.get("placement"));
         }
+        if (s.containsKey("memory_check")) {
+            System.out.printf("memory     %s%n", s.get("memory_check"));
+        }
         List<?> leases = (List<?>) s.get("leases");
         System.out.printf("leases     %d%n", leases.size());
         for (Object o : leases) {

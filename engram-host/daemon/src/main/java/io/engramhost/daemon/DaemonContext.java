@@ -14,17 +14,26 @@ import java.util.Set;
  * @param socketTemplate the --socket flag (null: ENGRAM_HOST_SOCKET, else the default)
  * @param allowUids      uids admitted besides the daemon's own
  * @param limits         what one peer's connections may cost (docs/protocol.md)
+ * @param memoryBudget   --memory-budget in bytes, checked instead of the free memory (null: none; {@link StoreSettings})
  */
 public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa,
         String socketTemplate, String instance, Integer device, Set<Integer> allowUids, int threads,
-        ConnectionLimits limits, List<String> deviceTensors, List<Integer> gpus) {
+        ConnectionLimits limits, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget) {
+
+    /** Settings without a --memory-budget. */
+    public DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa, String socketTemplate,
+            String instance, Integer device, Set<Integer> allowUids, int threads, ConnectionLimits limits,
+            List<String> deviceTensors, List<Integer> gpus) {
+        this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads, limits,
+                deviceTensors, gpus, null);
+    }
 
     /** Settings with the default connection limits, but this request timeout. */
     public DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa, String socketTemplate,
             String instance, Integer device, Set<Integer> allowUids, int threads, int requestTimeoutMillis,
             List<String> deviceTensors, List<Integer> gpus) {
         this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads,
-                ConnectionLimits.defaults().withRequestTimeout(requestTimeoutMillis), deviceTensors, gpus);
+                ConnectionLimits.defaults().withRequestTimeout(requestTimeoutMillis), deviceTensors, gpus, null);
     }
 
     public DaemonContext {
@@ -57,7 +66,7 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend
 
     /** What the store needs to prepare the load ({@code CatalogFactory.prepare}). */
     public StoreSettings store() {
-        return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus);
+        return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget);
     }
 
     public Path socketPath(Map<String, String> env, java.util.function.IntFunction<String> uuidOfDevice) {

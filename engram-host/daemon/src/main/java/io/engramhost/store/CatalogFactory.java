@@ -144,11 +144,15 @@ public final class CatalogFactory {
                 ctx.backend().wireName(), device,
                 ctx.threads());
         Limits.checkRegions(builder.regionCount());
+        java.util.OptionalLong override = ctx.memoryBudget() == null ? java.util.OptionalLong.empty()
+                : java.util.OptionalLong.of(ctx.memoryBudget());
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
-                        factory.granule(), topology);
+                        factory.granule(), topology, override);
+        // With --memory-budget the preferred node's free memory is one of the figures the operator overrules.
         java.util.Optional<String> spill = builder.plannedBytes() == 0 || ctx.backend() != Backend.MEMFD
-                ? java.util.Optional.empty() : MemoryBudget.spill(builder.plannedBytes(), policy, topology);
+                || override.isPresent() ? java.util.Optional.empty()
+                : MemoryBudget.spill(builder.plannedBytes(), policy, topology);
         return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget, builder.regionCount(), spill);
     }
 

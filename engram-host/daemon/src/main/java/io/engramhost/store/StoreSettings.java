@@ -13,9 +13,11 @@ import java.util.Objects;
  * @param device        the GPU a cuda-vmm backend allocates in (null: GPU 0)
  * @param deviceTensors patterns of tensors kept in GPU memory (empty: none)
  * @param gpus          the GPUs that get the device tensors (null: every GPU)
+ * @param memoryBudget  {@code serve --memory-budget}: the bytes of ordinary memory the operator says the tables may
+ *                      use where the policy puts them, checked instead of MemFree + file cache (null: none)
  */
 public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
-        int threads, List<String> deviceTensors, List<Integer> gpus) {
+        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget) {
 
     public StoreSettings {
         Objects.requireNonNull(backend, "backend");
