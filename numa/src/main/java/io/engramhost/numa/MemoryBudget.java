@@ -6,9 +6,10 @@ import java.util.OptionalLong;
 
 /**
  * Refuses, before anything is allocated, a table that cannot fit where its policy puts it. Ordinary
- * memory counts as available when it is free or reclaimable file cache ({@link Meminfo#availableBytes()})
- * on the bound node, on the interleaved nodes together, or on the whole machine for {@code none} and
- * {@code preferred} (which falls back to other nodes). Hugetlb memory counts free pages of the pool.
+ * memory counts as usable when it is free or reclaimable file cache ({@link Meminfo#availableBytes()}) above the low
+ * watermark ({@code proc/zoneinfo}: below it the kernel reclaims, and a bind can meet the OOM killer) on the bound
+ * node, on the interleaved nodes together, or on the whole machine for {@code none} and {@code preferred} (which
+ * falls back to other nodes). Without {@code proc/zoneinfo} the watermark is not subtracted and the line says so. Hugetlb memory counts free pages of the pool.
  * Where one node holds all the memory, the system-wide figures are used: some VMs report far less
  * in {@code node0/meminfo} than in {@code /proc/meminfo}.
  *
@@ -62,27 +63,30 @@ public final class MemoryBudget {
             return Bytes.format(bytes) + " fits the --memory-budget of " + Bytes.format(budget.getAsLong()) + " " + where
                     + now;
         }
-        if (bytes > mem.availableBytes()) {
+        Usable usable = new Usable(mem, nodes.isEmpty() ? topology.lowWatermarks().total()
+                : topology.lowWatermarks().sum(nodes), topology);
+        if (bytes > usable.bytes()) {
             throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but only "
-                    + Bytes.format(mem.availableBytes()) + " is free (MemFree " + Bytes.format(mem.freeBytes())
-                    + " + file cache " + Bytes.format(mem.fileCacheBytes()) + ")" + interleaveHint(bytes, resolved, topology));
+                    + Bytes.format(usable.bytes()) + " is usable (" + usable.figures() + ")"
+                    + interleaveHint(bytes, resolved, topology));
         }
-        String line = Bytes.format(bytes) + " fits " + where + ": " + Bytes.format(mem.availableBytes())
-                + " free (MemFree + file cache)";
+        String line = Bytes.format(bytes) + " fits " + where + ": " + Bytes.format(usable.bytes()) + " usable ("
+                + usable.figures() + ")";
         return line + spill(bytes, resolved, topology).map(w -> "; " + w).orElse("");
     }
 
     /**
-     * For {@code preferred:N} (ordinary pages) when node N alone has less than {@code bytes} free: a warning
-     * that the rest will come from other nodes; empty otherwise. The daemon logs it as a warning.
+     * For {@code preferred:N} (ordinary pages) when node N alone has less than {@code bytes} usable (MemFree + file
+     * cache above its low watermark, the only pages the kernel gives the preferred node before it turns to others): a
+     * warning that the rest will come from other nodes; empty otherwise. The daemon logs it as a warning.
      */
     public static java.util.Optional<String> spill(long bytes, NumaPolicy policy, Topology topology) {
         if (policy instanceof NumaPolicy.Preferred p && !singleMemoryNode(topology, p.nodes())
                 && topology.node(p.node()).isPresent()) {
-            long onNode = topology.node(p.node()).orElseThrow().memory().availableBytes();
-            if (bytes > onNode) {
-                return java.util.Optional.of("preferred node " + p.node() + " has only " + Bytes.format(onNode)
-                        + " free, the rest will come from other nodes");
+            Usable onNode = usable(topology, p.node());
+            if (bytes > onNode.bytes()) {
+                return java.util.Optional.of("preferred node " + p.node() + " has only " + Bytes.format(onNode.bytes())
+                        + " usable (" + onNode.figures() + "), the rest will come from other nodes");
             }
         }
         return java.util.Optional.empty();
@@ -96,13 +100,37 @@ public final class MemoryBudget {
         if (!(resolved instanceof NumaPolicy.Bind) || topology.memoryNodes().size() < 2) {
             return "";
         }
-        long all = topology.memoryNodes().stream().mapToLong(n -> topology.node(n).orElseThrow().memory().availableBytes())
-                .sum();
+        long all = topology.memoryNodes().stream().mapToLong(n -> usable(topology, n).bytes()).sum();
         if (bytes > all) {
             return "";
         }
         return "; NUMA nodes " + CpuList.format(topology.memoryNodes()) + " together have " + Bytes.format(all)
-                + " free: --numa interleave spreads the tables over them";
+                + " usable: --numa interleave spreads the tables over them";
+    }
+
+    private static Usable usable(Topology topology, int node) {
+        return new Usable(topology.node(node).orElseThrow().memory(), topology.lowWatermarks().sum(List.of(node)),
+                topology);
+    }
+
+    /**
+     * What the kernel will hand out without reclaiming: MemFree + file cache less the low watermark of the same
+     * place, never below 0; without {@code proc/zoneinfo} MemFree + file cache, and {@link #figures()} says so.
+     */
+    private record Usable(Meminfo mem, long lowWatermark, java.util.Optional<String> unknown) {
+        Usable(Meminfo mem, long lowWatermark, Topology topology) {
+            this(mem, lowWatermark, topology.lowWatermarks().unknown());
+        }
+
+        long bytes() {
+            return Math.max(0, mem.availableBytes() - (unknown.isPresent() ? 0 : lowWatermark));
+        }
+
+        String figures() {
+            String sum = "MemFree " + Bytes.format(mem.freeBytes()) + " + file cache " + Bytes.format(mem.fileCacheBytes());
+            return unknown.map(why -> sum + "; low watermark not subtracted: " + why)
+                    .orElseGet(() -> sum + " - low watermark " + Bytes.format(lowWatermark));
+        }
     }
 
     /** True when {@code nodes} is just the one node that has memory: use the system-wide figures. */

@@ -1,5 +1,6 @@
 package io.engramhost.numa;
 
+import io.engramhost.os.Posix;
 import java.nio.file.Path;
 import java.util.Comparator;
 import java.util.List;
@@ -10,8 +11,8 @@ import java.util.stream.Collectors;
 
 /**
  * The machine's NUMA layout, read once from sysfs under a root folder ({@code /} on a real machine, a
- * fixture in tests): online nodes with their CPUs, memory, distances and huge page pools, the
- * system-wide memory and huge page figures, and which node a PCI device (a GPU) sits on.
+ * fixture in tests): online nodes with their CPUs, memory, distances, low watermarks ({@code proc/zoneinfo}) and huge
+ * page pools, the system-wide memory and huge page figures, and which node a PCI device (a GPU) sits on.
  */
 public final class Topology {
     private final Path root;
@@ -20,15 +21,17 @@ public final class Topology {
     private final Meminfo system;
     private final Map<Long, HugePagePool> systemHugePages;
     private final long nrHugepages;
+    private final LowWatermarks lowWatermarks;
 
     Topology(Path root, boolean fromSysfs, List<NumaNode> nodes, Meminfo system,
-            Map<Long, HugePagePool> systemHugePages, long nrHugepages) {
+            Map<Long, HugePagePool> systemHugePages, long nrHugepages, LowWatermarks lowWatermarks) {
         this.root = root;
         this.fromSysfs = fromSysfs;
         this.nodes = List.copyOf(nodes);
         this.system = system;
         this.systemHugePages = Map.copyOf(systemHugePages);
         this.nrHugepages = nrHugepages;
+        this.lowWatermarks = lowWatermarks;
     }
 
     /** This machine's topology, from {@code /}. */
@@ -38,7 +41,12 @@ public final class Topology {
 
     /** The topology described by {@code root/sys/...} and {@code root/proc/...}. */
     public static Topology read(Path root) {
-        return new TopologyReader(root).read();
+        return read(root, Posix.pageSize());
+    }
+
+    /** As {@link #read(Path)}, counting {@code proc/zoneinfo}'s pages as {@code pageSize} bytes (the tests' fixtures). */
+    static Topology read(Path root, long pageSize) {
+        return new TopologyReader(root, pageSize).read();
     }
 
     /** Online nodes in ascending order. */
@@ -71,6 +79,11 @@ public final class Topology {
     /** System-wide huge page pools ({@code sys/kernel/mm/hugepages}) by page size in bytes. */
     public Map<Long, HugePagePool> systemHugePages() {
         return systemHugePages;
+    }
+
+    /** Each node's low watermark from {@code proc/zoneinfo}, or why it is unknown. */
+    LowWatermarks lowWatermarks() {
+        return lowWatermarks;
     }
 
     /** {@code vm.nr_hugepages} (pages of the default huge page size), -1 when unknown. */

@@ -12,9 +12,11 @@ final class TopologyReader {
     static final String NODE_DIR = "sys/devices/system/node";
 
     private final Path root;
+    private final long pageSize;
 
-    TopologyReader(Path root) {
+    TopologyReader(Path root, long pageSize) {
         this.root = root;
+        this.pageSize = pageSize;
     }
 
     Topology read() {
@@ -43,7 +45,7 @@ final class TopologyReader {
         }
         Meminfo system = Sysfs.readIfExists(procMeminfo).map(s -> Meminfo.parse(s, procMeminfo))
                 .orElseGet(() -> nodes.stream().map(NumaNode::memory).reduce(Meminfo::plus).orElseThrow());
-        return new Topology(root, true, nodes, system, systemPools, nrHugepages);
+        return new Topology(root, true, nodes, system, systemPools, nrHugepages, lowWatermarks());
     }
 
     /** No NUMA sysfs (a kernel without CONFIG_NUMA, some containers): one node 0 with all memory. */
@@ -54,7 +56,12 @@ final class TopologyReader {
         Path cpuOnline = root.resolve("sys/devices/system/cpu/online");
         List<Integer> cpus = Sysfs.readIfExists(cpuOnline).map(s -> CpuList.parse(s, cpuOnline)).orElse(List.of());
         NumaNode node0 = new NumaNode(0, cpus, true, system, Map.of(0, 10), systemPools);
-        return new Topology(root, false, List.of(node0), system, systemPools, nrHugepages);
+        return new Topology(root, false, List.of(node0), system, systemPools, nrHugepages, lowWatermarks());
+    }
+
+    /** {@code proc/zoneinfo}'s low watermarks; a missing or unreadable file is noted there, not thrown. */
+    private LowWatermarks lowWatermarks() {
+        return LowWatermarks.read(root.resolve("proc/zoneinfo"), pageSize);
     }
 
     /** {@code nodeN/distance}: one number per online node, in ascending node order. */

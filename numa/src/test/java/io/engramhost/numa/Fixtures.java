@@ -29,7 +29,8 @@ final class Fixtures {
         }
     }
 
+    /** The fixture's topology, its {@code proc/zoneinfo} (where it has one) counted in 4 KiB pages, as captured. */
     static Topology topology(String name) {
-        return Topology.read(root(name));
+        return Topology.read(root(name), 4096);
     }
 }

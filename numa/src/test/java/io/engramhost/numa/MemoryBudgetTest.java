@@ -2,8 +2,10 @@ package io.engramhost.numa;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalLong;
 import org.junit.jupiter.api.Test;
 
@@ -20,36 +22,73 @@ class MemoryBudgetTest {
     void shouldRefuseATableThatDoesNotFitOnTheBoundNode() {
         NumaException e = assertThrows(NumaException.class,
                 () -> MemoryBudget.check(TABLES, NumaPolicy.bind(1), false, 0, twoSocket));
-        assertEquals("need 189.0 GiB on NUMA node 1 but only 120.3 GiB is free (MemFree 110.0 GiB + file cache 10.3 GiB);"
-                + " NUMA nodes 0-1 together have 1.1 TiB free: --numa interleave spreads the tables over them",
-                e.getMessage());
+        assertEquals("need 189.0 GiB on NUMA node 1 but only 119.2 GiB is usable (MemFree 110.0 GiB + file cache"
+                + " 10.3 GiB - low watermark 1.1 GiB); NUMA nodes 0-1 together have 1.1 TiB usable: --numa interleave"
+                + " spreads the tables over them", e.getMessage());
+    }
+
+    @Test
+    void shouldRefuseABindThatFitsOnlyInTheNodesLowWatermark() {
+        // node 1: 120.3 GiB MemFree + file cache, of which its low watermark (292000 pages, 1.1 GiB) is not handed out
+        long low = 292000L * 4096;
+        long freeAndCache = twoSocket.node(1).orElseThrow().memory().availableBytes();
+        assertEquals(low, twoSocket.lowWatermarks().bytes().get(1));
+        NumaException e = assertThrows(NumaException.class,
+                () -> MemoryBudget.check(freeAndCache - low + 1, NumaPolicy.bind(1), false, 0, twoSocket));
+        assertTrue(e.getMessage().startsWith("need 119.2 GiB on NUMA node 1 but only 119.2 GiB is usable (MemFree"
+                + " 110.0 GiB + file cache 10.3 GiB - low watermark 1.1 GiB); NUMA nodes 0-1"), e.getMessage());
+        assertEquals("119.2 GiB fits on NUMA node 1: 119.2 GiB usable (MemFree 110.0 GiB + file cache 10.3 GiB - low"
+                + " watermark 1.1 GiB)", MemoryBudget.check(freeAndCache - low, NumaPolicy.bind(1), false, 0, twoSocket));
+    }
+
+    @Test
+    void shouldSubtractTheInterleavedNodesWatermarksTogether() {
+        long all = twoSocket.nodes().stream().mapToLong(n -> n.memory().availableBytes()).sum();
+        long low = (291208L + 292000L) * 4096;
+        assertEquals("1.1 TiB fits on NUMA nodes 0-1: 1.1 TiB usable (MemFree 1.0 TiB + file cache 33.5 GiB - low"
+                + " watermark 2.2 GiB)", MemoryBudget.check(all - low, NumaPolicy.interleave(), false, 0, twoSocket));
+        assertThrows(NumaException.class,
+                () -> MemoryBudget.check(all - low + 1, NumaPolicy.interleave(), false, 0, twoSocket));
     }
 
     @Test
     void shouldAcceptWhatFitsAndSayWhatWasChecked() {
-        assertEquals("189.0 GiB fits on NUMA node 0: 980.0 GiB free (MemFree + file cache)",
-                MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket));
-        assertEquals("189.0 GiB fits on NUMA nodes 0-1: 1.1 TiB free (MemFree + file cache)",
-                MemoryBudget.check(TABLES, NumaPolicy.interleave(), false, 0, twoSocket));
-        assertEquals("189.0 GiB fits on this machine: 1.1 TiB free (MemFree + file cache); preferred node 1 has"
-                + " only 120.3 GiB free, the rest will come from other nodes",
+        assertEquals("189.0 GiB fits on NUMA node 0: 978.9 GiB usable (MemFree 956.8 GiB + file cache 23.2 GiB - low"
+                + " watermark 1.1 GiB)", MemoryBudget.check(TABLES, NumaPolicy.bind(0), false, 0, twoSocket));
+        assertEquals("189.0 GiB fits on NUMA nodes 0-1: 1.1 TiB usable (MemFree 1.0 TiB + file cache 33.5 GiB - low"
+                + " watermark 2.2 GiB)", MemoryBudget.check(TABLES, NumaPolicy.interleave(), false, 0, twoSocket));
+        assertEquals("189.0 GiB fits on this machine: 1.1 TiB usable (MemFree 1.0 TiB + file cache 33.5 GiB - low"
+                + " watermark 2.2 GiB); preferred node 1 has only 119.2 GiB usable (MemFree 110.0 GiB + file cache"
+                + " 10.3 GiB - low watermark 1.1 GiB), the rest will come from other nodes",
                 MemoryBudget.check(TABLES, NumaPolicy.preferred(1), false, 0, twoSocket));
+        // the spill warning counts node 1 above its watermark: what fits in MemFree + file cache alone spills too
+        long freeAndCache = twoSocket.node(1).orElseThrow().memory().availableBytes();
+        assertTrue(MemoryBudget.spill(freeAndCache, NumaPolicy.preferred(1), twoSocket).isPresent());
+        assertEquals(Optional.empty(), MemoryBudget.spill(freeAndCache - 292000L * 4096, NumaPolicy.preferred(1),
+                twoSocket));
     }
 
     @Test
     void shouldSumTheSystemForNoPolicy() {
         NumaException e = assertThrows(NumaException.class,
                 () -> MemoryBudget.check(2000 * GIB, NumaPolicy.none(), false, 0, twoSocket));
-        assertEquals("need 2.0 TiB on this machine but only 1.1 TiB is free (MemFree 1.0 TiB + file cache 33.5 GiB)",
-                e.getMessage());
+        assertEquals("need 2.0 TiB on this machine but only 1.1 TiB is usable (MemFree 1.0 TiB + file cache 33.5 GiB -"
+                + " low watermark 2.2 GiB)", e.getMessage());
     }
 
     @Test
     void shouldUseSystemFiguresWhenOneNodeHoldsAllMemory() {
         Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
         // node0/meminfo of this VM says 4.3 GiB; proc/meminfo says 125.9 GiB and is right.
-        assertEquals("16.0 GiB fits on this machine: 125.6 GiB free (MemFree + file cache)",
+        // it has no proc/zoneinfo: the watermark is not subtracted, and the line says so rather than failing
+        String zoneinfo = Fixtures.root(Fixtures.SINGLE_NODE_VM).resolve("proc/zoneinfo").toString();
+        assertEquals("16.0 GiB fits on this machine: 125.6 GiB usable (MemFree 124.7 GiB + file cache 929.6 MiB; low"
+                + " watermark not subtracted: " + zoneinfo + " is missing)",
                 MemoryBudget.check(16 * GIB, NumaPolicy.bind(0), false, 0, vm));
+        assertEquals("need 200.0 GiB on this machine but only 125.6 GiB is usable (MemFree 124.7 GiB + file cache"
+                + " 929.6 MiB; low watermark not subtracted: " + zoneinfo + " is missing)", assertThrows(
+                        NumaException.class, () -> MemoryBudget.check(200 * GIB, NumaPolicy.none(), false, 0, vm))
+                        .getMessage());
     }
 
     @Test
