@@ -235,11 +235,11 @@ dd if=/dev/zero of=/run/hog/fill bs=1M count="$hog_mib" status=none 2>/dev/null
 echo "   hog: ${hog_mib} MiB on node 1 (its low watermark ${low_mib} MiB); free now node0 $(node_free_mib 0) MiB, node1 $(node_free_mib 1) MiB, table ${table_mib} MiB" | tee -a "$RES"
 # The daemons on node 0's CPUs, so that their own memory (heap, page cache of the checkpoint) comes from node 0.
 PIN="taskset -c $(cat /sys/devices/system/node/node0/cpulist)"
-CK=$BIG PIN=$PIN refused bind1-too-big "need .* on NUMA node 1 but only .* is free .*--numa interleave spreads the tables over them" \
+CK=$BIG PIN=$PIN refused bind1-too-big "need .* on NUMA node 1 but only .* is usable \(MemFree .* - low watermark .*--numa interleave spreads the tables over them" \
   --numa 1
 # A page goes to the preferred node only while it is above its low watermark: about 10 MiB of the 201 MiB fit there.
 CK=$BIG SIDECAR=$BIG/engram-digests.json PIN=$PIN policy preferred1-spill spill --numa preferred:1
-if grep -q "WARN.*preferred node 1 has only .* free, the rest will come from other nodes" "$OUT/preferred1-spill.daemon.log"; then
+if grep -q "WARN.*preferred node 1 has only .* usable (.* - low watermark .*), the rest will come from other nodes" "$OUT/preferred1-spill.daemon.log"; then
   rec PASS preferred1-warning "$(grep -m1 -o 'WARN.*' "$OUT/preferred1-spill.daemon.log"); node 1 free after: $(node_free_mib 1) MiB"
 else
   rec FAIL preferred1-warning "no spill-over warning in preferred1-spill.daemon.log"
