@@ -105,9 +105,12 @@ class NumaTest {
             assertEquals(1, r.pagesByNode().size(), r.toString());
             int node = r.pagesByNode().keySet().iterator().next();
             assertEquals(4, r.pagesOn(node));
-            assertEquals(4, r.notPresent());
-            assertEquals(8, r.errors());
-            assertEquals("node" + node + "=4 pages (25%), not present=4 pages (25%), EFAULT=8 pages (50%)", r.toString());
+            // the 4 untouched pages are -ENOENT on most kernels; Debian's 6.1 (the two-node guest) says -EFAULT, as for
+            // the 8 pages of the hole
+            assertTrue(r.notPresent() == 4 && r.errors() == 8 || r.notPresent() == 0 && r.errors() == 12, r.toString());
+            assertEquals(r.notPresent() == 4
+                    ? "node" + node + "=4 pages (25%), not present=4 pages (25%), EFAULT=8 pages (50%)"
+                    : "node" + node + "=4 pages (25%), EFAULT=12 pages (75%)", r.toString());
         }
     }
 
