@@ -8,6 +8,7 @@
 #     mapped (-Xshare:on fails otherwise);
 #   - `--help` of every command exits 0 and lists its options;
 #   - the bash completion completes commands and --backend's values;
+#   - jffi loads its stub library from app/jni, not from a copy unpacked into the temporary directory;
 #   - `bin/engram-attach --self-test-sha256` runs;
 #   - `bin/engram-host demo` ends with "demo ok".
 # Usage: scripts/dist-check.sh [TARBALL]   (default: build it; prints its duration at the end)
@@ -93,6 +94,15 @@ complete_words engram-host ver | grep -qx verify || fail "completion of 'engram-
 backends=$(complete_words engram-host serve --backend "" | sort | tr '\n' ' ')
 [[ "$backends" == *cuda-vmm*memfd* ]] || fail "completion of serve --backend: $backends"
 echo "   serve --backend: $backends"
+
+step "jffi's stub library from app/jni"
+# With jffi.extract.dir set, jffi unpacks nowhere else: this fails unless the launcher's jffi.boot.library.path
+# (app/jni) is where the library is loaded from.
+topology=$(nojava ENGRAM_HOST_JVM_OPTS=-Djffi.extract.dir=/nonexistent "$home/bin/engram-host" topology 2>&1) \
+  || fail "topology: $topology"
+if printf '%s\n' "$topology" | grep -q jffi; then
+  fail "jffi was not loaded from app/jni: $topology"
+fi
 
 step "engram-attach"
 nojava "$home/bin/engram-attach" --self-test-sha256 > "$tmp/attach.txt" 2>&1 || fail "engram-attach: $(cat "$tmp/attach.txt")"

@@ -8,6 +8,8 @@
 #   app/lib/*.jar           the CLI, daemon and client jars and their dependencies
 #   app/classpath           the jars in the order the launcher puts them on the class path
 #   app/jvm.options, app/daemon.jvm.options   the JVM flags (parent pom: engram.jvm.flags, engram.daemon.jvm.flags)
+#   app/jni/x86_64-Linux/libjffi-*.so   jffi's stub library, which the launcher names (jffi.boot.library.path) so that
+#                           jffi does not unpack a copy into java.io.tmpdir on every start
 #   app/engram-host.jsa     an AppCDS archive of the classes the commands load, dumped here by the bundled runtime
 #   share/bash-completion/completions/engram-host, share/zsh/engram-host-completion.zsh   Picocli's completion
 #   licenses/               THIRD-PARTY.txt and the licence texts of every bundled jar (scripts/third-party.py)
@@ -19,7 +21,8 @@ cd "$ROOT"
 APP=engram-host/cli/target/app
 DEPS=engram-host/cli/target/app-dependencies.txt
 t0=$(date +%s)
-if [ ! -f "$APP/jvm.options" ] || [ ! -f "$DEPS" ] || ! ls "$APP"/lib/engram-cli-*.jar >/dev/null 2>&1; then
+if [ ! -f "$APP/jvm.options" ] || [ ! -f "$DEPS" ] || ! ls "$APP"/lib/engram-cli-*.jar >/dev/null 2>&1 \
+    || ! ls "$APP"/jni/x86_64-Linux/libjffi-*.so >/dev/null 2>&1; then
   echo "dist: $APP is not built: run mvn -B -DskipTests package (or mvn -B -Pdist package)" >&2
   exit 1
 fi
@@ -40,6 +43,8 @@ mkdir -p "$STAGE/bin" "$STAGE/app/lib" dist
 echo "== app: jars and JVM flags ($(($(date +%s) - t0)) s)"
 cp -p "$APP"/lib/*.jar "$STAGE/app/lib/"
 cp "$APP/jvm.options" "$APP/daemon.jvm.options" "$STAGE/app/"
+mkdir -p "$STAGE/app/jni"
+cp -r "$APP/jni/x86_64-Linux" "$STAGE/app/jni/"
 (cd "$STAGE/app/lib" && ls -1 -- *.jar | LC_ALL=C sort) > "$STAGE/app/classpath"
 cp bin/engram-host "$STAGE/bin/"
 
