@@ -2,6 +2,7 @@ package io.engramhost.os;
 
 import static io.engramhost.os.internal.LibCHolder.LIBC;
 import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.io.IOException;
@@ -73,7 +74,7 @@ public final class DirFd implements AutoCloseable {
     }
 
     private static DirFd openAt(int dirfd, String name, Path path, int extra) {
-        int raw = LIBC.openat(dirfd, name, Posix.O_RDONLY | O_DIRECTORY | Posix.O_CLOEXEC | extra, 0);
+        int raw = MORE.openat(dirfd, name, Posix.O_RDONLY | O_DIRECTORY | Posix.O_CLOEXEC | extra, 0);
         if (raw < 0) {
             int errno = LibCHolder.errno();
             boolean noFollow = (extra & O_NOFOLLOW) != 0;
@@ -89,7 +90,7 @@ public final class DirFd implements AutoCloseable {
 
     private static boolean isSymlink(int dirfd, String name) {
         Pointer buf = Memory.allocateDirect(RUNTIME, STATX_BYTES, true);
-        return LIBC.statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, buf) == 0 && decode(buf).isSymlink();
+        return MORE.statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, buf) == 0 && decode(buf).isSymlink();
     }
 
     /**
@@ -97,7 +98,7 @@ public final class DirFd implements AutoCloseable {
      * something already has that name (EEXIST), whatever it is.
      */
     public boolean mkdir(String name, int mode) {
-        if (LIBC.mkdirat(fd.get(), checkName(name), mode) == 0) {
+        if (MORE.mkdirat(fd.get(), checkName(name), mode) == 0) {
             return true;
         }
         int errno = LibCHolder.errno();
@@ -112,7 +113,7 @@ public final class DirFd implements AutoCloseable {
      * followed (ELOOP; with O_CREAT|O_EXCL, EEXIST).
      */
     public Fd openFile(String name, int flags, int mode) {
-        int raw = LIBC.openat(fd.get(), checkName(name), flags | O_NOFOLLOW | Posix.O_CLOEXEC, mode);
+        int raw = MORE.openat(fd.get(), checkName(name), flags | O_NOFOLLOW | Posix.O_CLOEXEC, mode);
         if (raw < 0) {
             int errno = LibCHolder.errno();
             throw new NativeException("open(" + path.resolve(name) + ", " + openFlags(flags) + ")", errno,
@@ -141,7 +142,7 @@ public final class DirFd implements AutoCloseable {
     /** statx of the file {@code fd} is open on. */
     public static FileStat stat(FdRef fd) {
         Pointer buf = Memory.allocateDirect(RUNTIME, STATX_BYTES, true);
-        if (LIBC.statx(fd.get(), "", AT_EMPTY_PATH, STATX_BASIC_STATS, buf) != 0) {
+        if (MORE.statx(fd.get(), "", AT_EMPTY_PATH, STATX_BASIC_STATS, buf) != 0) {
             throw new NativeException("statx(" + fd.what() + ")", LibCHolder.errno());
         }
         return decode(buf);
@@ -150,7 +151,7 @@ public final class DirFd implements AutoCloseable {
     /** statx of {@code name} in this directory, not following a symlink; null when nothing has that name. */
     public FileStat statAt(String name) {
         Pointer buf = Memory.allocateDirect(RUNTIME, STATX_BYTES, true);
-        if (LIBC.statx(fd.get(), checkName(name), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, buf) != 0) {
+        if (MORE.statx(fd.get(), checkName(name), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, buf) != 0) {
             int errno = LibCHolder.errno();
             if (errno == Errno.ENOENT) {
                 return null;
@@ -174,7 +175,7 @@ public final class DirFd implements AutoCloseable {
 
     /** unlinkat(this, name, 0): removes the name itself (a symlink, not its target). False when absent. */
     public boolean unlink(String name) {
-        if (LIBC.unlinkat(fd.get(), checkName(name), 0) == 0) {
+        if (MORE.unlinkat(fd.get(), checkName(name), 0) == 0) {
             return true;
         }
         int errno = LibCHolder.errno();
@@ -186,21 +187,21 @@ public final class DirFd implements AutoCloseable {
 
     /** renameat(this, from, this, to): replaces whatever {@code to} names (a symlink there is replaced, not followed). */
     public void rename(String from, String to) {
-        if (LIBC.renameat(fd.get(), checkName(from), fd.get(), checkName(to)) != 0) {
+        if (MORE.renameat(fd.get(), checkName(from), fd.get(), checkName(to)) != 0) {
             throw new NativeException("rename(" + path.resolve(from) + ", " + path.resolve(to) + ")", LibCHolder.errno());
         }
     }
 
     /** fchmod of this directory. */
     public void chmod(int mode) {
-        if (LIBC.fchmod(fd.get(), mode) != 0) {
+        if (MORE.fchmod(fd.get(), mode) != 0) {
             throw new NativeException("fchmod(" + path + ", 0" + Integer.toOctalString(mode) + ")", LibCHolder.errno());
         }
     }
 
     /** fchmod of the file {@code fd} is open on. */
     public static void chmod(FdRef fd, int mode) {
-        if (LIBC.fchmod(fd.get(), mode) != 0) {
+        if (MORE.fchmod(fd.get(), mode) != 0) {
             throw new NativeException("fchmod(" + fd.what() + ", 0" + Integer.toOctalString(mode) + ")", LibCHolder.errno());
         }
     }
@@ -222,7 +223,7 @@ public final class DirFd implements AutoCloseable {
                         + " is a symbolic link, which is not followed");
             }
             String proc = "/proc/self/fd/" + p.get();
-            if (LIBC.fchmodat(AT_FDCWD, proc, mode, 0) == 0) {
+            if (MORE.fchmodat(AT_FDCWD, proc, mode, 0) == 0) {
                 return st;
             }
             int errno = LibCHolder.errno();
@@ -234,7 +235,7 @@ public final class DirFd implements AutoCloseable {
                 throw new NativeException("chmod(" + path.resolve(name) + ")", Errno.ENOENT, path.resolve(name)
                         + " was replaced while its mode was being set");
             }
-            if (LIBC.fchmodat(fd.get(), name, mode, 0) != 0) {
+            if (MORE.fchmodat(fd.get(), name, mode, 0) != 0) {
                 throw new NativeException("chmod(" + path.resolve(name) + ", 0" + Integer.toOctalString(mode) + ")",
                         LibCHolder.errno());
             }
@@ -244,7 +245,7 @@ public final class DirFd implements AutoCloseable {
 
     /** fsync(fd), retrying EINTR. */
     public static void fsync(FdRef fd) {
-        while (LIBC.fsync(fd.get()) != 0) {
+        while (MORE.fsync(fd.get()) != 0) {
             int errno = LibCHolder.errno();
             if (errno != Errno.EINTR) {
                 throw new NativeException("fsync(" + fd.what() + ")", errno);
@@ -267,7 +268,7 @@ public final class DirFd implements AutoCloseable {
         Pointer buf = Memory.allocateDirect(RUNTIME, Math.max(1, max), false);
         long done = 0;
         while (done < max) {
-            long n = LIBC.pread(fd.get(), buf.address() + done, max - done, done);
+            long n = MORE.pread(fd.get(), buf.address() + done, max - done, done);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR) {

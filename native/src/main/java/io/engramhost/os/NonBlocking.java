@@ -2,6 +2,7 @@ package io.engramhost.os;
 
 import static io.engramhost.os.internal.LibCHolder.LIBC;
 import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.util.List;
@@ -115,7 +116,7 @@ public final class NonBlocking {
         private final Pointer sink = Memory.allocateDirect(RUNTIME, 8, true);
 
         public Wakeup(String what) {
-            int raw = LIBC.eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            int raw = MORE.eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
             if (raw < 0) {
                 throw new NativeException("eventfd(" + what + ")", LibCHolder.errno());
             }
@@ -129,14 +130,14 @@ public final class NonBlocking {
 
         /** Makes the eventfd readable; safe from any thread. */
         public void signal() {
-            if (fd.isOpen() && LIBC.write(fd.get(), one, 8) < 0 && LibCHolder.errno() != Errno.EAGAIN) {
+            if (fd.isOpen() && MORE.write(fd.get(), one, 8) < 0 && LibCHolder.errno() != Errno.EAGAIN) {
                 throw new NativeException("write(" + fd.what() + ")", LibCHolder.errno());
             }
         }
 
         /** Resets it; the poll loop calls this when it woke for it. */
         public void drain() {
-            LIBC.read(fd.get(), sink, 8);
+            MORE.read(fd.get(), sink, 8);
         }
 
         @Override

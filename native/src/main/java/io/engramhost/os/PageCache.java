@@ -1,6 +1,6 @@
 package io.engramhost.os;
 
-import static io.engramhost.os.internal.LibCHolder.LIBC;
+import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 
@@ -20,7 +20,7 @@ public final class PageCache {
      * whole file). Only a hint: pages of tmpfs, dirty or mapped pages stay; {@link #residentPages} tells.
      */
     public static void drop(FdRef fd) {
-        int rc = LIBC.posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
+        int rc = MORE.posix_fadvise(fd.get(), 0, 0, POSIX_FADV_DONTNEED);
         if (rc != 0) {
             throw new NativeException("posix_fadvise(" + fd.what() + ", 0, 0, POSIX_FADV_DONTNEED)", rc);
         }
@@ -37,7 +37,7 @@ public final class PageCache {
         long pages = (length + Posix.pageSize() - 1) / Posix.pageSize();
         try (Mapping view = Posix.mmap(length, Posix.PROT_READ, Posix.MAP_SHARED, fd, 0);
                 Mapping vec = Posix.mmapAnonymous(pages, "mincore vector of " + fd.what())) {
-            if (LIBC.mincore(view.address(), length, vec.address()) != 0) {
+            if (MORE.mincore(view.address(), length, vec.address()) != 0) {
                 throw new NativeException("mincore(" + fd.what() + ", " + length + " bytes)", LibCHolder.errno());
             }
             long resident = 0;

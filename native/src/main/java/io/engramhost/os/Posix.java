@@ -2,6 +2,7 @@ package io.engramhost.os;
 
 import static io.engramhost.os.internal.LibCHolder.LIBC;
 import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.nio.file.Path;
@@ -83,7 +84,7 @@ public final class Posix {
         static final long BYTES = read();
 
         private static long read() {
-            long size = LIBC.sysconf(SC_PAGESIZE);
+            long size = MORE.sysconf(SC_PAGESIZE);
             if (size <= 0 || Long.bitCount(size) != 1) {
                 throw new IllegalStateException("sysconf(_SC_PAGESIZE) gave " + size + ", not a page size");
             }
@@ -97,7 +98,7 @@ public final class Posix {
 
     /** memfd_create(name, flags); CLOEXEC is always added. */
     public static Fd memfdCreate(String name, int flags) {
-        int fd = LIBC.memfd_create(name, flags | MFD_CLOEXEC);
+        int fd = MORE.memfd_create(name, flags | MFD_CLOEXEC);
         if (fd < 0) {
             int errno = LibCHolder.errno();
             String hint = null;
@@ -110,7 +111,7 @@ public final class Posix {
     }
 
     public static void ftruncate(FdRef fd, long length) {
-        if (LIBC.ftruncate(fd.get(), length) != 0) {
+        if (MORE.ftruncate(fd.get(), length) != 0) {
             throw fail("ftruncate(" + fd.what() + ", " + length + ")");
         }
     }
@@ -142,7 +143,7 @@ public final class Posix {
      * snapshot ({@link System#getenv}) keeps the variable.
      */
     public static void unsetenv(String name) {
-        if (LIBC.unsetenv(name) != 0) {
+        if (MORE.unsetenv(name) != 0) {
             throw fail("unsetenv(" + name + ")");
         }
     }
@@ -187,7 +188,7 @@ public final class Posix {
     }
 
     public static void madvise(Mapping mapping, long offset, long length, int advice) {
-        if (LIBC.madvise(mapping.address() + offset, length, advice) != 0) {
+        if (MORE.madvise(mapping.address() + offset, length, advice) != 0) {
             throw fail("madvise(" + mapping.what() + ", advice=" + advice + ")");
         }
     }
@@ -201,7 +202,7 @@ public final class Posix {
     public static void preadFully(FdRef fd, long address, long length, long offset) {
         long done = 0;
         while (done < length) {
-            long n = LIBC.pread(fd.get(), address + done, length - done, offset + done);
+            long n = MORE.pread(fd.get(), address + done, length - done, offset + done);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR) {
@@ -246,7 +247,7 @@ public final class Posix {
     public static void pwriteFully(FdRef fd, long address, long length, long offset) {
         long done = 0;
         while (done < length) {
-            long n = LIBC.pwrite(fd.get(), address + done, length - done, offset + done);
+            long n = MORE.pwrite(fd.get(), address + done, length - done, offset + done);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR) {
@@ -259,7 +260,7 @@ public final class Posix {
     }
 
     public static Fd open(Path path, int flags, int mode) {
-        int fd = LIBC.open(path.toString(), flags | O_CLOEXEC, mode);
+        int fd = MORE.open(path.toString(), flags | O_CLOEXEC, mode);
         if (fd < 0) {
             throw fail("open(" + path + ")");
         }
@@ -281,7 +282,7 @@ public final class Posix {
      */
     public static boolean flock(FdRef fd, int operation) {
         while (true) {
-            if (LIBC.flock(fd.get(), operation) == 0) {
+            if (MORE.flock(fd.get(), operation) == 0) {
                 return true;
             }
             int errno = LibCHolder.errno();
@@ -297,7 +298,7 @@ public final class Posix {
 
     /** pidfd_open(pid): an fd that polls readable once the process has exited. */
     public static Fd pidfdOpen(int pid) {
-        long fd = LIBC.syscall(Syscall.PIDFD_OPEN.number(), pid, 0, 0, 0, 0, 0);
+        long fd = MORE.syscall(Syscall.PIDFD_OPEN.number(), pid, 0, 0, 0, 0, 0);
         if (fd < 0) {
             throw fail("pidfd_open(" + pid + ")");
         }
@@ -401,7 +402,7 @@ public final class Posix {
     }
 
     public static int getuid() {
-        return LIBC.getuid();
+        return MORE.getuid();
     }
 
     /** The effective uid: the one SO_PEERCRED reports to a peer, and the one a process acts as. */
@@ -421,14 +422,14 @@ public final class Posix {
         for (int c : cpus) {
             mask.putByte(c / 8, (byte) (mask.getByte(c / 8) | (1 << (c % 8))));
         }
-        if (LIBC.sched_setaffinity(0, bytes, mask) != 0) {
+        if (MORE.sched_setaffinity(0, bytes, mask) != 0) {
             throw fail("sched_setaffinity(0, CPUs " + cpus + ")");
         }
     }
 
     /** kill(pid, signal); false when no such process is left (ESRCH). */
     public static boolean kill(int pid, int signal) {
-        if (LIBC.kill(pid, signal) == 0) {
+        if (MORE.kill(pid, signal) == 0) {
             return true;
         }
         int errno = LibCHolder.errno();
@@ -440,7 +441,7 @@ public final class Posix {
 
     /** kill(pid, 0): true when a process with this pid exists (it may be a zombie). */
     public static boolean processExists(int pid) {
-        if (LIBC.kill(pid, 0) == 0) {
+        if (MORE.kill(pid, 0) == 0) {
             return true;
         }
         return LibCHolder.errno() == Errno.EPERM;
@@ -448,7 +449,7 @@ public final class Posix {
 
     /** A raw syscall; returns the result, or throws naming {@code call} when it is negative. */
     public static long syscall(String call, Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = LIBC.syscall(number.number(), a1, a2, a3, a4, a5, a6);
+        long r = MORE.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         if (r < 0) {
             throw fail(call);
         }
@@ -457,7 +458,7 @@ public final class Posix {
 
     /** A raw syscall; returns the result, or -errno when it failed. */
     public static long syscallErrno(Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = LIBC.syscall(number.number(), a1, a2, a3, a4, a5, a6);
+        long r = MORE.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         return r < 0 ? -LibCHolder.errno() : r;
     }
 

@@ -2,6 +2,7 @@ package io.engramhost.os;
 
 import static io.engramhost.os.internal.LibCHolder.LIBC;
 import static io.engramhost.os.internal.LibCHolder.RUNTIME;
+import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.nio.charset.Charset;
@@ -86,10 +87,10 @@ public final class UnixSockets {
         SockAddr addr = SockAddr.of(path, call);
         Fd fd = socket(SOCK_NONBLOCK, "listening socket " + path, call);
         try {
-            if (LIBC.bind(fd.get(), addr.struct(), addr.length()) != 0) {
+            if (MORE.bind(fd.get(), addr.struct(), addr.length()) != 0) {
                 throw new NativeException(call, LibCHolder.errno());
             }
-            if (LIBC.listen(fd.get(), backlog) != 0) {
+            if (MORE.listen(fd.get(), backlog) != 0) {
                 throw new NativeException("listen(" + path + ", " + backlog + ")", LibCHolder.errno());
             }
             return fd;
@@ -110,7 +111,7 @@ public final class UnixSockets {
     /** As {@link #accept(FdRef, String)}; with {@code nonBlocking} the accepted socket is O_NONBLOCK too. */
     public static Fd accept(FdRef listener, String what, boolean nonBlocking) {
         while (true) {
-            int fd = LIBC.accept4(listener.get(), null, null, SOCK_CLOEXEC | (nonBlocking ? SOCK_NONBLOCK : 0));
+            int fd = MORE.accept4(listener.get(), null, null, SOCK_CLOEXEC | (nonBlocking ? SOCK_NONBLOCK : 0));
             if (fd >= 0) {
                 return Fd.adopt(fd, what);
             }
@@ -155,7 +156,7 @@ public final class UnixSockets {
     /** A connected pair of SOCK_STREAM sockets (CLOEXEC), named {@code name[0]} and {@code name[1]}. */
     public static Fd[] pair(String name) {
         int[] sv = new int[2];
-        if (LIBC.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        if (MORE.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
             throw new NativeException("socketpair(" + name + ")", LibCHolder.errno());
         }
         return new Fd[] {Fd.adopt(sv[0], name + "[0]"), Fd.adopt(sv[1], name + "[1]")};
@@ -203,7 +204,7 @@ public final class UnixSockets {
         Pointer addr = Memory.allocateDirect(RUNTIME, SOCKADDR_UN_BYTES, true);
         Pointer len = Memory.allocateDirect(RUNTIME, 4, true);
         len.putInt(0, SOCKADDR_UN_BYTES);
-        if (LIBC.getsockname(fd.get(), addr, len) != 0) {
+        if (MORE.getsockname(fd.get(), addr, len) != 0) {
             return "getsockname(" + fd.what() + ") failed: " + Errno.describe(LibCHolder.errno());
         }
         if ((addr.getShort(0) & 0xffff) != AF_UNIX) {

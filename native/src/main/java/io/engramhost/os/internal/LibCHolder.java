@@ -3,7 +3,10 @@ package io.engramhost.os.internal;
 import jnr.ffi.LibraryLoader;
 import jnr.ffi.Runtime;
 
-/** Loads libc once. */
+/**
+ * Binds {@link LibC}, the calls of a client's import, once; {@link LibCMoreHolder} binds the others when first used.
+ * {@link #errno()} is the same for both.
+ */
 public final class LibCHolder {
     public static final LibC LIBC = LibraryLoader.create(LibC.class).failImmediately().load("c");
     public static final Runtime RUNTIME = Runtime.getRuntime(LIBC);
