@@ -3,31 +3,16 @@ package io.engramhost.cli;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
 
 /**
  * {@code engram-host}: the operator's and the engine's command line. Exit codes: 0 ok, 1 runtime
  * failure, 2 usage error. Every error is one line on stderr; {@code --verbose} adds the stack trace.
+ * Its name, description and inherited options are {@link RootCommand}'s; this class adds the commands.
  */
-@Command(name = "engram-host", mixinStandardHelpOptions = true, scope = CommandLine.ScopeType.INHERIT,
-        versionProvider = VersionInfo.class,
-        description = "Keeps Engram tables resident and hands them to engines over Unix sockets.",
-        subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class, VerifyCommand.class,
-                InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class,
-                CommandLine.HelpCommand.class})
-public final class Main implements Runnable {
-    @Option(names = "--verbose", description = "Print stack traces with errors.", scope = CommandLine.ScopeType.INHERIT)
-    boolean verbose;
-
-    @CommandLine.Spec
-    CommandLine.Model.CommandSpec spec;
-
-    @Override
-    public void run() {
-        throw new CommandLine.ParameterException(spec.commandLine(), "a command is needed: "
-                + String.join(", ", spec.subcommands().keySet()));
-    }
-
+@Command(subcommands = {ServeCommand.class, ImportCommand.class, StatusCommand.class, StopCommand.class,
+        VerifyCommand.class, InspectCommand.class, TopologyCommand.class, GenerateCommand.class, DemoCommand.class,
+        CommandLine.HelpCommand.class})
+public final class Main extends RootCommand {
     public static void main(String[] args) {
         int code = run(args);
         io.engramhost.client.EngramClient.awaitWarmup(2000); // not cut off by the exit (it would print a trace)
@@ -36,7 +21,7 @@ public final class Main implements Runnable {
 
     /** Runs the CLI and returns its exit code (for tests and the demo). */
     public static int run(String... args) {
-        CommandLine cl = new CommandLine(new Main());
+        CommandLine cl = commandLine(args);
         cl.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
             PrintWriter err = commandLine.getErr();
             boolean verbose = parseResult.hasMatchedOption("--verbose");
@@ -55,6 +40,34 @@ public final class Main implements Runnable {
             return 2;
         });
         return cl.execute(args);
+    }
+
+    /**
+     * The command line that parses {@code args}. Picocli reads the annotations, options, mixins and converters of
+     * every command it is given when the {@link CommandLine} is made, which takes a good part of a command's start.
+     * So when the first argument names one of the commands ({@code import}, {@code status}, ...), the root gets that
+     * command alone; anything else ({@code help}, an option, no argument, a typo) gets every command, as the root's
+     * usage, {@code help} and picocli's suggestions need.
+     */
+    static CommandLine commandLine(String... args) {
+        Class<?> named = args.length > 0 ? command(args[0]) : null;
+        if (named == null) {
+            return new CommandLine(new Main());
+        }
+        CommandLine cl = new CommandLine(new RootCommand());
+        cl.addSubcommand(named);
+        return cl;
+    }
+
+    /** The class of the command called {@code name} (not picocli's {@code help}), or null. */
+    private static Class<?> command(String name) {
+        for (Class<?> c : Main.class.getAnnotation(Command.class).subcommands()) {
+            Command a = c.getAnnotation(Command.class);
+            if (c != CommandLine.HelpCommand.class && a != null && a.name().equals(name)) {
+                return c;
+            }
+        }
+        return null;
     }
 
     static String oneLine(Throwable e) {

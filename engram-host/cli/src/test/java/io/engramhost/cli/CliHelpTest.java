@@ -9,12 +9,26 @@ import org.junit.jupiter.api.Timeout;
 
 /**
  * Every command answers {@code COMMAND --help} and {@code help COMMAND} with its usage, exit 0; {@code --version}
- * names the version, the commit and the protocol versions.
+ * names the version, the commit and the protocol versions. The command line of an invocation that names a command
+ * holds that command alone; any other holds them all.
  */
 @Timeout(120)
 class CliHelpTest {
     private static final String[] COMMANDS = {"serve", "import", "status", "stop", "verify", "inspect", "topology",
         "generate", "demo"};
+
+    @Test
+    void shouldGiveTheRootOnlyTheCommandItsFirstArgumentNames() {
+        for (String command : COMMANDS) {
+            assertEquals(java.util.Set.of(command), Main.commandLine(command, "--help").getSubcommands().keySet(),
+                    command);
+        }
+        java.util.Set<String> all = new java.util.HashSet<>(java.util.List.of(COMMANDS));
+        all.add("help");
+        for (String[] args : new String[][] {{}, {"--help"}, {"--verbose", "import"}, {"help", "import"}, {"imprt"}}) {
+            assertEquals(all, Main.commandLine(args).getSubcommands().keySet(), String.join(" ", args));
+        }
+    }
 
     @Test
     void shouldShowEveryCommandsUsageBothWays() throws Exception {
