@@ -91,7 +91,6 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
-        Expectation expectation = expectation();
         if ((cpuView || verify) && !gpu) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--cpu-view and --verify need --gpu");
@@ -102,6 +101,10 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         if (gpu) {
             options = options.withGpu(socket.device == null ? 0 : socket.device, cpuView);
         }
+        // The codec's start-up and, with --gpu, the CUDA context: in the background from here, beside the
+        // expected fingerprint, the socket's path and the native bindings, instead of from the connect on.
+        EngramClient.prepare(options);
+        Expectation expectation = expectation();
         long t0 = System.nanoTime();
         try (ImportedTables imported = fallback == null ? EngramClient.connect(socket.resolve(), expectation, options)
                 : EngramClient.connectOrLoad(socket.resolve(), expectation, options, fallback, tables,

@@ -47,7 +47,7 @@ public final class EngramClient {
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
         Lap lap = Lap.start();
         Warmup.start();
-        GpuPreparation gpu = options.gpuView() ? GpuPreparation.start(options.device()) : null;
+        GpuPreparation gpu = options.gpuView() ? GpuPreparation.take(options.device()) : null;
         Posix.raiseNoFileLimit(); // the first native call of a process also loads the bindings
         long nativeInitNanos = lap.lap();
         Connected c;
@@ -108,6 +108,22 @@ public final class EngramClient {
     }
 
     /**
+     * Starts, in the background, what a {@link #connect} with {@code options} needs before its attach: the wire
+     * codec's initialisation and, with a GPU view, the device's primary context and a rehearsal of the attach path.
+     * {@link #connect} starts them itself; a process that knows earlier that it will import (a command line once it
+     * has parsed its arguments, an engine at its start) calls this first, so that the CUDA context is created while
+     * the process still does its own work (its configuration, its native bindings, the socket's path) rather than
+     * after the handshake. Returns at once. The next {@code connect} with a GPU view on that device waits for this
+     * preparation instead of starting one, and reports its failure (no driver, no such GPU) as its own.
+     */
+    public static void prepare(ClientOptions options) {
+        Warmup.start();
+        if (options.gpuView()) {
+            GpuPreparation.startEarly(options.device());
+        }
+    }
+
+    /**
      * {@link #connect}, or, only when no daemon listens at {@code socket} (no socket file, or a socket
      * file whose connect is refused, as a killed daemon leaves), a load of {@code checkpoint} into this
      * process's own memory, said in one line to {@link ClientOptions#notices()}. {@link
@@ -129,11 +145,13 @@ public final class EngramClient {
 
     /**
      * For a process about to exit: waits up to {@code millis} for the client's background warm-up (started by the
-     * first connect) to end, so that the JVM's shutdown does not cut it off midway (Chronicle then prints a
-     * "Shutdown in progress" trace on stderr).
+     * first connect or {@link #prepare}) to end, so that the JVM's shutdown does not cut it off midway (Chronicle
+     * then prints a "Shutdown in progress" trace on stderr), and as long again for a GPU preparation of
+     * {@link #prepare} that no connect took, so that the exit does not cut a driver call short.
      */
     public static void awaitWarmup(long millis) {
         Warmup.await(millis);
+        GpuPreparation.awaitUntaken(millis);
     }
 
     /** The daemon's STATUS document (JSON). */

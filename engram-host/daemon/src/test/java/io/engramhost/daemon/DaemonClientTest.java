@@ -136,6 +136,32 @@ class DaemonClientTest {
         }
     }
 
+    /**
+     * Without CUDA, an import with a GPU view fails naming the cause, whether {@link EngramClient#prepare} started
+     * its GPU preparation early or the connect started it; and the early one serves one import only.
+     */
+    @Test
+    void shouldFailAGpuImportWithoutCudaTheSameWithOrWithoutAnEarlyPreparation(@TempDir Path dir) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.engramhost.cuda.Cuda.available(), "this machine has CUDA");
+        Path socket = dir.resolve("g.sock");
+        ClientOptions gpu = ClientOptions.defaults().withGpu(0, false);
+        try (Daemon daemon = Daemon.start(context(), socket)) {
+            daemon.load(p -> catalog());
+            String expected = "CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause();
+            EngramClient.prepare(gpu);
+            for (int i = 0; i < 2; i++) { // the first takes the early preparation, the second starts its own
+                RuntimeException e = assertThrows(RuntimeException.class,
+                        () -> EngramClient.connect(socket, Expectation.any(), gpu));
+                assertEquals(expected, e.getMessage());
+            }
+            EngramClient.prepare(gpu);
+            EngramClient.awaitWarmup(5000); // one no connect takes: waited for, and quiet
+            try (ImportedTables cpu = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+                assertEquals(15 * 3L, cpu.table("t.weight").getLong(15 * 8), "an import without a GPU view still works");
+            }
+        }
+    }
+
     @Test
     void shouldReportAbsentSocket(@TempDir Path dir) {
         assertThrows(DaemonAbsentException.class,
