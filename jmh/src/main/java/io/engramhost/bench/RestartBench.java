@@ -5,7 +5,6 @@ import io.engramhost.json.JsonReader;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.numa.Numa;
 import io.engramhost.numa.NumaPolicy;
-import io.engramhost.os.JvmFlags;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.store.HostRegionFactory;
 import java.io.BufferedReader;
@@ -48,8 +47,11 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * the same table from one daemon in this JVM: one table of {@code tableMiB} in one region of {@code backend},
  * made by the daemon's own region factory.
  * <ul>
- * <li>Ours, Java: {@code engram-host import --json} in a fresh JVM with the project's flags ({@link #javaClient}),
- * usable when it prints its JSON line.
+ * <li>Ours, Java: {@code engram-host import --json} in a fresh JVM started as the release's launcher starts the
+ * installed CLI ({@link #javaClient}): the project's flags, jffi's stub library from a directory, and an AppCDS
+ * archive of the classes the import loads, made in the trial's setup as the release's is made at build time
+ * ({@link JavaClientStart}); usable when it prints its JSON line. {@link #javaClientWithoutAppCds} is the same
+ * without the archive (the launcher's {@code ENGRAM_HOST_CDS=0}).
  * <li>Baseline, C: {@code engram-attach --ready-line} ({@link #cClient}), usable at its {@code attached 1} line.
  * <li>Python: {@code python3 -m engram_host import --json --torch} ({@link #pythonClient}), usable at its JSON
  * line: it imports torch first, as an engine has, then imports every table and makes each a PyTorch tensor (on
@@ -122,7 +124,10 @@ public class RestartBench {
 
     private RegionKind kind;
     private boolean gpu;
+    private JavaClientStart javaStart;
+    /** {@link #javaClient}'s command (its archive made on first use) and {@link #javaClientWithoutAppCds}'s. */
     private List<String> javaCommand;
+    private List<String> javaWithoutAppCdsCommand;
     private InProcessDaemon daemon;
     private Path scratch;
     private ScheduledThreadPoolExecutor watchdog;
@@ -131,7 +136,8 @@ public class RestartBench {
 
     /**
      * JMH's trial setup: the Python benchmarks first find and check the interpreter, the package and torch (not
-     * timed, and before a large table is made for nothing); then {@link #setUp()}.
+     * timed, and before a large table is made for nothing); then {@link #setUp()}; then what the benchmark's first
+     * shot would otherwise do: the Python package's compiled copy, the Java client's AppCDS archive.
      */
     @Setup(Level.Trial)
     public void setUpTrial(BenchmarkParams params) {
@@ -142,13 +148,15 @@ public class RestartBench {
             python();
         }
         setUp();
-        if (py) {
-            try {
-                pythonCommands(); // compiles the package's copy: not in the first shot
-            } catch (RuntimeException | Error e) {
-                release();
-                throw e;
+        try {
+            if (py) {
+                pythonCommands();
+            } else if (m.endsWith(".javaClient")) {
+                javaCommand();
             }
+        } catch (RuntimeException | Error e) {
+            release();
+            throw e;
         }
     }
 
@@ -182,7 +190,7 @@ public class RestartBench {
             HostRegionFactory regions = regions(kind, gpu);
             long rows = Math.multiplyExact(tableMiB, (1L << 20) / ROW_BYTES);
             daemon = InProcessDaemon.start(() -> BenchTables.build(1, rows, ROW_BYTES, regions));
-            javaCommand = javaCommand();
+            javaStart = JavaClientStart.in(scratch.resolve("java"));
         } catch (IOException e) {
             release();
             throw new UncheckedIOException("cannot create a scratch directory for the clients' stderr", e);
@@ -192,10 +200,23 @@ public class RestartBench {
         }
     }
 
-    /** Ours: a fresh JVM runs {@code engram-host import}; returns its JSON line, printed while the tables are held. */
+    /**
+     * Ours: a fresh JVM, started as the release's launcher starts it (with the AppCDS archive), runs
+     * {@code engram-host import}; returns its JSON line, printed while the tables are held.
+     */
     @Benchmark
     public String javaClient() {
-        return run("the Java client", javaCommand, l -> l.startsWith("{"), "java", Map.of());
+        return run("the Java client", javaCommand(), l -> l.startsWith("{"), "java", Map.of());
+    }
+
+    /** {@link #javaClient} without the AppCDS archive. */
+    @Benchmark
+    public String javaClientWithoutAppCds() {
+        if (javaWithoutAppCdsCommand == null) {
+            javaWithoutAppCdsCommand = javaStart.command(importArguments());
+        }
+        return run("the Java client (without AppCDS)", javaWithoutAppCdsCommand, l -> l.startsWith("{"), "java",
+                Map.of());
     }
 
     /** Baseline: {@code engram-attach} (C); returns its {@code attached 1} line. */
@@ -300,20 +321,21 @@ public class RestartBench {
         afterTorchCommand = List.copyOf(after);
     }
 
-    /** java from this JVM's home, the project's flags, this JVM's tmpdir and class path, the CLI's import. */
+    /** {@link #javaClient}'s command, its AppCDS archive made the first time (in the trial's setup under JMH). */
     private List<String> javaCommand() {
-        List<String> cmd = new ArrayList<>();
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(JvmFlags.get());
-        cmd.add("-Djava.io.tmpdir=" + System.getProperty("java.io.tmpdir"));
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add("io.engramhost.cli.Main");
-        cmd.addAll(List.of("import", "--socket", daemon.socket().toString(), "--json"));
-        if (gpu) {
-            cmd.addAll(List.of("--gpu", "--device", "0"));
+        if (javaCommand == null) {
+            javaCommand = javaStart.commandWithAppCds(importArguments());
         }
-        return List.copyOf(cmd);
+        return javaCommand;
+    }
+
+    /** The CLI's import of this trial's daemon, with the GPU view on GPU 0 for view=gpu. */
+    private List<String> importArguments() {
+        List<String> args = new ArrayList<>(List.of("import", "--socket", daemon.socket().toString(), "--json"));
+        if (gpu) {
+            args.addAll(List.of("--gpu", "--device", "0"));
+        }
+        return List.copyOf(args);
     }
 
     /**
@@ -336,6 +358,9 @@ public class RestartBench {
             }
             if (c.label.equals("java")) {
                 checkJsonLine(c, false);
+                // Where the shot's time went, for the run's log (the client's own figures, not the score).
+                System.out.println("java client timings: "
+                        + c.readyLine.replaceAll(".*\"timings\":(\\{[^}]*}).*", "$1"));
             } else if (c.label.equals("python")) {
                 checkJsonLine(c, torch);
                 // Where the shot's time went, for the run's log (the client's own figures, not the score).
@@ -474,6 +499,9 @@ public class RestartBench {
         pythonCommand = null; // they name this daemon's socket and import from its scratch directory
         importTorchCommand = null;
         compiled = null;
+        javaStart = null;
+        javaCommand = null;
+        javaWithoutAppCdsCommand = null;
         attempt(failures, () -> {
             if (watchdog != null) {
                 watchdog.shutdownNow();

@@ -89,8 +89,8 @@ class RestartBenchTest {
         Set<Long> childrenBefore = liveChildren();
         RestartBench b = bench("memfd", 16, "cpu", false);
         b.setUp();
-        for (int i = 0; i < 2; i++) {
-            String line = b.javaClient();
+        for (int i = 0; i < 4; i++) { // with its AppCDS archive (made by the first call), then without
+            String line = i < 2 ? b.javaClient() : b.javaClientWithoutAppCds();
             assertTrue(line.startsWith("{") && line.contains(BenchTables.name(0)), line);
             assertEquals(childrenBefore.size() + 1, liveChildren().size(), "the Java client runs until released");
             b.awaitExit(); // checks exit 0 and the table in the line
