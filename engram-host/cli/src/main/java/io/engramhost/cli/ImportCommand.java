@@ -89,6 +89,14 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     @Option(names = "--populate", description = "Prefault the mappings (MAP_POPULATE).")
     boolean populate;
 
+    /**
+     * Whether {@code args}, not yet parsed, are an import with a GPU view ({@code import ... --gpu ...}), for
+     * {@link Main} to start loading the CUDA driver before picocli parses them. A wrong guess costs a driver load.
+     */
+    static boolean asksForGpuView(String[] args) {
+        return args.length > 0 && args[0].equals("import") && Arrays.asList(args).contains("--gpu");
+    }
+
     @Override
     public Integer call() throws Exception {
         if ((cpuView || verify) && !gpu) {

@@ -14,6 +14,11 @@ import picocli.CommandLine.Command;
         CommandLine.HelpCommand.class})
 public final class Main extends RootCommand {
     public static void main(String[] args) {
+        if (ImportCommand.asksForGpuView(args)) {
+            // Loading the CUDA driver (libcuda's binding, cuInit) does not depend on the other arguments: begun before
+            // picocli parses them, it runs beside the parse. The device's context follows once the import knows it.
+            io.engramhost.client.EngramClient.prepareCudaDriver();
+        }
         int code = run(args);
         io.engramhost.client.EngramClient.awaitWarmup(2000); // not cut off by the exit (it would print a trace)
         System.exit(code);

@@ -92,6 +92,13 @@ class CliIntegrationTest {
             CliRun v = CliRun.of("import", "--socket", socket.toString(), "--digest", "engram");
             assertEquals(0, v.exit(), v.err());
             assertTrue(v.out().contains("(verified)"), v.out());
+            if (!io.engramhost.cuda.Cuda.available()) { // the driver is loaded before the arguments are parsed
+                CliRun g = CliRun.of("import", "--socket", socket.toString(), "--json", "--gpu");
+                assertEquals(1, g.exit(), g.err());
+                assertEquals("engram-host import: CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause()
+                        + "\n", g.err());
+                assertEquals("", g.out());
+            }
         }
     }
 

@@ -124,6 +124,16 @@ public final class EngramClient {
     }
 
     /**
+     * Starts loading the CUDA driver in the background (libcuda's binding, cuInit, the device count): the part of
+     * {@link #prepare}'s GPU work that does not depend on the options, for a process that knows it will import with
+     * a GPU view before it knows on which device (a command line before it parses its arguments). Returns at once;
+     * what the load finds (no driver, no device) is reported by the import as without it.
+     */
+    public static void prepareCudaDriver() {
+        GpuPreparation.loadDriverEarly();
+    }
+
+    /**
      * {@link #connect}, or, only when no daemon listens at {@code socket} (no socket file, or a socket
      * file whose connect is refused, as a killed daemon leaves), a load of {@code checkpoint} into this
      * process's own memory, said in one line to {@link ClientOptions#notices()}. {@link
@@ -146,8 +156,9 @@ public final class EngramClient {
     /**
      * For a process about to exit: waits up to {@code millis} for the client's background warm-up (started by the
      * first connect or {@link #prepare}) to end, so that the JVM's shutdown does not cut it off midway (Chronicle
-     * then prints a "Shutdown in progress" trace on stderr), and as long again for a GPU preparation of
-     * {@link #prepare} that no connect took, so that the exit does not cut a driver call short.
+     * then prints a "Shutdown in progress" trace on stderr), and as long again for the driver's load of
+     * {@link #prepareCudaDriver} and a GPU preparation of {@link #prepare} that no connect took, so that the exit
+     * does not cut a driver call short.
      */
     public static void awaitWarmup(long millis) {
         Warmup.await(millis);

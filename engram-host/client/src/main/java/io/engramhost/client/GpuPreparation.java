@@ -1,7 +1,10 @@
 package io.engramhost.client;
 
+import io.engramhost.cuda.Cuda;
 import io.engramhost.util.Lap;
 import io.engramhost.vmm.VmmImport;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
@@ -19,6 +22,8 @@ import java.util.concurrent.TimeoutException;
 final class GpuPreparation {
     /** Started by {@link #startEarly} and not yet taken by an import, per device. */
     private static final Map<Integer, GpuPreparation> PENDING = new ConcurrentHashMap<>();
+    /** The driver's load started by {@link #loadDriverEarly}, or null. */
+    private static volatile CompletableFuture<Void> driverLoad;
 
     private final CompletableFuture<Long> done;
 
@@ -38,6 +43,21 @@ final class GpuPreparation {
         }));
     }
 
+    /**
+     * Starts loading the CUDA driver in a background thread, once: {@link Cuda#available()}'s probe (libcuda's
+     * binding, cuInit, the device count), the part of a preparation that no option decides. Whatever it finds is
+     * what every later CUDA call reports.
+     */
+    static synchronized void loadDriverEarly() {
+        if (driverLoad == null) {
+            driverLoad = CompletableFuture.runAsync(Cuda::available, r -> {
+                Thread t = new Thread(r, "engram-cuda-load");
+                t.setDaemon(true);
+                t.start();
+            });
+        }
+    }
+
     /** Starts a preparation of {@code device} for the next import, unless one is waiting for it already. */
     static void startEarly(int device) {
         PENDING.computeIfAbsent(device, GpuPreparation::start);
@@ -53,14 +73,19 @@ final class GpuPreparation {
     }
 
     /**
-     * Waits up to {@code millis} for the preparations no import took (a process exiting before its import, on an
-     * error of its own), so that the exit does not cut a driver call short.
+     * Waits up to {@code millis} for the driver's load and the preparations no import took (a process exiting
+     * before its import, on an error of its own), so that the exit does not cut a driver call short.
      */
     static void awaitUntaken(long millis) {
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
-        for (GpuPreparation p : PENDING.values()) {
+        List<CompletableFuture<?>> started = new ArrayList<>();
+        if (driverLoad != null) {
+            started.add(driverLoad);
+        }
+        PENDING.values().forEach(p -> started.add(p.done));
+        for (CompletableFuture<?> f : started) {
             try {
-                p.done.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                f.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
             } catch (ExecutionException | TimeoutException | RuntimeException e) {
                 // its failure is nobody's now; past the deadline the exit goes ahead
             } catch (InterruptedException e) {

@@ -137,8 +137,9 @@ class DaemonClientTest {
     }
 
     /**
-     * Without CUDA, an import with a GPU view fails naming the cause, whether {@link EngramClient#prepare} started
-     * its GPU preparation early or the connect started it; and the early one serves one import only.
+     * Without CUDA, an import with a GPU view fails naming the cause, whether {@link EngramClient#prepareCudaDriver}
+     * and {@link EngramClient#prepare} started its GPU preparation early or the connect started it; and the early
+     * one serves one import only.
      */
     @Test
     void shouldFailAGpuImportWithoutCudaTheSameWithOrWithoutAnEarlyPreparation(@TempDir Path dir) throws Exception {
@@ -148,6 +149,7 @@ class DaemonClientTest {
         try (Daemon daemon = Daemon.start(context(), socket)) {
             daemon.load(p -> catalog());
             String expected = "CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause();
+            EngramClient.prepareCudaDriver();
             EngramClient.prepare(gpu);
             for (int i = 0; i < 2; i++) { // the first takes the early preparation, the second starts its own
                 RuntimeException e = assertThrows(RuntimeException.class,
