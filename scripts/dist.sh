@@ -86,7 +86,8 @@ printf 'version %s\ncommit %s\nbuilt %s\nruntime %s (%s)\n' "$VERSION" "$COMMIT"
 
 echo "== AppCDS archive ($(($(date +%s) - t0)) s)"
 # The classes the commands load: --help (every command's class is loaded for it), and a small daemon with status,
-# import and verify against it, each run through the staged launcher with its own class list; two at a time.
+# import (and import --gpu) and verify against it, each run through the staged launcher with its own class list;
+# two at a time.
 lists=$(mktemp -d)
 trap 'rm -rf "$lists"; [ -z "${daemon_pid:-}" ] || kill "$daemon_pid" 2>/dev/null || true' EXIT
 classlist() {
@@ -111,11 +112,18 @@ classlist status status --socket "$sock" >/dev/null &
 other=$!
 classlist verify verify --socket "$sock" --checkpoint "$lists/ckpt" >/dev/null
 wait "$other"
+# The GPU import as far as this machine goes: without a GPU it stops at the driver (exit 1), its classes listed so far.
+classlist import-gpu import --socket "$sock" --json --gpu >/dev/null 2>&1 || true
 "$STAGE/bin/engram-host" stop --socket "$sock" >/dev/null
 wait "$daemon_pid" || true
 daemon_pid=""
+# Every class of engram-host's own jars as well: the commands' paths this machine cannot run (a GPU's: CUDA, the
+# cuda-vmm attach) are archived too, though their JDK and library classes only where a run above loaded them.
+for jar in "$STAGE"/app/lib/engram-*.jar; do
+  jar tf "$jar" | sed -n 's/\.class$//p' | grep -v -e '^module-info$' -e '/package-info$'
+done > "$lists/engram-classes.txt"
 # Every line once (a line per class; @lambda lines too); the dump skips what it cannot archive and says so.
-cat "$lists"/*.lst | awk '!seen[$0]++' > "$lists/all.classlist"
+cat "$lists"/*.lst "$lists/engram-classes.txt" | awk '!seen[$0]++' > "$lists/all.classlist"
 classpath=""
 while IFS= read -r jar; do classpath="${classpath:+$classpath:}/proc/self/fd/87/$jar"; done < "$STAGE/app/classpath"
 (
