@@ -14,6 +14,10 @@ import picocli.CommandLine.Command;
         CommandLine.HelpCommand.class})
 public final class Main extends RootCommand {
     public static void main(String[] args) {
+        // Chronicle Bytes, the wire codec, binds its own libc interface through JNR when it starts (net.openhft.posix,
+        // 31 calls) for what engram-host does not use of it (memory-mapped files, affinity, clocks); its calls throw
+        // "POSIX implementation missing" instead. The client library leaves it alone: an engine may use it.
+        net.openhft.posix.PosixAPI.useNoOpPosixApi();
         if (ImportCommand.asksForGpuView(args)) {
             // Loading the CUDA driver (libcuda's binding, cuInit) does not depend on the other arguments: begun before
             // picocli parses them, it runs beside the parse. The device's context follows once the import knows it.
