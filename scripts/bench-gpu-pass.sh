@@ -14,9 +14,9 @@
 #             ROW_BYTES (e.g. 64,264 then 1024) narrows pinned and pinned40 if a part must fit a shorter command
 #   restart   RestartBench: process start to tables usable, Java, C and Python (with import torch alone), 16 GiB,
 #             the three backends (about 6 min); BACKEND and TABLE_MIB narrow it, e.g. BACKEND=cuda-vmm TABLE_MIB=40960
-#   restart-py16, restart-py40   RestartBench's benchmarks (javaClient, cClient, pythonClient,
-#             pythonImportTorch, pythonAfterTorch; RESTART_BENCHES narrows them, a JMH regex) on one backend,
-#             BACKEND (default cuda-vmm; run once per backend), at 16 and 40 GiB: 1 warmup and 5 measured shots
+#   restart-py16, restart-py40   RestartBench's benchmarks (javaClient, javaClientWithoutAppCds, cClient,
+#             pythonClient, pythonImportTorch, pythonAfterTorch; RESTART_BENCHES narrows them, a JMH regex) on one
+#             backend, BACKEND (default cuda-vmm; run once per backend), at 16 and 40 GiB: 1 warmup and 5 measured shots
 #             each (about 3 and 4 min); files restart-py16-BACKEND.*. Python after import torch is
 #             pythonAfterTorch, compared with cClient
 #   handshake the CPU handshake benchmarks (HandshakeBench, HandshakePartsBench) on this machine (about 3 min)
