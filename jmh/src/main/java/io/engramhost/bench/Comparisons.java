@@ -134,7 +134,11 @@ public final class Comparisons {
             new Comparison(GpuGatherBench.class, "gatherMemfdHugetlb", "sequentialMemfdHugetlb", Target.none()),
             new Comparison(GpuGatherBench.class, "gatherVmm", "sequentialVmm", Target.none()),
             new Comparison(GpuGatherBench.class, "sequentialVmm", "sequentialMemfd", Target.none()),
-            new Comparison(RestartBench.class, "javaClient", "cClient", Target.none()),
+            // Issue 14: the Java client's whole restart, process start to the tables usable on the GPU, at 40 GiB
+            new Comparison(RestartBench.class, "javaClient", "cClient", Target.scoreAtMost(800, "ms/op",
+                    Map.of("backend", "cuda-vmm", "tableMiB", "40960", "view", "gpu"))),
+            new Comparison(RestartBench.class, "javaClientWithoutAppCds", "cClient", Target.none()),
+            new Comparison(RestartBench.class, "javaClient", "javaClientWithoutAppCds", Target.none()),
             new Comparison(RestartBench.class, "pythonAfterTorch", "cClient", Target.ratioAtLeast(1 / 1.2))),
             gatherAgainstEnginePinned().stream()).toList();
 
