@@ -2,13 +2,17 @@ package io.engramhost.client;
 
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Hello;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * A fresh JVM spends about a quarter of a second initialising Chronicle Bytes (the codec) and
  * longer loading the native bindings. A restarting client starts the codec's initialisation in a
- * background thread first thing, so the two overlap instead of adding up. (Warming jnr-unixsocket in
- * a third thread was measured slower: the bindings contend.) Idempotent; costs nothing once warm.
+ * background thread first thing, so the two overlap instead of adding up; the same thread then
+ * readies the SHA-256 that checks the manifest's fingerprint (the JDK's security providers, some
+ * milliseconds when nothing in the process has used them). (Warming jnr-unixsocket in a third
+ * thread was measured slower: the bindings contend.) Idempotent; costs nothing once warm.
  */
 final class Warmup {
     private static final AtomicBoolean STARTED = new AtomicBoolean();
@@ -19,7 +23,14 @@ final class Warmup {
 
     static void start() {
         if (STARTED.compareAndSet(false, true)) {
-            spawn("engram-warmup-codec", () -> FrameReader.of(new Hello(1, 1, 0, "warm-up").encode()));
+            spawn("engram-warmup-codec", () -> {
+                FrameReader.of(new Hello(1, 1, 0, "warm-up").encode());
+                try {
+                    MessageDigest.getInstance("SHA-256").digest(new byte[0]);
+                } catch (NoSuchAlgorithmException e) {
+                    // the manifest's check reports it
+                }
+            });
         }
     }
 
