@@ -76,7 +76,7 @@ public final class PageCache {
             }
             long pages = (end - start + page - 1) / page;
             jnr.ffi.Pointer vec = jnr.ffi.Memory.allocateDirect(LibCHolder.RUNTIME, (int) pages);
-            if (LIBC.mincore(view.address() + start, end - start, vec.address()) != 0) {
+            if (MORE.mincore(view.address() + start, end - start, vec.address()) != 0) {
                 throw new NativeException("mincore(" + view.what() + ", " + (end - start) + " bytes at " + start + ")",
                         LibCHolder.errno());
             }

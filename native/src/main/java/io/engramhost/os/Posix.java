@@ -226,7 +226,7 @@ public final class Posix {
     public static long preadAtMost(FdRef fd, long address, long length, long offset) {
         long done = 0;
         while (done < length) {
-            long n = LIBC.pread(fd.get(), address + done, length - done, offset + done);
+            long n = MORE.pread(fd.get(), address + done, length - done, offset + done);
             if (n < 0) {
                 int errno = LibCHolder.errno();
                 if (errno == Errno.EINTR) {
