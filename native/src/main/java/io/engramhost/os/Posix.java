@@ -200,22 +200,10 @@ public final class Posix {
      * {@code address}, retrying short reads and EINTR. A premature end of file is an error.
      */
     public static void preadFully(FdRef fd, long address, long length, long offset) {
-        long done = 0;
-        while (done < length) {
-            long n = MORE.pread(fd.get(), address + done, length - done, offset + done);
-            if (n < 0) {
-                int errno = LibCHolder.errno();
-                if (errno == Errno.EINTR) {
-                    continue;
-                }
-                throw new NativeException("pread(" + fd.what() + ", len=" + (length - done) + ", off="
-                        + (offset + done) + ")", errno);
-            }
-            if (n == 0) {
-                throw new NativeException("pread(" + fd.what() + ", off=" + (offset + done) + ")", Errno.EIO,
-                        "unexpected end of file after " + (offset + done) + " bytes");
-            }
-            done += n;
+        long done = preadAtMost(fd, address, length, offset);
+        if (done < length) {
+            throw new NativeException("pread(" + fd.what() + ", off=" + (offset + done) + ")", Errno.EIO,
+                    "unexpected end of file after " + (offset + done) + " bytes");
         }
     }
 
