@@ -382,25 +382,14 @@ public final class CheckpointLoader {
             for (int i = 0; i < workers.size(); i++) {
                 queue.add(END);
             }
-            boolean interrupted = false;
-            for (Thread t : workers) {
-                while (true) {
-                    try {
-                        t.join();
-                        break;
-                    } catch (InterruptedException e) {
-                        interrupted = true; // a read in flight still writes memory: stop handing out work, but wait
-                        failure.compareAndSet(null, new CheckpointException("load interrupted"));
-                        queue.clear();
-                        for (int i = 0; i < workers.size(); i++) {
-                            queue.add(END);
-                        }
-                    }
+            // a read in flight still writes memory: on an interrupt, stop handing out work, but wait
+            WorkerThreads.joinAll(workers, () -> {
+                failure.compareAndSet(null, new CheckpointException("load interrupted"));
+                queue.clear();
+                for (int i = 0; i < workers.size(); i++) {
+                    queue.add(END);
                 }
-            }
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
+            });
         }
 
         private void throwIfFailed() {

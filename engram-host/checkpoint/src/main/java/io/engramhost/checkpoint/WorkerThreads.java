@@ -20,6 +20,14 @@ final class WorkerThreads {
             workers.add(t);
             t.start();
         }
+        joinAll(workers, onInterrupt);
+    }
+
+    /**
+     * Waits for every thread in {@code workers}. An interrupt does not abandon them: it calls {@code onInterrupt}
+     * (which tells them to stop taking work), keeps waiting, and restores the interrupt status.
+     */
+    static void joinAll(List<Thread> workers, Runnable onInterrupt) {
         boolean interrupted = false;
         for (Thread t : workers) {
             while (true) {
