@@ -227,9 +227,9 @@ echo "== node 1 nearly full: preferred:1 spills, bind 1 is refused ($(el))"
 sync; echo 3 > /proc/sys/vm/drop_caches
 table_mib=$(du -m --apparent-size -c "$BIG"/*.safetensors | tail -n 1 | cut -f1)
 low_mib=$(awk '/^Node 1,/ {n1 = 1; next} /^Node/ {n1 = 0} n1 && $1 == "low" {s += $2} END {print int(s * 4 / 1024) + 1}' /proc/zoneinfo)
-# The checkpoint is out of the page cache here, so the loader reads it with O_DIRECT through an 8 MiB bounce buffer
+# The checkpoint is out of the page cache here, so the loader reads it with O_DIRECT through a 16 MiB bounce buffer
 # per thread, allocated on the node its threads run on (node 1 for preferred:1): leave room for those too.
-hog_mib=$(( $(node_free_mib 1) - low_mib - 10 - 2 * 9 ))
+hog_mib=$(( $(node_free_mib 1) - low_mib - 10 - 2 * 17 ))
 mkdir -p /run/hog && mount -t tmpfs -o "size=${hog_mib}m,mpol=bind:1" tmpfs /run/hog
 dd if=/dev/zero of=/run/hog/fill bs=1M count="$hog_mib" status=none 2>/dev/null
 echo "   hog: ${hog_mib} MiB on node 1 (its low watermark ${low_mib} MiB); free now node0 $(node_free_mib 0) MiB, node1 $(node_free_mib 1) MiB, table ${table_mib} MiB" | tee -a "$RES"

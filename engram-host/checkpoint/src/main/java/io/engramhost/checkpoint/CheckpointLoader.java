@@ -30,7 +30,10 @@ import java.util.function.ToLongFunction;
  *
  * <p>A unit whose pages are mostly in the page cache is read with {@code pread} through the cache; one that is
  * mostly not is read with {@code O_DIRECT} into the thread's aligned bounce buffer and copied (a cold disk's
- * sequential rate without the cache's readahead and copy-in; {@link ReadMode}). The O_DIRECT fd is a second open
+ * sequential rate without the cache's readahead and copy-in; {@link ReadMode}). Such a unit is split into
+ * {@link #DIRECT_PIECE} pieces handed out in file order, so the threads' requests together make one sequential
+ * stream the disk (or the block device behind a virtual one) sees as such; the thread that reads a unit's last
+ * piece hashes the unit from memory (a cold disk is far slower than that second pass). The O_DIRECT fd is a second open
  * of the same file through {@code /proc/self/fd}, checked to be the same inode, so every byte still comes from the
  * file that was validated. A filesystem that refuses O_DIRECT (tmpfs) is read through the cache.
  *
@@ -44,7 +47,7 @@ public final class CheckpointLoader {
     /** Pieces each unit is read (and hashed) in: small enough to stay in the CPU's cache, a 2 MiB huge page. */
     public static final long DEFAULT_PIECE = 2L << 20;
     /** O_DIRECT reads go in pieces of this (a disk wants large requests); the bounce buffer is this big. */
-    static final long DIRECT_PIECE = 8L << 20;
+    static final long DIRECT_PIECE = 16L << 20;
     /** O_DIRECT alignment of offsets, lengths and buffers: the largest logical block size in use. */
     static final long DIRECT_ALIGN = 4096;
 
@@ -208,11 +211,18 @@ public final class CheckpointLoader {
     private record Target(TensorInfo tensor, Fd fd, long address, long[] chunkHashes) {
     }
 
-    /** A digest chunk of a tensor: where it is in the file and in memory. */
-    private record Unit(Target target, int index, long fileOffset, long address, long length) {
+    /**
+     * A digest chunk of a tensor: where it is in the file and in memory; {@code pending} counts the bytes of an
+     * O_DIRECT unit's pieces not yet read (null: the unit is read through the cache as one task).
+     */
+    private record Unit(Target target, int index, long fileOffset, long address, long length, AtomicLong pending) {
     }
 
-    private static final Unit END = new Unit(null, -1, 0, 0, 0);
+    /** What a thread takes: a whole unit through the cache, or one O_DIRECT piece {@code [offset, +length)} of it. */
+    private record Task(Unit unit, long offset, long length) {
+    }
+
+    private static final Task END = new Task(null, 0, 0);
 
     /** One file's O_DIRECT fd and page-cache view, made on first need; owned by the session. */
     private static final class FileAccess implements AutoCloseable {
@@ -272,7 +282,7 @@ public final class CheckpointLoader {
         private final Function<TensorInfo, Fd> fdOf;
         private final long total;
         private final long start = System.nanoTime();
-        private final LinkedBlockingQueue<Unit> queue = new LinkedBlockingQueue<>();
+        private final LinkedBlockingQueue<Task> queue = new LinkedBlockingQueue<>();
         private final List<Target> targets = new ArrayList<>();
         private final Map<Fd, FileAccess> files = new IdentityHashMap<>();
         private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
@@ -302,7 +312,7 @@ public final class CheckpointLoader {
          */
         public void add(List<TensorInfo> tensors, ToLongFunction<TensorInfo> destination) {
             throwIfFailed();
-            List<Unit> batch = new ArrayList<>();
+            List<Task> batch = new ArrayList<>();
             for (TensorInfo t : tensors) {
                 if (t.length() == 0) {
                     targets.add(new Target(t, null, 0, new long[0]));
@@ -313,18 +323,29 @@ public final class CheckpointLoader {
                     throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': destination address is 0");
                 }
                 Fd fd = fdOf.apply(t);
-                files.computeIfAbsent(fd, FileAccess::new);
+                FileAccess file = files.computeIfAbsent(fd, FileAccess::new);
                 checkSize(fd, t);
+                file.prepare(mode);
                 int n = Math.toIntExact((t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
                 Target target = new Target(t, fd, address, new long[n]);
                 targets.add(target);
                 for (int i = 0; i < n; i++) {
                     long off = i * ContentDigest.CHUNK;
-                    batch.add(new Unit(target, i, t.offset() + off, address + off,
-                            Math.min(ContentDigest.CHUNK, t.length() - off)));
+                    long len = Math.min(ContentDigest.CHUNK, t.length() - off);
+                    long fileOffset = t.offset() + off;
+                    boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
+                            || file.residency.residentPages(fileOffset, len) * 2 * Posix.pageSize() < len);
+                    if (!useDirect) {
+                        batch.add(new Task(new Unit(target, i, fileOffset, address + off, len, null), 0, len));
+                        continue;
+                    }
+                    Unit u = new Unit(target, i, fileOffset, address + off, len, new AtomicLong(len));
+                    for (long p = 0; p < len; p += DIRECT_PIECE) {
+                        batch.add(new Task(u, p, Math.min(DIRECT_PIECE, len - p)));
+                    }
                 }
+                units += n;
             }
-            units += batch.size();
             queue.addAll(batch);
         }
 
@@ -412,7 +433,7 @@ public final class CheckpointLoader {
             Mapping bounce = null;
             try {
                 while (true) {
-                    Unit u;
+                    Task u;
                     try {
                         u = queue.take();
                     } catch (InterruptedException e) {
@@ -429,12 +450,16 @@ public final class CheckpointLoader {
                         if (bounce == null && mode != ReadMode.BUFFERED) {
                             bounce = Posix.mmapAnonymous(DIRECT_PIECE + 2 * DIRECT_ALIGN, "O_DIRECT bounce buffer");
                         }
-                        readUnit(u, bounce);
+                        if (u.unit.pending == null) {
+                            readUnit(u.unit);
+                        } else {
+                            readDirectPiece(u, bounce);
+                        }
                     } catch (CheckpointException e) {
                         failure.compareAndSet(null, e);
                     } catch (RuntimeException | Error e) {
-                        failure.compareAndSet(null, new CheckpointException(u.target.tensor.file() + ": tensor '"
-                                + u.target.tensor.name() + "': " + e.getMessage(), e));
+                        failure.compareAndSet(null, new CheckpointException(u.unit.target.tensor.file() + ": tensor '"
+                                + u.unit.target.tensor.name() + "': " + e.getMessage(), e));
                     }
                 }
             } finally {
@@ -444,50 +469,76 @@ public final class CheckpointLoader {
             }
         }
 
-        private void readUnit(Unit u, Mapping bounce) {
+        /** Reads a unit through the page cache in pieces of {@code pieceSize}, hashing each piece as it is read. */
+        private void readUnit(Unit u) {
             FileAccess file = files.get(u.target.fd);
-            file.prepare(mode);
-            boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
-                    || file.residency.residentPages(u.fileOffset, u.length) * 2 * Posix.pageSize() < u.length);
             firstRead.accumulateAndGet(System.nanoTime(), Math::min);
             Xxh64 hash = new Xxh64(0);
-            long step = useDirect ? DIRECT_PIECE : pieceSize;
-            for (long p = 0; p < u.length; p += step) {
+            for (long p = 0; p < u.length; p += pieceSize) {
                 if (failure.get() != null) {
                     return;
                 }
-                long len = Math.min(step, u.length - p);
+                long len = Math.min(pieceSize, u.length - p);
                 long at = u.address + p;
                 try {
-                    if (useDirect) {
-                        readDirect(file.direct, bounce, at, len, u.fileOffset + p);
-                        direct.addAndGet(len);
-                    } else {
-                        Posix.preadFully(file.fd, at, len, u.fileOffset + p);
-                    }
+                    Posix.preadFully(file.fd, at, len, u.fileOffset + p);
                 } catch (RuntimeException e) {
-                    throw new CheckpointException(u.target.tensor.file() + ": tensor '" + u.target.tensor.name()
-                            + "': reading " + len + " bytes at file offset " + (u.fileOffset + p)
-                            + (useDirect ? " (O_DIRECT)" : "") + ": " + e.getMessage(), e);
+                    throw readFailed(u, len, u.fileOffset + p, false, e);
                 }
                 hash.updateMemory(at, len);
-                try {
-                    listener.progress(done.addAndGet(len), total);
-                } catch (RuntimeException e) {
-                    throw new CheckpointException("progress listener failed: " + e, e);
-                }
-                if (afterChunk != null) {
-                    try {
-                        afterChunk.run();
-                    } catch (CheckpointException e) {
-                        throw e;
-                    } catch (RuntimeException e) {
-                        throw new CheckpointException("after-chunk hook failed: " + e, e);
-                    }
-                }
+                pieceDone(len);
             }
             u.target.chunkHashes[u.index] = hash.digest();
             lastRead.accumulateAndGet(System.nanoTime(), Math::max);
+        }
+
+        /**
+         * Reads one O_DIRECT piece of a unit through {@code bounce}; the thread whose piece completes the unit
+         * hashes the unit from memory (the atomic count orders the other threads' writes before that read).
+         */
+        private void readDirectPiece(Task task, Mapping bounce) {
+            Unit u = task.unit;
+            FileAccess file = files.get(u.target.fd);
+            firstRead.accumulateAndGet(System.nanoTime(), Math::min);
+            long at = u.address + task.offset;
+            long fileOffset = u.fileOffset + task.offset;
+            try {
+                readDirect(file.direct, bounce, at, task.length, fileOffset);
+            } catch (RuntimeException e) {
+                throw readFailed(u, task.length, fileOffset, true, e);
+            }
+            direct.addAndGet(task.length);
+            pieceDone(task.length);
+            if (u.pending.addAndGet(-task.length) == 0) {
+                Xxh64 hash = new Xxh64(0);
+                hash.updateMemory(u.address, u.length);
+                u.target.chunkHashes[u.index] = hash.digest();
+                lastRead.accumulateAndGet(System.nanoTime(), Math::max);
+            }
+        }
+
+        private CheckpointException readFailed(Unit u, long len, long fileOffset, boolean direct, RuntimeException e) {
+            return new CheckpointException(u.target.tensor.file() + ": tensor '" + u.target.tensor.name()
+                    + "': reading " + len + " bytes at file offset " + fileOffset + (direct ? " (O_DIRECT)" : "")
+                    + ": " + e.getMessage(), e);
+        }
+
+        /** Counts {@code len} bytes read for the progress listener and runs the after-piece hook. */
+        private void pieceDone(long len) {
+            try {
+                listener.progress(done.addAndGet(len), total);
+            } catch (RuntimeException e) {
+                throw new CheckpointException("progress listener failed: " + e, e);
+            }
+            if (afterChunk != null) {
+                try {
+                    afterChunk.run();
+                } catch (CheckpointException e) {
+                    throw e;
+                } catch (RuntimeException e) {
+                    throw new CheckpointException("after-chunk hook failed: " + e, e);
+                }
+            }
         }
     }
 
