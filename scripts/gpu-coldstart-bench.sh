@@ -6,6 +6,7 @@
 #                         DaemonRestartBench.reload (every backend): the read phase and process start to ready
 #   CACHE=cold:           ColdStartBench readIntoRegions (every backend), preadIntoAnonymous, directRead, ddDirect
 # Huge pages for memfd-hugetlb are reserved first and given back at the end. Results in OUT_DIRECTORY/NAME.
+# BACKENDS, THREADS (comma lists) and BENCHES (one JMH regex) narrow the run.
 # Usage: [ROWS=32537631] [CACHE=warm|cold] [NAME=coldstart] bash scripts/gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]
 set -uo pipefail
 OUT=${1:?usage: gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]}; shift
@@ -27,12 +28,14 @@ SIZE=$(stat -c %s "$CK/model.safetensors")
 echo $(( SIZE / (2 << 20) + 256 )) > /proc/sys/vm/nr_hugepages
 echo "nr_hugepages $(cat /proc/sys/vm/nr_hugepages); $(free -g | sed -n 2p)" | tee "$OUT/$NAME-memory.txt"
 export ENGRAM_BENCH_CHECKPOINT=$CK/model.safetensors ENGRAM_GIT_COMMIT=$(cat "$B/COMMIT" 2>/dev/null || echo unknown)
-if [ "$CACHE" = warm ]; then
+if [ -n "${BENCHES:-}" ]; then
+    INCLUDES=("$BENCHES")
+elif [ "$CACHE" = warm ]; then
     INCLUDES=('ColdStartBench\.(readIntoRegions|preadIntoAnonymous|memcpy)$' 'DaemonRestartBench\.reload$')
 else
     INCLUDES=('ColdStartBench\.(readIntoRegions|preadIntoAnonymous|directRead|ddDirect)$')
 fi
 "$J" -Djava.io.tmpdir="$W/tmp" -jar "$B/benchmarks.jar" --suite cpu --out "$OUT/$NAME" "${INCLUDES[@]}" \
-    -p backend=memfd,memfd-hugetlb,cuda-vmm -p threads=16 -p cache="$CACHE" -wi 1 -i 3 "$@" 2>&1 \
+    -p "backend=${BACKENDS:-memfd,memfd-hugetlb,cuda-vmm}" -p "threads=${THREADS:-16}" -p cache="$CACHE" -wi 1 -i 3 "$@" 2>&1 \
     | grep -E "^(Benchmark|ColdStart|DaemonRestart|# Benchmark|# Param)|Error|error|Exception|\) +[0-9]" | tail -60
 echo 0 > /proc/sys/vm/nr_hugepages

@@ -57,6 +57,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * of memfd regions are allocated by the reads, as in the daemon.</li>
  * <li>{@link #preadIntoAnonymous} (baseline, the issue's): {@code pread} of the same bytes in 16 MiB chunks on as many
  * threads into anonymous memory faulted in before the op.</li>
+ * <li>{@link #readIntoAnonymous} (diagnostic): the loader into the baselines' faulted-in anonymous memory.</li>
  * <li>{@link #directRead} (baseline for a cold disk): the same with O_DIRECT, whole files in 16 MiB aligned
  * pieces.</li>
  * <li>{@link #ddDirect} (the disk's own rate as an operator measures it): {@code dd iflag=direct bs=16M} of each file
@@ -195,7 +196,7 @@ public class ColdStartBench {
             }
         }
         switch (method) {
-            case "preadIntoAnonymous", "directRead" -> target = faultedIn(totalFileBytes(), "coldstart target");
+            case "preadIntoAnonymous", "directRead", "readIntoAnonymous" -> target = faultedIn(totalFileBytes(), "coldstart target");
             case "memcpy" -> {
                 source = faultedIn(totalBytes, "memcpy source");
                 target = faultedIn(totalBytes, "memcpy target");
@@ -267,6 +268,25 @@ public class ColdStartBench {
     @Benchmark
     public long readIntoRegions(Regions regions) {
         CheckpointLoader.Result r = new CheckpointLoader(threads).load(open, tensors, regions.address::get);
+        if (r.bytes() != totalBytes) {
+            throw new IllegalStateException("read " + r.bytes() + " of " + totalBytes + " bytes");
+        }
+        return r.digests().values().stream().mapToLong(Long::longValue).sum();
+    }
+
+    /**
+     * Diagnostic: the daemon's loader, digest included, into the faulted-in anonymous memory the baselines read
+     * into (what the loader costs apart from the regions' own page allocation).
+     */
+    @Benchmark
+    public long readIntoAnonymous() {
+        java.util.Map<TensorInfo, Long> at = new java.util.HashMap<>();
+        long next = 0;
+        for (TensorInfo t : tensors) {
+            at.put(t, target.address() + next);
+            next += t.length();
+        }
+        CheckpointLoader.Result r = new CheckpointLoader(threads).load(open, tensors, at::get);
         if (r.bytes() != totalBytes) {
             throw new IllegalStateException("read " + r.bytes() + " of " + totalBytes + " bytes");
         }

@@ -340,8 +340,12 @@ public final class CheckpointLoader {
                         continue;
                     }
                     Unit u = new Unit(target, i, fileOffset, address + off, len, new AtomicLong(len));
-                    for (long p = 0; p < len; p += DIRECT_PIECE) {
-                        batch.add(new Task(u, p, Math.min(DIRECT_PIECE, len - p)));
+                    // pieces end on file offsets that are multiples of DIRECT_PIECE: the requests do not overlap
+                    // (only a unit's edges share a block) and most are exactly one aligned DIRECT_PIECE
+                    for (long p = 0; p < len; ) {
+                        long end = Math.min(len, (fileOffset + p) / DIRECT_PIECE * DIRECT_PIECE + DIRECT_PIECE - fileOffset);
+                        batch.add(new Task(u, p, end - p));
+                        p = end;
                     }
                 }
                 units += n;
