@@ -6,7 +6,8 @@
 #                         DaemonRestartBench.reload (every backend): the read phase and process start to ready
 #   CACHE=cold:           ColdStartBench readIntoRegions (every backend), preadIntoAnonymous, directRead, ddDirect
 # Huge pages for memfd-hugetlb are reserved first and given back at the end. Results in OUT_DIRECTORY/NAME.
-# BACKENDS, THREADS (comma lists) and BENCHES (one JMH regex) narrow the run.
+# BACKENDS, THREADS (comma lists) and BENCHES (one JMH regex) narrow the run; SHOTS (default 3) measured shots;
+# JMH's own log goes to OUT_DIRECTORY/NAME.log.
 # Usage: [ROWS=32537631] [CACHE=warm|cold] [NAME=coldstart] bash scripts/gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]
 set -uo pipefail
 OUT=${1:?usage: gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]}; shift
@@ -36,6 +37,11 @@ else
     INCLUDES=('ColdStartBench\.(readIntoRegions|preadIntoAnonymous|directRead|ddDirect)$')
 fi
 "$J" -Djava.io.tmpdir="$W/tmp" -jar "$B/benchmarks.jar" --suite cpu --out "$OUT/$NAME" "${INCLUDES[@]}" \
-    -p "backend=${BACKENDS:-memfd,memfd-hugetlb,cuda-vmm}" -p "threads=${THREADS:-16}" -p cache="$CACHE" -wi 1 -i 3 "$@" 2>&1 \
-    | grep -E "^(Benchmark|ColdStart|DaemonRestart|# Benchmark|# Param)|Error|error|Exception|\) +[0-9]" | tail -60
+    -p "backend=${BACKENDS:-memfd,memfd-hugetlb,cuda-vmm}" -p "threads=${THREADS:-16}" -p cache="$CACHE" \
+    -wi 1 -i "${SHOTS:-3}" "$@" > "$OUT/$NAME.log" 2>&1
+rc=$?
+grep -E "^(Benchmark|ColdStart|DaemonRestart|# Benchmark|# Param)|Error|error|Exception|\) +[0-9]" "$OUT/$NAME.log" | tail -60
+# JMH refuses some arguments (an option given twice) before it prints anything the filter keeps
+[ -f "$OUT/$NAME/cpu.json" ] || { echo "gpu-coldstart-bench: no results (exit $rc); the end of $OUT/$NAME.log:"; tail -20 "$OUT/$NAME.log"; rc=1; }
 echo 0 > /proc/sys/vm/nr_hugepages
+exit $rc
