@@ -81,6 +81,14 @@ for d in deploy python; do
   fi
 done
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+BUILT=$(python3 -c 'import sys, zipfile, glob; print(zipfile.ZipFile(glob.glob(sys.argv[1])[0]).read("io/engramhost/cli/git-commit.txt").decode().strip())' \
+  "$APP/lib/engram-cli-*.jar" 2>/dev/null || echo unknown)
+if [ "$BUILT" != "$COMMIT" ]; then
+  # --version reports the jar's commit: a tarball of an app built at another commit says so
+  echo "dist: warning: $APP was built at commit $BUILT, HEAD is $COMMIT (rebuild: mvn -B -DskipTests package);" \
+       "BUILD records both" >&2
+  COMMIT="$COMMIT (app built at $BUILT)"
+fi
 printf 'version %s\ncommit %s\nbuilt %s\nruntime %s (%s)\n' "$VERSION" "$COMMIT" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   "$(sed -n 's/^JAVA_VERSION="\(.*\)"$/\1/p' "$STAGE/runtime/release")" "$MODULES" > "$STAGE/BUILD"
 
