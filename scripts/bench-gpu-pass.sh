@@ -12,6 +12,8 @@
 #             target, each view >= 0.98 of each baseline's rows/s (30 forks, about 5 min)
 #   pinned40  the same on 40 GiB tables (15 forks of about 25 s, about 6-7 min); reserves 20736 huge pages (40.5 GiB).
 #             ROW_BYTES (e.g. 64,264 then 1024) narrows pinned and pinned40 if a part must fit a shorter command
+#   pinned2g  the gathers on 2 GiB tables, 64 and 1024-byte rows, 3 forks each (about 3 min): at 2 GiB each method's
+#             forks spread by about 4%, more than pinned's one fork can tell from a gap (bench/notes.md section 12)
 #   restart   RestartBench: process start to tables usable, Java, C and Python (with import torch alone), 16 GiB,
 #             the three backends (about 6 min); BACKEND and TABLE_MIB narrow it, e.g. BACKEND=cuda-vmm TABLE_MIB=40960
 #   restart-py16, restart-py40   RestartBench's benchmarks (javaClient, javaClientWithoutAppCds, cClient,
@@ -44,6 +46,7 @@ for part in "$@"; do
             [ "$part" = pinned40 ] && mib=40960 name=gather-pinned-40g
             args=(--name "$name${ROW_BYTES:+-r${ROW_BYTES//,/_}}" -p "tableMiB=$mib" -p "rowBytes=${ROW_BYTES:-64,264,1024}"
                   'GpuGatherBench\.gather') ;;
+        pinned2g) args=(--name gather-2g-forks -f 3 -p tableMiB=2048 -p rowBytes=64,1024 'GpuGatherBench\.gather') ;;
         restart) args=(--name "restart${BACKEND:+-$BACKEND}${TABLE_MIB:+-$TABLE_MIB}"
                        -p "backend=${BACKEND:-memfd,memfd-hugetlb,cuda-vmm}" -p "tableMiB=${TABLE_MIB:-16384}"
                        RestartBench) ;;
@@ -55,7 +58,7 @@ for part in "$@"; do
         busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
                         'ColdLoadBench\.(loaderIntoMemfd|preadIntoAnonymous)$') ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, pinned, pinned40, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, pinned, pinned40, pinned2g, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
     esac
     suite=gpu
     case "$part" in handshake|coldload|busy) suite=cpu ;; esac
