@@ -277,7 +277,15 @@ def render(runs, notes):
            " `bench/results/<date>-<machine>/`",
            "- GPU gather against the engines' own pinned copies (cuMemHostAlloc, cuMemHostRegister), at 2, 16 and"
            " 40 GiB with 64, 264 and 1024-byte rows: `bench-gpu-pass.sh pinned` (about 5 min) and"
-           " `bench-gpu-pass.sh pinned40` (about 6-7 min), one command each",
+           " `bench-gpu-pass.sh pinned40` (about 6-7 min), one command each; `pinned2g` repeats the 2 GiB points"
+           " with 3 forks (their forks spread by about 4%)",
+           "- Cold start (issue 14) on the GPU machine, from the repository root with the bench bundle:"
+           " `bash scripts/gpu-coldstart-bench.sh OUT` (page cache: the read phase per backend, `pread` and memcpy"
+           " baselines, process start to ready) and `ROWS=8134407 CACHE=cold bash scripts/gpu-coldstart-bench.sh"
+           " OUT` (a cold disk against `dd` and O_DIRECT reads)",
+           "- Full scale on the two-GPU machine (issue 15), from the release tarball:"
+           " `PART=env|serve|engines|anon bash scripts/gpu-scale-run.sh OUT` (100 GiB by default, one part per"
+           " command)",
            "- Any JMH option passes through, e.g. `scripts/bench-run.sh -f 1 -p tables=64 Handshake`",
            "- This page: `python3 scripts/bench-report.py -o docs/benchmarks.md`", ""]
     if not runs:
