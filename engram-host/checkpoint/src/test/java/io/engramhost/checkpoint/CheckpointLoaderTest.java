@@ -241,6 +241,35 @@ class CheckpointLoaderTest {
     }
 
     @Test
+    void shouldEndEveryODirectPieceOnAnAlignedFileOffsetOrAUnitEnd() throws Exception {
+        long length = 2 * ContentDigest.CHUNK + 12345; // three digest units, the tensor at an unaligned offset
+        byte[] data = new byte[(int) length];
+        new java.util.Random(5).nextBytes(data);
+        Path f = new SafetensorsWriter().add("big", DType.U8, new long[] {length}, data).write(dir.resolve("pieces.safetensors"));
+        TensorInfo t = SafetensorsFile.open(f).tensor("big");
+        org.junit.jupiter.api.Assumptions.assumeTrue(t.offset() % CheckpointLoader.DIRECT_ALIGN != 0, "the tensor is aligned");
+        List<Long> done = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (Mapping m = Posix.mmapAnonymous(length, "pieces")) {
+            CheckpointLoader.Result r = new CheckpointLoader(1, CheckpointLoader.DEFAULT_PIECE, (d, total) -> done.add(d))
+                    .withReadMode(CheckpointLoader.ReadMode.DIRECT).load(List.of(t), x -> m.address());
+            org.junit.jupiter.api.Assumptions.assumeTrue(r.directRefused() == null, "no O_DIRECT here: " + r.directRefused());
+            assertEquals(ContentDigest.digest(data), r.digest(t));
+            long previous = 0;
+            for (long d : done) { // one thread: the pieces in file order, each ending where the next starts
+                long end = t.offset() + d;
+                assertTrue(d - previous <= CheckpointLoader.DIRECT_PIECE, "a piece of " + (d - previous) + " bytes");
+                assertTrue(end % CheckpointLoader.DIRECT_PIECE == 0 || d % ContentDigest.CHUNK == 0 || d == length,
+                        "piece ending at file offset " + end + " is neither on a 16 MiB boundary nor a unit's end");
+                previous = d;
+            }
+            assertEquals(length, previous);
+            // 3 units; each 16 MiB boundary inside the tensor splits a unit once more
+            long boundaries = (t.offset() + length - 1) / CheckpointLoader.DIRECT_PIECE - t.offset() / CheckpointLoader.DIRECT_PIECE;
+            assertEquals(3 + boundaries, done.size(), "pieces: " + done);
+        }
+    }
+
+    @Test
     void shouldTakeWorkWhileItRunsAndStopCleanlyWhenAbandoned() throws Exception {
         List<TensorInfo> tensors = checkpoint.tensors();
         Map<String, Long> at = layout(tensors);
