@@ -10,9 +10,11 @@
 #            its STATUS load phases, the daemon's anonymous memory once ready and after the imports, then IMPORTS
 #            (default 3) fresh-process imports with a GPU view, Java CLI and C client interleaved; attach ms/GiB of each
 #   engines  one daemon with `--gpus 0,1 --device-tensors DEVICE_TENSORS` (backend ENGINE_BACKEND, default
-#            cuda-vmm): two engine processes at once, one per GPU, each importing every table with a GPU view and
-#            verifying every table through it with a GPU kernel (`import --gpu --device N --verify`), first two
-#            Python engines (python -m engram_host), then two Java ones
+#            cuda-vmm) on ENGINE_GIB GiB (default 8): two engine processes at once, one per GPU, each importing every
+#            table with a GPU view and verifying every table through it with a GPU kernel (`import --gpu --device N
+#            --verify`), first two Python engines (python -m engram_host, with --cpu-view: the GPU compares its view
+#            with the CPU's; a device tensor's bytes are copied back and digested in pure Python, about 60 MB/s, hence
+#            the smaller checkpoint), then two Java ones
 #   anon     the daemon's anonymous memory at 1 GiB and at GIB GiB (memfd), for its growth
 # Memory that appears only as it is used: when MemTotal is below what the tables need plus 16 GiB, serve gets
 # `--memory-budget` of that (MEMORY_BUDGET overrides, e.g. 200G; MEMORY_BUDGET=none never passes it).
@@ -65,7 +67,8 @@ checkpoint() { # GIB: the V4.1-layout checkpoint's directory, generated if absen
     rows=$(( gib * 1024 * 1024 * 1024 / (4 * 264) ))
     ck=$W/ck-$gib
     if [ ! -f "$ck/model.safetensors" ]; then
-        [ "$gib" -gt 8 ] && rm -rf "$W"/ck-* # the disk holds one large checkpoint
+        # the disk may hold only one large checkpoint: drop the others when this one would not fit beside them
+        [ "$(df --output=avail -B1G "$W" | tail -1)" -lt $(( gib + 4 )) ] && rm -rf "$W"/ck-*
         local t0=$SECONDS
         "$EH" generate --out "$ck" --rows "$rows" --dim 256 --layers 0,1,2,3 --single-file > "$OUT/generate-$gib.log" 2>&1 \
             || { tail -3 "$OUT/generate-$gib.log" >&2; return 1; }
@@ -178,6 +181,7 @@ engines)
     [ $GPU = 1 ] || { say "engines: no GPU here, skipped"; exit 0; }
     NG=$(nvidia-smi -L | wc -l)
     [ "$NG" -ge 2 ] || { bad "engines: $NG GPU(s), two needed"; exit 1; }
+    GIB=${ENGINE_GIB:-8}
     CK=$(checkpoint "$GIB") || { bad "generate $GIB GiB"; exit 1; }
     B=${ENGINE_BACKEND:-cuda-vmm}; L=$OUT/engines; mkdir -p "$L"; S=$W/engines.sock
     if [ "$B" = memfd-hugetlb ]; then reserve_huge $(( GIB * 512 + 256 )) > /dev/null; fi
@@ -188,7 +192,7 @@ engines)
         pids=()
         for g in 0 1; do
             if [ $kind = python ]; then
-                python3 -m engram_host import --socket "$S" --gpu --device $g --verify --json --hold-ms 3000 \
+                python3 -m engram_host import --socket "$S" --gpu --cpu-view --device $g --verify --json --hold-ms 3000 \
                     > "$L/$kind-gpu$g.json" 2> "$L/$kind-gpu$g.err" &
             else
                 "$EH" import --socket "$S" --gpu --device $g --verify --json > "$L/$kind-gpu$g.json" 2> "$L/$kind-gpu$g.err" &
