@@ -1,7 +1,10 @@
 // coldstart_probe: measures the ways of getting checkpoint bytes into each backend's memory on one machine, so the
 // loader's design follows what was measured (issue 14). Not a benchmark of the daemon: JMH's ColdLoadBench is.
 //
-//   coldstart_probe FILE GIB THREADS REGIONS [cuda]
+//   coldstart_probe FILE GIB THREADS REGIONS [cuda] [cold]
+//
+// With cuda it also times HOST_NUMA creation by 1, 2, 4 and 8 helper processes (each creating and exporting its
+// share as POSIX fds, the parent importing them), then in this process with 1 and more threads and handle sizes.
 //
 // FILE is created (GIB GiB of pseudo-random bytes) if missing or of another size. Every test reads all of it with
 // THREADS threads in 16 MiB chunks (one chunk at a time per thread, taken in file order) into REGIONS destinations of
@@ -18,7 +21,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <spawn.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -285,6 +291,8 @@ static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
 static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
 static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
 static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const struct access *, size_t);
+static CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
+static CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
 static void *ctx;
 
 #define CU(call) do { CUresult r_ = (call); if (r_) { fprintf(stderr, "%s: CUresult %d\n", #call, r_); exit(1); } } while (0)
@@ -295,7 +303,7 @@ static int cuda_load(void) {
 #define SYM(n) if (!(*(void **)&n = dlsym(lib, #n))) return -1
     SYM(cuInit); SYM(cuDeviceGet); SYM(cuDevicePrimaryCtxRetain); SYM(cuCtxSetCurrent); SYM(cuMemCreate);
     SYM(cuMemRelease); SYM(cuMemAddressReserve); SYM(cuMemAddressFree); SYM(cuMemMap); SYM(cuMemUnmap);
-    SYM(cuMemSetAccess);
+    SYM(cuMemSetAccess); SYM(cuMemExportToShareableHandle); SYM(cuMemImportFromShareableHandle);
     int dev;
     CU(cuInit(0));
     CU(cuDeviceGet(&dev, 0));
@@ -356,6 +364,111 @@ static void test_vmm(long pieces, int nthreads) {
     report("vmm: release", now() - t2, total);
 }
 
+// ---- cuda-vmm HOST_NUMA creation in several processes: does the driver serialise cuMemCreate per process or
+// for the machine? Each helper process (this program, exec'd: CUDA is not fork-safe) creates its share of the
+// pieces, exports each as a POSIX fd, sends it over a socket (SCM_RIGHTS), releases its handle and exits; the
+// parent imports every fd, maps it with CPU access and reads the file into it (the memory outlives its creator).
+
+static void send_fd(int sock, int fd) {
+    char c = 0;
+    struct iovec iov = {&c, 1};
+    union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
+    struct msghdr m = {0};
+    m.msg_iov = &iov; m.msg_iovlen = 1; m.msg_control = u.b; m.msg_controllen = sizeof u.b;
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    h->cmsg_level = SOL_SOCKET; h->cmsg_type = SCM_RIGHTS; h->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(h), &fd, sizeof(int));
+    if (sendmsg(sock, &m, 0) != 1) die("sendmsg");
+}
+
+static int recv_fd(int sock) {
+    char c;
+    struct iovec iov = {&c, 1};
+    union { struct cmsghdr h; char b[CMSG_SPACE(sizeof(int))]; } u;
+    struct msghdr m = {0};
+    m.msg_iov = &iov; m.msg_iovlen = 1; m.msg_control = u.b; m.msg_controllen = sizeof u.b;
+    if (recvmsg(sock, &m, 0) != 1) die("recvmsg (a helper failed?)");
+    struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+    if (!h || h->cmsg_type != SCM_RIGHTS) die("recvmsg: no fd");
+    int fd;
+    memcpy(&fd, CMSG_DATA(h), sizeof(int));
+    return fd;
+}
+
+// the helper: `coldstart_probe --vmm-helper SOCKFD PIECES PIECE_BYTES`
+static int vmm_helper(int sock, long pieces, long size) {
+    if (cuda_load() != 0) return 3;
+    struct prop p = {1, 1, 3, 0, NULL, {0}};
+    for (long i = 0; i < pieces; i++) {
+        CUmemGenericAllocationHandle h;
+        int fd = -1;
+        CU(cuMemCreate(&h, size, &p, 0));
+        CU(cuMemExportToShareableHandle(&fd, h, 1, 0));
+        send_fd(sock, fd);
+        close(fd);
+        CU(cuMemRelease(h));
+    }
+    return 0;
+}
+
+static void test_vmm_procs(int procs, long pieces) {
+    piece = total / pieces;
+    if (pieces % procs || pieces > 4096) { printf("vmm procs: skipped: %ld pieces over %d processes\n", pieces, procs); return; }
+    int socks[64][2];
+    pid_t pids[64];
+    double t0 = now();
+    for (int k = 0; k < procs; k++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, socks[k])) die("socketpair");
+        char a1[16], a2[24], a3[24];
+        snprintf(a1, sizeof a1, "%d", socks[k][1]);
+        snprintf(a2, sizeof a2, "%ld", pieces / procs);
+        snprintf(a3, sizeof a3, "%ld", piece);
+        char *argv[] = {"coldstart_probe", "--vmm-helper", a1, a2, a3, NULL};
+        extern char **environ;
+        if (posix_spawn(&pids[k], "/proc/self/exe", NULL, NULL, argv, environ)) die("posix_spawn");
+        close(socks[k][1]);
+    }
+    for (int k = 0; k < procs; k++) {
+        for (long j = 0; j < pieces / procs; j++) {
+            allocs[k * (pieces / procs) + j].size = recv_fd(socks[k][0]); // the fd, for now
+        }
+    }
+    double t1 = now();
+    char name[112];
+    snprintf(name, sizeof name, "vmm procs: %d processes create %ld x %ld MiB and export", procs, pieces, piece >> 20);
+    report(name, t1 - t0, total);
+    for (int k = 0; k < procs; k++) {
+        int st;
+        waitpid(pids[k], &st, 0);
+        close(socks[k][0]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) { printf("vmm procs: helper %d failed (%d)\n", k, st); exit(1); }
+    }
+    double t2 = now();
+    for (long i = 0; i < pieces; i++) {
+        int fd = (int)allocs[i].size;
+        CU(cuMemImportFromShareableHandle(&allocs[i].h, (void *)(intptr_t)fd, 1));
+        close(fd);
+        allocs[i].size = piece;
+        CU(cuMemAddressReserve(&allocs[i].va, piece, 2 << 20, 0, 0));
+        CU(cuMemMap(allocs[i].va, piece, 0, allocs[i].h, 0));
+        struct access a = {3, 0, 3};
+        CU(cuMemSetAccess(allocs[i].va, piece, &a, 1));
+    }
+    double t3 = now();
+    snprintf(name, sizeof name, "vmm procs: import, map, access in the parent (helpers gone)");
+    report(name, t3 - t2, total);
+    struct dest d;
+    d.fdfile = open_file(0);
+    run_pool(threads, nchunks(), vmm_read_task, &d);
+    report("vmm procs: pread into it", now() - t3, total);
+    close(d.fdfile);
+    for (long i = 0; i < pieces; i++) {
+        CU(cuMemUnmap(allocs[i].va, piece));
+        CU(cuMemAddressFree(allocs[i].va, piece));
+        CU(cuMemRelease(allocs[i].h));
+    }
+}
+
 static void make_file(void) {
     struct stat st;
     if (stat(path, &st) == 0 && st.st_size == total) return;
@@ -378,6 +491,9 @@ static void make_file(void) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--vmm-helper") == 0) {
+        return vmm_helper(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
+    }
     if (argc < 5) {
         fprintf(stderr, "usage: coldstart_probe FILE GIB THREADS REGIONS [cuda] [cold]\n");
         return 2;
@@ -408,8 +524,14 @@ int main(int argc, char **argv) {
     test_memfd(4u, "memfd hugetlb", 1);
     test_memfd(4u, "memfd hugetlb", 2);
     if (cuda) {
+        // helpers are exec'd (posix_spawn), so the parent's own CUDA state does not reach them
+        int procs[] = {1, 2, 4, 8};
+        for (int k = 0; k < 4 && procs[k] <= threads && cuda_load() == 0; k++) {
+            test_vmm_procs(procs[k], total / GIB >= 8 ? total / GIB : 8);
+        }
         if (cuda_load() != 0) {
-            printf("vmm: skipped: %s\n", dlerror() ? dlerror() : "libcuda.so.1 not loadable");
+            const char *why = dlerror();
+            printf("vmm: skipped: %s\n", why ? why : "libcuda.so.1 not loadable");
         } else {
             test_vmm(nregions, 1);
             test_vmm(nregions, nregions < threads ? nregions : threads);
