@@ -5,6 +5,11 @@
 #   smoke     every GPU benchmark once on small tables (about 2 min): do the paths work at all?
 #   attach    AttachBench (Java and its C baseline) at 1, 4 and 16 GiB   (about 4 min)
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)
+#   attachbig AttachBench at TABLE_MIB (default 65536; issue 15: 65536, 102400, 131072 and 193536 = 189 GiB on the
+#             two-GPU machine), one backend per command, BACKEND cuda-vmm (default), memfd-hugetlb or memfd: the Java
+#             attach and its in-process C baseline (cuda-vmm adds the socket round trip); huge pages are reserved
+#             only for memfd-hugetlb (the tables' size plus 512 MiB) and given back to 0 otherwise, so that one
+#             backend's table and another's reserve never have to fit together
 #   gather    GpuGatherBench on 2 GiB tables: random rows vs a sequential read, our 3 views and the 2 engine-pinned
 #             baselines (cuMemHostAlloc; anonymous memory + cuMemHostRegister), 64/264/1024-byte rows (about 3 min)
 #   gather16  GpuGatherBench on 16 GiB tables, 264-byte rows, every method    (about 2 min)
@@ -39,6 +44,14 @@ for part in "$@"; do
         smoke) args=(--name gpu-smoke -f 1 -wi 0 -i 1 -p tableMiB=64 -p gatherRows=65536 -p rowBytes=264) ;;
         attach) args=(--name attach -p tableMiB=1024,4096,16384 AttachBench) ;;
         attach32) args=(--name attach-32g -p tableMiB=32768 AttachBench) ;;
+        attachbig)
+            case "${BACKEND:-cuda-vmm}" in
+                cuda-vmm) sel='AttachBench\.(vmmGpu|cLibVmmGpu|cRoundTrip)$' ;;
+                memfd-hugetlb) sel='AttachBench\.(memfdHugetlbRegister|cLibMemfdHugetlbRegister)$' ;;
+                memfd) sel='AttachBench\.(memfdRegister|cLibMemfdRegister)$' ;;
+                *) echo "bench-gpu-pass: attachbig: BACKEND is cuda-vmm, memfd-hugetlb or memfd" >&2; exit 2 ;;
+            esac
+            args=(--name "attach-big-${BACKEND:-cuda-vmm}-${TABLE_MIB:-65536}" -p "tableMiB=${TABLE_MIB:-65536}" "$sel") ;;
         gather) args=(--name gather -p tableMiB=2048 GpuGatherBench) ;;
         gather16) args=(--name gather-16g -p tableMiB=16384 -p rowBytes=264 GpuGatherBench) ;;
         pinned|pinned40)
@@ -58,11 +71,15 @@ for part in "$@"; do
         busy) args=(--name cpu-busy BusyDaemonBench) ;;
         coldload) args=(--name cpu-coldcache -p cache=warm,cold -p threads=1,2,4
                         'ColdLoadBench\.(loaderIntoMemfd|preadIntoAnonymous)$') ;;
-        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, gather, gather16, pinned, pinned40, pinned2g, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
+        *) echo "bench-gpu-pass: unknown part '$part' (smoke, attach, attach32, attachbig, gather, gather16, pinned, pinned40, pinned2g, restart, restart-py16, restart-py40, handshake, busy, coldload)" >&2; exit 2 ;;
     esac
     suite=gpu
     case "$part" in handshake|coldload|busy) suite=cpu ;; esac
     pages=$HUGEPAGES
+    if [ "$part" = attachbig ]; then
+        pages=0
+        [ "${BACKEND:-cuda-vmm}" = memfd-hugetlb ] && pages=$(( ${TABLE_MIB:-65536} / 2 + 256 ))
+    fi
     if { [ "$part" = restart-py40 ] && [ "${BACKEND:-cuda-vmm}" = memfd-hugetlb ] || [ "$part" = pinned40 ]; } \
         && [ "$pages" -lt 20736 ]; then
         pages=20736 # the 40 GiB table (20480 pages) and some room
