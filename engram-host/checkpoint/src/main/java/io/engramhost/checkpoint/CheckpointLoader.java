@@ -207,8 +207,11 @@ public final class CheckpointLoader {
         return new Session(source::fd, totalBytes, threads);
     }
 
-    /** One tensor's part in a load: its destination and the XXH64 of each of its digest chunks. */
-    private record Target(TensorInfo tensor, Fd fd, long address, long[] chunkHashes) {
+    /**
+     * One tensor's part in a load: its file (the threads reach it here, never through the session's map, which
+     * only the adding thread touches), its destination and the XXH64 of each of its digest chunks.
+     */
+    private record Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes) {
     }
 
     /**
@@ -327,7 +330,7 @@ public final class CheckpointLoader {
                 checkSize(fd, t);
                 file.prepare(mode);
                 int n = Math.toIntExact((t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
-                Target target = new Target(t, fd, address, new long[n]);
+                Target target = new Target(t, file, address, new long[n]);
                 targets.add(target);
                 for (int i = 0; i < n; i++) {
                     long off = i * ContentDigest.CHUNK;
@@ -475,7 +478,7 @@ public final class CheckpointLoader {
 
         /** Reads a unit through the page cache in pieces of {@code pieceSize}, hashing each piece as it is read. */
         private void readUnit(Unit u) {
-            FileAccess file = files.get(u.target.fd);
+            FileAccess file = u.target.file;
             firstRead.accumulateAndGet(System.nanoTime(), Math::min);
             Xxh64 hash = new Xxh64(0);
             for (long p = 0; p < u.length; p += pieceSize) {
@@ -502,7 +505,7 @@ public final class CheckpointLoader {
          */
         private void readDirectPiece(Task task, Mapping bounce) {
             Unit u = task.unit;
-            FileAccess file = files.get(u.target.fd);
+            FileAccess file = u.target.file;
             firstRead.accumulateAndGet(System.nanoTime(), Math::min);
             long at = u.address + task.offset;
             long fileOffset = u.fileOffset + task.offset;
