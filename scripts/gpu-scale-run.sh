@@ -142,7 +142,8 @@ serve)
         for i in $(seq "$IMPORTS"); do
             if [ $GPU = 1 ]; then
                 "$EH" import --socket "$S" --gpu --device 0 --json > "$L/java-$i.json" 2> "$L/java-$i.err" || bad "$B: Java import $i"
-                "$CA" --socket "$S" --device 0 --json > "$L/c-$i.json" 2> "$L/c-$i.err" || bad "$B: C import $i"
+                # --register: the C client registers memfd mappings with CUDA as Java's --gpu does
+                "$CA" --socket "$S" --device 0 --register --json > "$L/c-$i.json" 2> "$L/c-$i.err" || bad "$B: C import $i"
             else
                 "$EH" import --socket "$S" --json > "$L/java-$i.json" 2> "$L/java-$i.err" || bad "$B: Java import $i"
                 "$CA" --socket "$S" --json > "$L/c-$i.json" 2> "$L/c-$i.err" || bad "$B: C import $i"
