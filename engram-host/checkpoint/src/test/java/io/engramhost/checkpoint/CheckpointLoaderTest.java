@@ -156,6 +156,37 @@ class CheckpointLoaderTest {
     }
 
     @Test
+    void shouldFailCleanlyWhenTheFileShrinksDuringAnODirectLoad() throws Exception {
+        long length = 3 * CheckpointLoader.DIRECT_PIECE + 777; // several O_DIRECT pieces
+        byte[] data = new byte[(int) length];
+        new java.util.Random(9).nextBytes(data);
+        Path f = new SafetensorsWriter().add("t", DType.U8, new long[] {length}, data).write(dir.resolve("shrinks.safetensors"));
+        TensorInfo t = SafetensorsFile.open(f).tensor("t");
+        java.util.concurrent.atomic.AtomicBoolean cut = new java.util.concurrent.atomic.AtomicBoolean();
+        Runnable shrinkOnce = () -> { // after the first piece: the rest of the file is gone
+            if (cut.compareAndSet(false, true)) {
+                try (RandomAccessFile raf = new RandomAccessFile(f.toFile(), "rw")) {
+                    raf.setLength(t.offset() + CheckpointLoader.DIRECT_PIECE);
+                } catch (IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            }
+        };
+        try (Mapping m = Posix.mmapAnonymous(length, "shrinks")) {
+            CheckpointLoader.Result whole = new CheckpointLoader(1).withReadMode(CheckpointLoader.ReadMode.DIRECT)
+                    .load(List.of(t), x -> m.address());
+            org.junit.jupiter.api.Assumptions.assumeTrue(whole.directRefused() == null, "no O_DIRECT here: " + whole.directRefused());
+            assertEquals(ContentDigest.digest(data), whole.digest(t));
+            CheckpointException e = assertThrows(CheckpointException.class, () -> new CheckpointLoader(1)
+                    .withReadMode(CheckpointLoader.ReadMode.DIRECT).withAfterChunkHook(shrinkOnce)
+                    .load(List.of(t), x -> m.address()));
+            assertTrue(e.getMessage().startsWith(f + ": tensor 't': reading "), e.getMessage());
+            assertTrue(e.getMessage().contains("(O_DIRECT)") && e.getMessage().contains("unexpected end of file"),
+                    e.getMessage());
+        }
+    }
+
+    @Test
     void shouldReportAReadErrorWithTheErrno() throws IOException {
         TensorInfo s = checkpoint.tensor("engram.layers.1.embedding.scale");
         // A destination the kernel cannot write to: pread fails with EFAULT.
