@@ -68,7 +68,7 @@ public final class MemoryBudget {
         if (bytes > usable.bytes()) {
             throw new NumaException("need " + Bytes.format(bytes) + " " + where + " but only "
                     + Bytes.format(usable.bytes()) + " is usable (" + usable.figures() + ")"
-                    + interleaveHint(bytes, resolved, topology));
+                    + interleaveHint(bytes, resolved, topology) + growableHint(topology));
         }
         String line = Bytes.format(bytes) + " fits " + where + ": " + Bytes.format(usable.bytes()) + " usable ("
                 + usable.figures() + ")";
@@ -106,6 +106,15 @@ public final class MemoryBudget {
         }
         return "; NUMA nodes " + CpuList.format(topology.memoryNodes()) + " together have " + Bytes.format(all)
                 + " usable: --numa interleave spreads the tables over them";
+    }
+
+    /**
+     * On a virtual machine whose host can add memory while it runs: say so, and name the override. Only the
+     * operator knows whether the host will give it; the check does not guess.
+     */
+    private static String growableHint(Topology topology) {
+        return topology.growableMemory().map(d -> "; this machine has " + d + ", through which its host may add"
+                + " memory as it is used: if it does, serve --memory-budget SIZE counts on SIZE instead").orElse("");
     }
 
     private static Usable usable(Topology topology, int node) {

@@ -22,9 +22,11 @@ public final class Topology {
     private final Map<Long, HugePagePool> systemHugePages;
     private final long nrHugepages;
     private final LowWatermarks lowWatermarks;
+    private final Optional<String> growableMemory;
 
     Topology(Path root, boolean fromSysfs, List<NumaNode> nodes, Meminfo system,
-            Map<Long, HugePagePool> systemHugePages, long nrHugepages, LowWatermarks lowWatermarks) {
+            Map<Long, HugePagePool> systemHugePages, long nrHugepages, LowWatermarks lowWatermarks,
+            Optional<String> growableMemory) {
         this.root = root;
         this.fromSysfs = fromSysfs;
         this.nodes = List.copyOf(nodes);
@@ -32,6 +34,7 @@ public final class Topology {
         this.systemHugePages = Map.copyOf(systemHugePages);
         this.nrHugepages = nrHugepages;
         this.lowWatermarks = lowWatermarks;
+        this.growableMemory = growableMemory;
     }
 
     /** This machine's topology, from {@code /}. */
@@ -84,6 +87,15 @@ public final class Topology {
     /** Each node's low watermark from {@code proc/zoneinfo}, or why it is unknown. */
     LowWatermarks lowWatermarks() {
         return lowWatermarks;
+    }
+
+    /**
+     * A device through which a virtual machine's host can add memory while it runs, e.g. "a virtio-balloon device
+     * (virtio0)", from the drivers' bound devices under {@code sys/bus/virtio/drivers}; empty when there is none.
+     * There, {@code MemTotal} and {@code MemFree} may be less than the memory the host gives as it is used.
+     */
+    public Optional<String> growableMemory() {
+        return growableMemory;
     }
 
     /** {@code vm.nr_hugepages} (pages of the default huge page size), -1 when unknown. */

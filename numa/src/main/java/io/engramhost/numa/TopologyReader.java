@@ -45,7 +45,7 @@ final class TopologyReader {
         }
         Meminfo system = Sysfs.readIfExists(procMeminfo).map(s -> Meminfo.parse(s, procMeminfo))
                 .orElseGet(() -> nodes.stream().map(NumaNode::memory).reduce(Meminfo::plus).orElseThrow());
-        return new Topology(root, true, nodes, system, systemPools, nrHugepages, lowWatermarks());
+        return new Topology(root, true, nodes, system, systemPools, nrHugepages, lowWatermarks(), growableMemory());
     }
 
     /** No NUMA sysfs (a kernel without CONFIG_NUMA, some containers): one node 0 with all memory. */
@@ -56,7 +56,29 @@ final class TopologyReader {
         Path cpuOnline = root.resolve("sys/devices/system/cpu/online");
         List<Integer> cpus = Sysfs.readIfExists(cpuOnline).map(s -> CpuList.parse(s, cpuOnline)).orElse(List.of());
         NumaNode node0 = new NumaNode(0, cpus, true, system, Map.of(0, 10), systemPools);
-        return new Topology(root, false, List.of(node0), system, systemPools, nrHugepages, lowWatermarks());
+        return new Topology(root, false, List.of(node0), system, systemPools, nrHugepages, lowWatermarks(),
+                growableMemory());
+    }
+
+    /**
+     * The first device bound to the virtio balloon or virtio-mem driver ({@code sys/bus/virtio/drivers/virtio_balloon}
+     * or {@code virtio_mem}, entries named {@code virtio*}): memory the host may add as it is used. A driver folder
+     * that is missing or unreadable counts as no device.
+     */
+    private java.util.Optional<String> growableMemory() {
+        for (String[] driver : new String[][] {{"virtio_mem", "virtio-mem"}, {"virtio_balloon", "virtio-balloon"}}) {
+            Path dir = root.resolve("sys/bus/virtio/drivers").resolve(driver[0]);
+            try (java.util.stream.Stream<Path> entries = Files.list(dir)) {
+                java.util.Optional<String> device = entries.map(e -> e.getFileName().toString())
+                        .filter(n -> n.startsWith("virtio")).sorted().findFirst();
+                if (device.isPresent()) {
+                    return java.util.Optional.of("a " + driver[1] + " device (" + device.get() + ")");
+                }
+            } catch (java.io.IOException | SecurityException e) {
+                // no such driver here, or not readable: nothing to say
+            }
+        }
+        return java.util.Optional.empty();
     }
 
     /** {@code proc/zoneinfo}'s low watermarks; a missing or unreadable file is noted there, not thrown. */

@@ -187,6 +187,44 @@ class MemoryBudgetTest {
     }
 
     @Test
+    void shouldNameTheOverrideWhereTheHostCanAddMemory(@org.junit.jupiter.api.io.TempDir java.nio.file.Path tmp)
+            throws Exception {
+        // the H200 VM's fixture, plus a driver folder as sysfs has it: the device's entry, named virtio*
+        java.nio.file.Path root = tmp.resolve("vm");
+        java.nio.file.Path from = Fixtures.root(Fixtures.SINGLE_NODE_VM);
+        try (java.util.stream.Stream<java.nio.file.Path> all = java.nio.file.Files.walk(from)) {
+            for (java.nio.file.Path f : (Iterable<java.nio.file.Path>) all::iterator) {
+                java.nio.file.Path to = root.resolve(from.relativize(f).toString());
+                if (java.nio.file.Files.isDirectory(f)) {
+                    java.nio.file.Files.createDirectories(to);
+                } else {
+                    java.nio.file.Files.copy(f, to);
+                }
+            }
+        }
+        java.nio.file.Path drivers = root.resolve("sys/bus/virtio/drivers");
+        java.nio.file.Files.createDirectories(drivers.resolve("virtio_mem")); // the driver, no device bound
+        java.nio.file.Files.createDirectories(drivers.resolve("virtio_balloon/virtio0"));
+        java.nio.file.Files.createFile(drivers.resolve("virtio_balloon/bind")); // the driver's own files stay out
+        Topology vm = Topology.read(root, 4096);
+        assertEquals(Optional.of("a virtio-balloon device (virtio0)"), vm.growableMemory());
+        String zoneinfo = root.resolve("proc/zoneinfo").toString();
+        assertEquals("need 200.0 GiB on this machine but only 125.6 GiB is usable (MemFree 124.7 GiB + file cache"
+                + " 929.6 MiB; low watermark not subtracted: " + zoneinfo + " is missing); this machine has a"
+                + " virtio-balloon device (virtio0), through which its host may add memory as it is used: if it does,"
+                + " serve --memory-budget SIZE counts on SIZE instead", assertThrows(NumaException.class,
+                        () -> MemoryBudget.check(200 * GIB, NumaPolicy.none(), false, 0, vm)).getMessage());
+        // what fits says nothing of it; a virtio-mem device is named before a balloon
+        assertEquals("16.0 GiB fits on this machine: 125.6 GiB usable (MemFree 124.7 GiB + file cache 929.6 MiB; low"
+                + " watermark not subtracted: " + zoneinfo + " is missing)",
+                MemoryBudget.check(16 * GIB, NumaPolicy.none(), false, 0, vm));
+        java.nio.file.Files.createDirectories(drivers.resolve("virtio_mem/virtio4"));
+        assertEquals(Optional.of("a virtio-mem device (virtio4)"), Topology.read(root, 4096).growableMemory());
+        // the fixtures without those folders (every other test here) have none
+        assertEquals(Optional.empty(), Fixtures.topology(Fixtures.SINGLE_NODE_VM).growableMemory());
+    }
+
+    @Test
     void shouldLetTheOverrideExceedWhatASingleNodeMachineHasNow() {
         // the H200 machine on a start whose memory grows: proc/meminfo says 125.6 GiB available, 200 GiB is asked
         Topology vm = Fixtures.topology(Fixtures.SINGLE_NODE_VM);
