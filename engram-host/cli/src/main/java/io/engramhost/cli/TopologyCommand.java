@@ -43,6 +43,7 @@ final class TopologyCommand implements Callable<Integer> {
             Map<String, Object> out = new LinkedHashMap<>();
             out.put("nodes", nodes);
             out.put("nr_hugepages", topology.nrHugepages());
+            out.put("growable_memory", topology.growableMemory().orElse(null));
             out.put("gpus", gpus);
             out.put("cuda", GpuInfo.cudaState());
             System.out.println(JsonWriter.write(out));
@@ -53,6 +54,8 @@ final class TopologyCommand implements Callable<Integer> {
                     Bytes.format((Long) n.get("memory_free")), Bytes.format((Long) n.get("memory_total")), n.get("distances"));
         }
         System.out.printf("huge pages reserved (vm.nr_hugepages): %d%n", topology.nrHugepages());
+        topology.growableMemory().ifPresent(d -> System.out.printf("memory can grow: %s, through which the host may"
+                + " add memory as it is used (serve --memory-budget)%n", d));
         System.out.printf("cuda: %s%n", GpuInfo.cudaState());
         if (gpus.isEmpty()) {
             System.out.println("gpus: none found");

@@ -69,6 +69,44 @@ class MemoryBudgetProcessTest {
         assertFalse(Files.exists(socket.getParent()), "refused before the socket (or its directory) was created");
     }
 
+    /** A device bound to the virtio-mem or balloon driver, as the daemon looks for it, read here on our own. */
+    private static boolean growableMemoryHere() throws Exception {
+        for (String driver : List.of("virtio_mem", "virtio_balloon")) {
+            Path d = Path.of("/sys/bus/virtio/drivers", driver);
+            if (Files.isDirectory(d)) {
+                try (var entries = Files.list(d)) {
+                    if (entries.anyMatch(e -> e.getFileName().toString().startsWith("virtio"))) {
+                        return true;
+                    }
+                }
+            }
+        }
+        return false;
+    }
+
+    @Test
+    void shouldRefuseMoreThanTheMachineHasAndNameTheBudgetWhereMemoryCanGrow(@TempDir Path dir) throws Exception {
+        // one U8 tensor of MemTotal + 64 GiB in a sparse file: valid, and larger than anything free here
+        long n = memTotal() + 64 * Bytes.GiB;
+        byte[] header = ("{\"big\":{\"dtype\":\"U8\",\"shape\":[" + n + "],\"data_offsets\":[0," + n + "]}}    ")
+                .getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        Path file = dir.resolve("sparse.safetensors");
+        try (java.io.RandomAccessFile raf = new java.io.RandomAccessFile(file.toFile(), "rw")) {
+            raf.write(java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(header.length).array());
+            raf.write(header);
+            raf.setLength(8 + header.length + n);
+        }
+        Path socket = dir.resolve("run/m.sock");
+        CliRun serve = CliRun.of("serve", "--checkpoint", file.toString(), "--numa", "none", "--socket", socket.toString());
+        assertEquals(1, serve.exit(), serve.err());
+        assertTrue(serve.err().startsWith("engram-host serve: need " + Bytes.format(n) + " on this machine but only "),
+                serve.err());
+        String hint = " through which its host may add memory as it is used: if it does, serve --memory-budget SIZE"
+                + " counts on SIZE instead";
+        assertEquals(growableMemoryHere(), serve.err().strip().endsWith(hint), serve.err());
+        assertFalse(Files.exists(socket.getParent()), "refused before the socket (or its directory) was created");
+    }
+
     @Test
     void shouldRefuseAMalformedSizeAsAUsageErrorNamingTheOption(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("run/m.sock");
