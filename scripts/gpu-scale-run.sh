@@ -85,8 +85,10 @@ budget_args() { # GIB: --memory-budget when MemTotal is below what GIB GiB of ta
         *) echo "--memory-budget $MEMORY_BUDGET" ;;
     esac
 }
-reserve_huge() { # PAGES: reserve, print what the kernel gave
-    echo "$1" > /proc/sys/vm/nr_hugepages 2>/dev/null
+reserve_huge() { # PAGES: reserve (never fewer than were reserved before this run), print what the kernel gave
+    local n=$1
+    [ "$n" -lt "$HUGE0" ] && n=$HUGE0
+    echo "$n" > /proc/sys/vm/nr_hugepages 2>/dev/null
     cat /proc/sys/vm/nr_hugepages
 }
 serve() { # BACKEND CHECKPOINT SOCKET LOG [extra serve args]: starts the daemon in the background, sets D
@@ -96,7 +98,9 @@ serve() { # BACKEND CHECKPOINT SOCKET LOG [extra serve args]: starts the daemon 
     "$EH" serve --checkpoint "$ck" --backend "$b" --socket "$s" --threads 16 $(budget_args "$GIB") "$@" > "$log" 2>&1 &
     D=$!
 }
-trap 'pkill -f "$W/engram-host/" 2>/dev/null; echo 0 > /proc/sys/vm/nr_hugepages 2>/dev/null' EXIT
+# huge pages reserved before this run are given back as they were, not set to 0
+HUGE0=$(cat /proc/sys/vm/nr_hugepages 2>/dev/null || echo 0)
+trap 'pkill -f "$W/engram-host/" 2>/dev/null; echo "$HUGE0" > /proc/sys/vm/nr_hugepages 2>/dev/null' EXIT
 
 case "$PART" in
 env)
@@ -117,7 +121,7 @@ env)
     t0=$SECONDS; got=$(reserve_huge "$want")
     say "huge pages: asked $want (GIB $GIB + 512 MiB), the kernel reserved $got ($(( got / 512 )) GiB) in $(( SECONDS - t0 )) s; MemTotal now $(mem_gib MemTotal) GiB"
     [ "$got" -ge "$want" ] && ok "$want huge pages reserved" || bad "only $got of $want huge pages reserved"
-    reserve_huge 0 > /dev/null
+    reserve_huge "$HUGE0" > /dev/null
     ;;
 serve)
     CK=$(checkpoint "$GIB") || { bad "generate $GIB GiB"; exit 1; }
@@ -126,13 +130,13 @@ serve)
         L=$OUT/$B; mkdir -p "$L"; S=$W/$B.sock
         if [ "$B" = memfd-hugetlb ]; then
             want=$(( SIZE / (2 << 20) + 256 )); got=$(reserve_huge "$want")
-            [ "$got" -ge "$want" ] || { bad "$B: only $got of $want huge pages"; reserve_huge 0 > /dev/null; continue; }
+            [ "$got" -ge "$want" ] || { bad "$B: only $got of $want huge pages"; reserve_huge "$HUGE0" > /dev/null; continue; }
         fi
         t0=$(date +%s%N)
         serve "$B" "$CK" "$S" "$L/serve.log"
         if ! wait_ready "$S" 420 "$D"; then
             bad "$B: ready within 420 s"; tail -5 "$L/serve.log"; kill "$D" 2>/dev/null; wait "$D" 2>/dev/null
-            reserve_huge 0 > /dev/null; continue
+            reserve_huge "$HUGE0" > /dev/null; continue
         fi
         t1=$(date +%s%N)
         ok "$B: $GIB GiB served, ready $(( (t1 - t0) / 1000000 )) ms after the start $(budget_args "$GIB")"
@@ -175,7 +179,7 @@ else:
 PY
         "$EH" stop --socket "$S" >> "$L/serve.log" 2>&1
         wait "$D" 2>/dev/null
-        [ "$B" = memfd-hugetlb ] && reserve_huge 0 > /dev/null
+        [ "$B" = memfd-hugetlb ] && reserve_huge "$HUGE0" > /dev/null
     done
     ;;
 engines)

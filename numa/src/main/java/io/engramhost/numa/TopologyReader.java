@@ -1,11 +1,14 @@
 package io.engramhost.numa;
 
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
+import java.util.stream.Stream;
 
 /** Builds a {@link Topology} from the sysfs and procfs files under a root folder. */
 final class TopologyReader {
@@ -65,20 +68,20 @@ final class TopologyReader {
      * or {@code virtio_mem}, entries named {@code virtio*}): memory the host may add as it is used. A driver folder
      * that is missing or unreadable counts as no device.
      */
-    private java.util.Optional<String> growableMemory() {
+    private Optional<String> growableMemory() {
         for (String[] driver : new String[][] {{"virtio_mem", "virtio-mem"}, {"virtio_balloon", "virtio-balloon"}}) {
             Path dir = root.resolve("sys/bus/virtio/drivers").resolve(driver[0]);
-            try (java.util.stream.Stream<Path> entries = Files.list(dir)) {
-                java.util.Optional<String> device = entries.map(e -> e.getFileName().toString())
+            try (Stream<Path> entries = Files.list(dir)) {
+                Optional<String> device = entries.map(e -> e.getFileName().toString())
                         .filter(n -> n.startsWith("virtio")).sorted().findFirst();
                 if (device.isPresent()) {
-                    return java.util.Optional.of("a " + driver[1] + " device (" + device.get() + ")");
+                    return Optional.of("a " + driver[1] + " device (" + device.get() + ")");
                 }
-            } catch (java.io.IOException | SecurityException e) {
+            } catch (IOException | SecurityException e) {
                 // no such driver here, or not readable: nothing to say
             }
         }
-        return java.util.Optional.empty();
+        return Optional.empty();
     }
 
     /** {@code proc/zoneinfo}'s low watermarks; a missing or unreadable file is noted there, not thrown. */
