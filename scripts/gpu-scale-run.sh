@@ -185,30 +185,36 @@ PY
 engines)
     [ $GPU = 1 ] || { say "engines: no GPU here, skipped"; exit 0; }
     NG=$(nvidia-smi -L | wc -l)
-    [ "$NG" -ge 2 ] || { bad "engines: $NG GPU(s), two needed"; exit 1; }
+    # ENGINE_GPUS: the GPU of each engine (default "0 1"); "0 0" rehearses the part on a one-GPU machine
+    read -r -a EG <<< "${ENGINE_GPUS:-0 1}"
+    for g in "${EG[@]}"; do [ "$g" -lt "$NG" ] || { bad "engines: GPU $g asked, this machine has $NG"; exit 1; }; done
+    GPUS=$(printf '%s\n' "${EG[@]}" | sort -un | paste -sd,)
     GIB=${ENGINE_GIB:-8}
+    say "engines: $GIB GiB, engines on GPUs ${EG[*]}"
     CK=$(checkpoint "$GIB") || { bad "generate $GIB GiB"; exit 1; }
     B=${ENGINE_BACKEND:-cuda-vmm}; L=$OUT/engines; mkdir -p "$L"; S=$W/engines.sock
     if [ "$B" = memfd-hugetlb ]; then reserve_huge $(( GIB * 512 + 256 )) > /dev/null; fi
-    serve "$B" "$CK" "$S" "$L/serve.log" --gpus 0,1 --device-tensors "${DEVICE_TENSORS:-engram.layers.0.*}"
+    serve "$B" "$CK" "$S" "$L/serve.log" --gpus "$GPUS" --device-tensors "${DEVICE_TENSORS:-engram.layers.0.*}"
     wait_ready "$S" 420 "$D" || { bad "engines: daemon ready"; tail -5 "$L/serve.log"; exit 1; }
     "$EH" status --socket "$S" --json > "$L/status.json"
     for kind in python java; do
         pids=()
-        for g in 0 1; do
+        for k in "${!EG[@]}"; do
+            g=${EG[$k]} f=$L/$kind-$k-gpu${EG[$k]}
             if [ $kind = python ]; then
                 python3 -m engram_host import --socket "$S" --gpu --cpu-view --device $g --verify --json --hold-ms 3000 \
-                    > "$L/$kind-gpu$g.json" 2> "$L/$kind-gpu$g.err" &
+                    > "$f.json" 2> "$f.err" &
             else
-                "$EH" import --socket "$S" --gpu --device $g --verify --json > "$L/$kind-gpu$g.json" 2> "$L/$kind-gpu$g.err" &
+                "$EH" import --socket "$S" --gpu --device $g --verify --json > "$f.json" 2> "$f.err" &
             fi
             pids+=($!)
         done
-        for g in 0 1; do
-            if wait "${pids[$g]}"; then :; else bad "engines: $kind engine on GPU $g exited non-zero: $(tail -2 "$L/$kind-gpu$g.err")"; fi
-            python3 - "$L/$kind-gpu$g.json" "$g" <<'PY' >> "$OUT/summary.txt" 2>&1 \
-                && ok "engines: $kind engine on GPU $g: every table verified by a GPU kernel, device tensors on GPU $g" \
-                || bad "engines: $kind engine on GPU $g: $(tail -1 "$OUT/summary.txt")"
+        for k in "${!EG[@]}"; do
+            g=${EG[$k]} f=$L/$kind-$k-gpu${EG[$k]}
+            if wait "${pids[$k]}"; then :; else bad "engines: $kind engine $k on GPU $g exited non-zero: $(tail -2 "$f.err")"; fi
+            python3 - "$f.json" "$g" <<'PY' >> "$OUT/summary.txt" 2>&1 \
+                && ok "engines: $kind engine $k on GPU $g: every table verified by a GPU kernel, device tensors on GPU $g" \
+                || bad "engines: $kind engine $k on GPU $g: $(tail -1 "$OUT/summary.txt")"
 import json, sys
 doc = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 g = sys.argv[2]
