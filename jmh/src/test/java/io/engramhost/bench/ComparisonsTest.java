@@ -90,11 +90,31 @@ class ComparisonsTest {
         @SuppressWarnings("unchecked")
         java.util.Map<String, Object> t = (java.util.Map<String, Object>) vmm.get("target");
         assertEquals(1 / 1.1, (Double) t.get("min_ratio"), 1e-12);
-        assertEquals(java.util.Map.of("tableMiB", List.of("16384", "32768")), t.get("at_params_in"));
-        assertEquals("ratio >= 0.91 where tableMiB in [16384, 32768]", t.get("text"));
+        assertEquals(java.util.Map.of("tableMiB", List.of("16384", "32768", "65536", "102400", "131072", "193536")),
+                t.get("at_params_in"));
+        assertEquals("ratio >= 0.91 where tableMiB in [16384, 32768, 65536, 102400, 131072, 193536]", t.get("text"));
         Comparisons.Target within = Comparisons.Target.ratioWithin(1.05);
         assertEquals(1 / 1.05, within.minRatio(), 1e-12);
         assertEquals(1.05, within.maxRatio(), 1e-12);
         assertEquals("0.952 <= ratio <= 1.050", within.text());
+    }
+
+    @Test
+    void shouldJudgeTheFullScaleAttachPerGibAndV41sSizeInUnderTwoSeconds() {
+        List<java.util.Map<String, Object>> targets = Comparisons.ALL.stream()
+                .filter(c -> c.ours().equals("vmmGpu") && c.baseline().equals("cLibVmmGpu"))
+                .map(c -> (java.util.Map<String, Object>) c.toJson().get("target")).toList();
+        assertEquals(3, targets.size(), "Java vs C, ms per GiB, 189 GiB in 2 s");
+        java.util.Map<String, Object> perGib = targets.stream().filter(t -> t.containsKey("max_ms_per_gib")).findFirst()
+                .orElseThrow();
+        assertEquals(10.0, perGib.get("max_ms_per_gib"));
+        assertEquals(java.util.Map.of("tableMiB", List.of("65536", "102400", "131072", "193536")),
+                perGib.get("at_params_in"));
+        assertFalse(perGib.containsKey("min_ratio"));
+        java.util.Map<String, Object> full = targets.stream().filter(t -> t.containsKey("max_score")).findFirst()
+                .orElseThrow();
+        assertEquals(2000.0, full.get("max_score"));
+        assertEquals("ms/op", full.get("unit"));
+        assertEquals(java.util.Map.of("tableMiB", "193536"), full.get("at_params"));
     }
 }
