@@ -15,7 +15,17 @@ WORK=${WORK:-/tmp/engram-bench}
 mkdir -p "$OUT" "$WORK/tmp"
 tar -C "$WORK" -xzf "$B/jre.tar.gz"
 if [ -n "${HUGEPAGES:-}" ]; then
-    echo "$HUGEPAGES" > /proc/sys/vm/nr_hugepages
+    # repeated while the pool grows (where memory appears as it is used), up to 120 s, 10 s without growth
+    t0=$SECONDS still=$SECONDS last=-1
+    while :; do
+        echo "$HUGEPAGES" > /proc/sys/vm/nr_hugepages
+        got=$(cat /proc/sys/vm/nr_hugepages)
+        [ "$got" -ge "$HUGEPAGES" ] && break
+        [ "$got" -gt "$last" ] && still=$SECONDS
+        last=$got
+        { [ $(( SECONDS - t0 )) -ge 120 ] || [ $(( SECONDS - still )) -ge 10 ]; } && break
+        sleep 1
+    done
     echo "nr_hugepages: $(cat /proc/sys/vm/nr_hugepages) (asked $HUGEPAGES)"
 fi
 export ENGRAM_ATTACH=${ENGRAM_ATTACH:-$B/engram-attach}

@@ -86,10 +86,21 @@ budget_args() { # GIB: --memory-budget when MemTotal is below what GIB GiB of ta
     esac
 }
 reserve_huge() { # PAGES: reserve (never fewer than were reserved before this run), print what the kernel gave
-    local n=$1
+    # Where memory appears as it is used (the two-GPU machine: MemTotal 31 GiB at the start), one write gets what
+    # is there now; the pool's own allocation is a use, so the write is repeated while the pool still grows
+    # (HUGE_WAIT_S, default 120 s; stops after 10 s without growth)
+    local n=$1 got last=-1 t0=$SECONDS still=$SECONDS
     [ "$n" -lt "$HUGE0" ] && n=$HUGE0
-    echo "$n" > /proc/sys/vm/nr_hugepages 2>/dev/null
-    cat /proc/sys/vm/nr_hugepages
+    while :; do
+        echo "$n" > /proc/sys/vm/nr_hugepages 2>/dev/null
+        got=$(cat /proc/sys/vm/nr_hugepages)
+        [ "$got" -ge "$n" ] && break
+        [ "$got" -gt "$last" ] && still=$SECONDS
+        last=$got
+        [ $(( SECONDS - t0 )) -ge "${HUGE_WAIT_S:-120}" ] || [ $(( SECONDS - still )) -ge 10 ] && break
+        sleep 1
+    done
+    echo "$got"
 }
 serve() { # BACKEND CHECKPOINT SOCKET LOG [extra serve args]: starts the daemon in the background, sets D
     local b=$1 ck=$2 s=$3 log=$4
