@@ -228,6 +228,20 @@ class LimitsTest(unittest.TestCase):
                 self.assertTrue(cm.exception.retryable)
                 self.assertIn("1", str(cm.exception))
 
+    def test_an_expected_checkpoint_whose_fingerprint_is_over_1_mib(self):
+        # 12,000 one-byte tables with 100-byte names: the structured expectation is about 1.5 MiB
+        path = os.path.join(WORK, "many.safetensors")
+        names = [f"t.{i:05d}." + "n" * 100 for i in range(12000)]
+        header = {n: {"dtype": "U8", "shape": [1], "data_offsets": [i, i + 1]} for i, n in enumerate(names)}
+        h = json.dumps(header, separators=(",", ":")).encode()
+        h += b" " * (-len(h) % 8)
+        with open(path, "wb") as f:
+            f.write(len(h).to_bytes(8, "little") + h + bytes(i % 256 for i in range(len(names))))
+        with Daemon(path) as d:
+            with engram_host.connect(d.socket, expect=path) as imported:
+                self.assertEqual(12000, len(imported.tables))
+                self.assertEqual(bytes([77]), bytes(imported.tables[names[77]].buffer()))
+
     def test_not_ready_then_the_wait(self):
         gate = os.path.join(WORK, "gate")
         with Daemon(SINGLE, env={"ENGRAM_HOST_TEST_LOAD_GATE": "before-read:" + gate}, wait_ready=False) as d:

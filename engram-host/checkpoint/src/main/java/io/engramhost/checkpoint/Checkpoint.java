@@ -55,7 +55,7 @@ public final class Checkpoint {
                 }
             }
         }
-        Map<String, TensorInfo> tensors = new TreeMap<>();
+        Map<String, TensorInfo> tensors = new TreeMap<>(FingerprintCodec::compareNames);
         for (SafetensorsFile f : files.values()) {
             for (TensorInfo t : f.tensors()) {
                 TensorInfo other = tensors.putIfAbsent(t.name(), t);
@@ -149,7 +149,7 @@ public final class Checkpoint {
         if (patterns.isEmpty()) {
             return tensors();
         }
-        Map<String, TensorInfo> chosen = new TreeMap<>();
+        Map<String, TensorInfo> chosen = new TreeMap<>(FingerprintCodec::compareNames);
         for (String text : patterns) {
             Glob glob;
             try {

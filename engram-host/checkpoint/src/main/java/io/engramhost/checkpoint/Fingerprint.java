@@ -146,6 +146,36 @@ public record Fingerprint(int layoutVersion, String backend, List<String> patter
     }
 
     /**
+     * Whether an encoded expectation matches an encoded actual fingerprint, as {@link #differences} would judge
+     * the two decoded, without decoding the expectation's lists into objects: for expectations too large for that.
+     * The layout version and the backend ({@code ""}: any) are read from its head, its patterns are stepped over (a
+     * comparison ignores them), and its files and tables must then equal the actual one's byte for byte, which for
+     * canonical encodings is the same as equal lists. The differences are not listed: one line says which part
+     * differs.
+     *
+     * @param actual {@link #canonicalBytes()} of the actual fingerprint
+     * @throws IllegalArgumentException if the expectation's head is malformed
+     */
+    public static List<String> differencesFromEncoded(byte[] expectation, byte[] actual) {
+        FingerprintCodec.Head head = FingerprintCodec.head(expectation);
+        FingerprintCodec.Head mine = FingerprintCodec.head(actual);
+        List<String> out = new ArrayList<>();
+        if (head.layoutVersion() != mine.layoutVersion()) {
+            out.add("layout version: expected " + head.layoutVersion() + ", actual " + mine.layoutVersion());
+        }
+        if (!head.backend().isEmpty() && !head.backend().equals(mine.backend())) {
+            String b = head.backend();
+            out.add("backend: expected '" + (b.length() > 64 ? b.substring(0, 64) + "..." : b) + "', actual '"
+                    + mine.backend() + "'");
+        }
+        if (!Arrays.equals(expectation, head.filesAt(), expectation.length, actual, mine.filesAt(), actual.length)) {
+            out.add("files or tables differ from the daemon's (an expectation of " + expectation.length + " bytes is"
+                    + " compared as a whole, without listing its differences)");
+        }
+        return out;
+    }
+
+    /**
      * The first {@code limit} differences, then one line counting the rest: a bound on what a
      * large, hostile expectation can make the daemon build.
      */

@@ -128,6 +128,40 @@ final class FingerprintCodec {
         return new Fingerprint(layout, backend, patterns, files, tables);
     }
 
+    /** The head of an encoded fingerprint: its layout version, its backend, and where its file list starts. */
+    record Head(int layoutVersion, String backend, int filesAt) {
+    }
+
+    /**
+     * Reads the head of an encoded fingerprint and steps over its patterns (each only by its length: no string is
+     * made of them), checking the framing as {@link #decode} does; what follows is not read.
+     */
+    static Head head(byte[] bytes) {
+        In in = new In(bytes);
+        byte[] magic = in.raw(4, "magic");
+        if (!Arrays.equals(magic, MAGIC)) {
+            throw in.error(0, "bad magic " + HexFormat.of().formatHex(magic) + ", expected \"EGFP\"");
+        }
+        int version = in.u16();
+        if (version != VERSION) {
+            throw in.error(4, "encoding version " + version + ", this build reads only " + VERSION);
+        }
+        int flags = in.u16();
+        if (flags != 0) {
+            throw in.error(6, "flags 0x" + Integer.toHexString(flags) + ", expected 0");
+        }
+        int layout = in.i32();
+        String backend = in.str("backend");
+        int n = in.count("patterns", 4);
+        if (n == 0) {
+            throw in.error(in.pos - 4, "no selection pattern (the canonical form has at least '*')");
+        }
+        for (int i = 0; i < n; i++) {
+            in.skipStr("pattern");
+        }
+        return new Head(layout, backend, in.pos);
+    }
+
     /**
      * Code point order: the order of the UTF-8 bytes. Without allocating (sorting thousands of 4 KiB names
      * must not cost gigabytes of garbage): UTF-16 order is code point order except where both differing
@@ -264,6 +298,15 @@ final class FingerprintCodec {
             } catch (CharacterCodingException e) {
                 throw error(at, what + " is not valid UTF-8");
             }
+        }
+
+        void skipStr(String what) {
+            int at = pos;
+            long n = Integer.toUnsignedLong(i32());
+            if (n > buf.capacity() - pos) {
+                throw error(at, what + " of " + n + " bytes runs past the end (" + (buf.capacity() - pos) + " left)");
+            }
+            pos += (int) n;
         }
 
         void ordered(int at, String what, String previous, String name) {

@@ -104,7 +104,7 @@ public final class SafetensorsFile {
         byte[] bytes = readBytes(where, fd, 8, (int) n);
         long dataOffset = 8 + n;
         SafetensorsHeader parsed = SafetensorsHeader.parse(where, path, bytes, dataOffset, size - dataOffset);
-        Map<String, TensorInfo> byName = new TreeMap<>();
+        Map<String, TensorInfo> byName = new TreeMap<>(FingerprintCodec::compareNames);
         for (TensorInfo t : parsed.tensors()) {
             byName.put(t.name(), t);
         }

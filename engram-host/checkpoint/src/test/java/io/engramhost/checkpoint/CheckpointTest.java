@@ -65,6 +65,21 @@ class CheckpointTest {
     }
 
     @Test
+    void shouldListTensorsInCodePointOrderAsTheFingerprintDoes() throws IOException {
+        // UTF-16 code unit order (String.compareTo) puts the surrogate pair of U+1F600 before U+FFFD
+        Path f = dir.resolve("order.safetensors");
+        new SafetensorsWriter().add("a\uD83D\uDE00", DType.U8, new long[] {1}, new byte[1])
+                .add("a\uFFFD", DType.U8, new long[] {1}, new byte[1]).add("a", DType.U8, new long[] {1}, new byte[1])
+                .write(f);
+        Checkpoint c = Checkpoint.open(f);
+        List<String> expected = List.of("a", "a\uFFFD", "a\uD83D\uDE00");
+        assertEquals(expected, names(c.tensors()));
+        assertEquals(expected, names(c.select(List.of("a*"))));
+        assertEquals(expected, Fingerprint.of(c, List.of(), "memfd", Fingerprint.LAYOUT_VERSION).tables().stream()
+                .map(Fingerprint.Table::name).toList());
+    }
+
+    @Test
     void shouldSelectByGlobInNameOrder() {
         Checkpoint c = Checkpoint.open(index);
         assertEquals(c.tensors(), c.select(List.of()));

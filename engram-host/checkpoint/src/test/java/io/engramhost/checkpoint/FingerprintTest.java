@@ -221,6 +221,44 @@ class FingerprintTest {
         assertNotEquals(any.sha256Hex(), memfd.sha256Hex());
     }
 
+    @Test
+    void shouldCompareAnEncodedExpectationWholeAsAStructuredComparisonWould() {
+        List<Fingerprint.FileEntry> files = List.of(new Fingerprint.FileEntry("a", 10, SHA_A));
+        List<Fingerprint.Table> tables = List.of(new Fingerprint.Table("t1", DType.F8_E4M3, new long[] {4, 256}, 1024),
+                new Fingerprint.Table("t2", DType.BF16, new long[] {2}, 4));
+        Fingerprint served = new Fingerprint(1, "memfd", List.of("t*"), files, tables);
+        byte[] actual = served.canonicalBytes();
+        // the same files and tables: any backend, the served one, other patterns: all match, as differences() says
+        for (Fingerprint e : List.of(new Fingerprint(1, "", List.of("*"), files, tables),
+                new Fingerprint(1, "memfd", List.of("a", "b", "t?"), files, tables), served)) {
+            assertEquals(List.of(), e.differences(served));
+            assertEquals(List.of(), Fingerprint.differencesFromEncoded(e.canonicalBytes(), actual));
+        }
+        // each kind of difference: one line for the head's, one for the lists
+        assertEquals(List.of("layout version: expected 2, actual 1", "backend: expected 'cuda-vmm', actual 'memfd'"),
+                Fingerprint.differencesFromEncoded(new Fingerprint(2, "cuda-vmm", List.of("*"), files, tables)
+                        .canonicalBytes(), actual));
+        for (Fingerprint e : List.of(new Fingerprint(1, "", List.of("*"), List.of(), tables),
+                new Fingerprint(1, "", List.of("*"), files, tables.subList(0, 1)),
+                new Fingerprint(1, "", List.of("*"), files, List.of(tables.get(0),
+                        new Fingerprint.Table("t2", DType.BF16, new long[] {3}, 6))))) {
+            assertTrue(!e.differences(served).isEmpty());
+            List<String> d = Fingerprint.differencesFromEncoded(e.canonicalBytes(), actual);
+            assertEquals(1, d.size(), d.toString());
+            assertTrue(d.get(0).startsWith("files or tables differ from the daemon's"), d.get(0));
+        }
+        // trailing bytes are a difference, not a match
+        byte[] longer = Arrays.copyOf(actual, actual.length + 1);
+        assertEquals(1, Fingerprint.differencesFromEncoded(longer, actual).size());
+        // a malformed head is refused as decode() refuses it, naming the byte; the lists are not read
+        assertEquals("fingerprint at byte 0: bad magic 58474650, expected \"EGFP\"", assertThrows(IllegalArgumentException.class,
+                        () -> Fingerprint.differencesFromEncoded(patch(actual, 0, (byte) 'X'), actual)).getMessage());
+        byte[] hugePattern = patch(actual, 25, // the first pattern's length: after the head (12), "memfd" (4 + 5), the count (4)
+                (byte) 0xff, (byte) 0xff, (byte) 0xff, (byte) 0x7f);
+        assertTrue(assertThrows(IllegalArgumentException.class,
+                () -> Fingerprint.differencesFromEncoded(hugePattern, actual)).getMessage().contains("runs past the end"));
+    }
+
     private static void assertDecodeError(byte[] bytes, String message) {
         assertEquals(message, assertThrows(IllegalArgumentException.class, () -> Fingerprint.decode(bytes)).getMessage());
     }

@@ -97,6 +97,36 @@ class LimitsProcessTest {
         }
     }
 
+    /**
+     * A checkpoint whose fingerprint is over 1 MiB: the client's expected checkpoint (any backend, its own
+     * patterns) matches, and another one of the same size does not, through the Java and the Python CLI.
+     */
+    @Test
+    void shouldMatchAnExpectedCheckpointWhoseFingerprintIsOverOneMiB(@TempDir Path dir) throws Exception {
+        SafetensorsWriter w = new SafetensorsWriter();
+        SafetensorsWriter other = new SafetensorsWriter();
+        for (int i = 0; i < 12_000; i++) {
+            String name = String.format("t.%05d.", i) + "n".repeat(100);
+            w.add(name, DType.U8, new long[] {1}, new byte[] {(byte) i});
+            other.add(name, DType.U8, new long[] {i == 11_999 ? 2 : 1}, new byte[i == 11_999 ? 2 : 1]);
+        }
+        Path file = w.write(dir.resolve("many.safetensors"));
+        Path otherFile = other.write(dir.resolve("other.safetensors"));
+        Fingerprint fp = Fingerprint.of(Checkpoint.open(file), List.of(), "", Fingerprint.LAYOUT_VERSION);
+        assertTrue(fp.canonicalBytes().length > 1 << 20, "over 1 MiB: " + fp.canonicalBytes().length);
+        Path socket = dir.resolve("run/m.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
+                .awaitReady()) {
+            CliRun r = CliRun.of("import", "--socket", socket.toString(), "--json", "--expect-checkpoint",
+                    file.toString());
+            assertEquals(0, r.exit(), r.err());
+            assertEquals(12_000, CliIntegrationTest.importedTables(r.out()).size());
+            CliRun mismatch = CliRun.of("import", "--socket", socket.toString(), "--expect-checkpoint",
+                    otherFile.toString());
+            assertTrue(mismatch.exit() != 0 && mismatch.err().contains("files or tables differ"), mismatch.err());
+        }
+    }
+
     @Test
     void shouldRefuseANameOf4097Bytes(@TempDir Path dir) throws Exception {
         Path file = file(dir, "name.safetensors", nameOfBytes("n.", 4097), new long[] {1});

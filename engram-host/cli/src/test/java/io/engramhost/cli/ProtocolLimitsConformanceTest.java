@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.protocol.ErrorCode;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -178,11 +180,14 @@ class ProtocolLimitsConformanceTest {
         long ms = (System.nanoTime() - t0) / 1_000_000;
         assertTrue(ms >= REQUEST_MS - 200 && ms < REQUEST_MS + 2000, "the waiting connection's deadline ran: " + ms);
         hog.assertErrorThenClosed(3000, ErrorCode.TIMED_OUT, 2, "request");
-        // The memory is given back: a request of 10 MB goes through again (a structured expectation over 1 MiB,
-        // compared by its SHA-256: a mismatch).
+        // The memory is given back: a request of 10 MB goes through again (a structured expectation over 1 MiB:
+        // a well-formed head, any backend, pattern "*", then files and tables unlike the daemon's: a mismatch).
         RawClient again = connect(d);
         again.handshake(1, 2);
-        again.send(new RawClient.Frame(3, 2).i32(0).i32(-1).u8(2).blob32(new byte[10 << 20]).bytes());
+        ByteBuffer big = ByteBuffer.allocate(10 << 20).order(ByteOrder.LITTLE_ENDIAN);
+        big.put(new byte[] {'E', 'G', 'F', 'P'}).putShort((short) 1).putShort((short) 0)
+                .putInt(io.engramhost.checkpoint.Fingerprint.LAYOUT_VERSION).putInt(0).putInt(1).putInt(1).put((byte) '*');
+        again.send(new RawClient.Frame(3, 2).i32(0).i32(-1).u8(2).blob32(big.array()).bytes());
         RawClient.Joined answer = again.nextFrame(5000);
         assertEquals(ErrorCode.FINGERPRINT_MISMATCH, io.engramhost.protocol.ErrorReply.decode(answer.reader()).code());
         again.send(RawClient.empty(10, 2));

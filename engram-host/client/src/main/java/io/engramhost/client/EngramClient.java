@@ -198,9 +198,8 @@ public final class EngramClient {
      */
     /**
      * Unless the caller accepts any, the manifest's fingerprint must meet the expectation, as the
-     * daemon itself judges it: the same SHA-256 for a short one; for a structured one, the same
-     * SHA-256 when over 1 MiB, else no difference. A daemon that answers an expectation it does not
-     * meet is refused. (An impostor can copy a fingerprint; the uid, seal and content checks are what
+     * daemon itself judges it: the same SHA-256 for a short one; for a structured one, of any size, no
+     * difference. A daemon that answers an expectation it does not meet is refused. (An impostor can copy a fingerprint; the uid, seal and content checks are what
      * stop it.)
      */
     private static void checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation) {
@@ -218,10 +217,6 @@ public final class EngramClient {
     }
 
     private static String structuredMismatch(Manifest manifest, byte[] expected) {
-        if (expected.length > (1 << 20)) {
-            return java.security.MessageDigest.isEqual(manifest.fingerprintSha256(), sha256(expected)) ? null
-                    : "its fingerprint's SHA-256 differs from the expected one's";
-        }
         io.engramhost.checkpoint.Fingerprint served;
         try {
             served = io.engramhost.checkpoint.Fingerprint.decode(manifest.fingerprint());

@@ -10,13 +10,16 @@ import java.util.List;
 /** Compares a client's expectation with the daemon's fingerprint. */
 final class FingerprintMatch implements Catalog.FingerprintCheck {
     /**
-     * Structured expectations up to this size are decoded and their differences listed; larger ones
-     * are compared by their SHA-256 only, so that no request makes the daemon build a large object graph.
+     * Structured expectations up to this size are decoded and their differences listed; larger ones are
+     * compared without decoding their lists ({@link Fingerprint#differencesFromEncoded}), so that no request
+     * makes the daemon build a large object graph.
      */
     static final int DETAILED_EXPECTATION = 1 << 20;
 
     private final Fingerprint served;
     private final String sha;
+    /** The served fingerprint's canonical bytes, made at the first large expectation. */
+    private volatile byte[] encoded;
 
     FingerprintMatch(Fingerprint served) {
         this.served = served;
@@ -34,10 +37,12 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
             }
             case STRUCTURED -> {
                 if (expectation.bytes().length > DETAILED_EXPECTATION) {
-                    String hex = HexFormat.of().formatHex(sha256(expectation.bytes()));
-                    yield hex.equals(sha) ? List.of() : List.of("expected fingerprint " + hex + " but the daemon serves "
-                            + sha + " (an expectation over " + DETAILED_EXPECTATION + " bytes is compared by its"
-                            + " SHA-256 only)");
+                    try {
+                        yield Fingerprint.differencesFromEncoded(expectation.bytes(), encoded());
+                    } catch (RuntimeException e) {
+                        throw new ProtocolException("IMPORT: the expected structured fingerprint is malformed: "
+                                + e.getMessage());
+                    }
                 }
                 Fingerprint expected;
                 try {
@@ -51,11 +56,12 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
         };
     }
 
-    private static byte[] sha256(byte[] b) {
-        try {
-            return java.security.MessageDigest.getInstance("SHA-256").digest(b);
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+    private byte[] encoded() {
+        byte[] e = encoded;
+        if (e == null) {
+            e = served.canonicalBytes();
+            encoded = e;
         }
+        return e;
     }
 }
