@@ -397,6 +397,21 @@ class LimitsTest(WireTest):
         c.s.sendall(struct.pack("<II", 8, 0) + b"EG")
         self.assertError(c, "TIMED_OUT", 2, contains="--request-timeout-ms")
 
+    def test_a_message_begun_on_a_lease_must_end_within_the_request_deadline(self):
+        for partial in (b"\x08", struct.pack("<II", 8, 0) + b"\x0a"):  # part of a header; a BYE's header, half its frame
+            c = session(QUICK)
+            ver, typ, body, fds = request(c, T["IMPORT"], w.import_body())
+            self.assertEqual(T["MANIFEST"], typ)
+            for fd in fds:
+                os.close(fd)
+            t0 = time.monotonic()
+            c.s.sendall(partial)
+            self.assertTrue(c.eof(3), "the lease ends once the 400 ms request deadline runs out")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+            c.close()
+        s = w.dec_status(request(session(QUICK), T["STATUS"])[2])
+        self.assertEqual([], s["leases"])
+
     def test_eviction_then_busy(self):
         a = w.Conn(QUICK.socket)  # no HELLO: evicted first
         time.sleep(0.05)

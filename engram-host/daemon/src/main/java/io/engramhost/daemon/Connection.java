@@ -57,7 +57,9 @@ final class Connection {
             case HELLO -> acceptedNanos + limits.helloTimeoutMillis() * 1_000_000L;
             case SESSION -> inbound.idle() ? lastActivityNanos + limits.idleTimeoutMillis() * 1_000_000L
                     : inbound.startedNanos() + limits.requestTimeoutMillis() * 1_000_000L;
-            case LEASE -> Long.MAX_VALUE;
+            // a lease waits for BYE for as long as it lives, but a message begun on it must end in time
+            case LEASE -> inbound.idle() ? Long.MAX_VALUE
+                    : inbound.startedNanos() + limits.requestTimeoutMillis() * 1_000_000L;
         };
     }
 
@@ -71,7 +73,8 @@ final class Connection {
             case SESSION -> inbound.idle() ? "no request for " + limits.idleTimeoutMillis() + " ms (--idle-timeout-ms)"
                     : "a request not complete within " + limits.requestTimeoutMillis() + " ms of its first byte"
                             + " (--request-timeout-ms)";
-            case LEASE -> "none";
+            case LEASE -> "a message on a lease not complete within " + limits.requestTimeoutMillis()
+                    + " ms of its first byte (--request-timeout-ms)";
         };
     }
 

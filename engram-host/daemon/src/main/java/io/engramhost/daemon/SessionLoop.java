@@ -615,6 +615,10 @@ final class SessionLoop implements AutoCloseable {
             String why = c.deadlineName(limits);
             daemon.stats().timedOut.incrementAndGet();
             daemon.stats().warnOnce(c.peer, "timed-out", "closed " + c + ": " + why);
+            if (c.phase == Connection.Phase.LEASE) {
+                close(c, "ended: " + why); // the daemon never writes on a lease
+                continue;
+            }
             sendNow(c, ErrorReply.of(ErrorCode.TIMED_OUT, why));
             close(c, null);
         }
