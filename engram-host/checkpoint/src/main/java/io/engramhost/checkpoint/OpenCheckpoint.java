@@ -5,7 +5,6 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -127,10 +126,12 @@ public final class OpenCheckpoint implements AutoCloseable {
             what.add("header bytes (the file is now shorter than its header)");
         } else {
             try {
-                byte[] again = SafetensorsFile.readBytes(f.path().toString(), fd, 0, (int) headerEnd);
-                byte[] header = Arrays.copyOfRange(again, 8, again.length);
-                long n = java.nio.ByteBuffer.wrap(again, 0, 8).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
-                if (n != f.headerLength() || !MessageDigest.isEqual(SafetensorsFile.sha256(header), f.headerSha256())) {
+                // The length prefix, then the header hashed in pieces: never the whole header (up to 100 MiB)
+                // on the heap, which a daemon that has just loaded a header that large may not have room for.
+                byte[] prefix = SafetensorsFile.readBytes(f.path().toString(), fd, 0, 8);
+                long n = java.nio.ByteBuffer.wrap(prefix).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+                if (n != f.headerLength() || !MessageDigest.isEqual(
+                        SafetensorsFile.sha256(f.path().toString(), fd, 8, headerEnd - 8), f.headerSha256())) {
                     what.add("header bytes");
                 }
             } catch (CheckpointException e) {

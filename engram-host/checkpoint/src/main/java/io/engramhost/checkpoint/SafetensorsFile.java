@@ -128,6 +128,40 @@ public final class SafetensorsFile {
         return out;
     }
 
+    /**
+     * SHA-256 of {@code length} bytes of {@code fd} at {@code offset}, read in pieces of at most 1 MiB: a
+     * header of up to 100 MiB is hashed again without holding it whole on the heap.
+     */
+    static byte[] sha256(String where, Fd fd, long offset, long length) {
+        MessageDigest md = newSha256();
+        if (length == 0) {
+            return md.digest();
+        }
+        int piece = (int) Math.min(length, 1 << 20);
+        byte[] buf = new byte[piece];
+        try (Mapping scratch = Posix.mmapAnonymous(piece, "header of " + where)) {
+            for (long done = 0; done < length; ) {
+                int n = (int) Math.min(piece, length - done);
+                Posix.preadFully(fd, scratch.address(), n, offset + done);
+                RawMemory.copy(scratch.address(), buf, 0, n);
+                md.update(buf, 0, n);
+                done += n;
+            }
+        } catch (NativeException e) {
+            throw new CheckpointException(where + ": cannot read " + length + " bytes at offset " + offset + ": "
+                    + e.getMessage(), e);
+        }
+        return md.digest();
+    }
+
+    private static MessageDigest newSha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
+        }
+    }
+
     static byte[] sha256(byte[] bytes) {
         try {
             return MessageDigest.getInstance("SHA-256").digest(bytes);

@@ -188,6 +188,43 @@ class LimitsProcessTest {
     }
 
     /**
+     * A header of exactly the 100 MiB limit (a short JSON object padded with spaces, as writers pad headers): serve
+     * validates it, loads, checks that the checkpoint is unchanged and serves. That check once read the header
+     * again whole and copied it, 200 MiB on the daemon's 160 MiB heap, and the daemon died of OutOfMemoryError
+     * (exit 70) after it had taken its socket; it now hashes the header in pieces.
+     */
+    @Test
+    void shouldServeAHeaderOfExactlyTheMaximumLength(@TempDir Path dir) throws Exception {
+        byte[] json = "{\"t\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}"
+                .getBytes(StandardCharsets.UTF_8);
+        long n = 100L << 20;
+        Path file = dir.resolve("max-header.safetensors");
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.CREATE_NEW, java.nio.file.StandardOpenOption.WRITE)) {
+            ch.write(java.nio.ByteBuffer.allocate(8 + json.length).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(n)
+                    .put(json).flip());
+            byte[] spaces = new byte[1 << 20];
+            Arrays.fill(spaces, (byte) ' ');
+            for (long left = n - json.length; left > 0; left -= Math.min(left, spaces.length)) {
+                ch.write(java.nio.ByteBuffer.wrap(spaces, 0, (int) Math.min(left, spaces.length)));
+            }
+            ch.write(java.nio.ByteBuffer.wrap(new byte[] {5, 6}));
+        }
+        assertEquals(8 + n + 2, Files.size(file));
+        Path socket = dir.resolve("run/m.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
+                .awaitReady()) {
+            try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+                assertEquals(5, t.table("t").getByte(0));
+                assertEquals(6, t.table("t").getByte(1));
+            }
+            CliRun status = CliRun.of("status", "--socket", socket.toString());
+            assertEquals(0, status.exit(), status.err() + d.log());
+            assertFalse(d.log().contains("OutOfMemoryError"), d.log());
+        }
+    }
+
+    /**
      * Within the limits but beyond the daemon's heap: the headers are parsed whole, and 100,000 tensors in one
      * file need more than a 40 MiB heap. serve says so in one line, before its socket, instead of dying of it.
      */
