@@ -1,6 +1,8 @@
 package io.engramhost.numa;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
@@ -16,9 +18,20 @@ final class Sysfs {
         return readIfExists(file).orElseThrow(() -> new NumaException(file + ": missing"));
     }
 
+    /**
+     * The file's text, or empty when it does not exist. Read with reads of 64 KiB, never of one byte: a
+     * {@code /proc/sys} file reports size 0 and answers only a read at offset 0 (one at any later offset is
+     * end of file), so {@code Files.readString}, which reads one byte to probe a file of size 0 and then the
+     * rest, got "1" from a {@code vm.nr_hugepages} of 1024.
+     */
     static Optional<String> readIfExists(Path file) {
-        try {
-            return Optional.of(Files.readString(file, StandardCharsets.US_ASCII));
+        try (InputStream in = Files.newInputStream(file)) {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buf = new byte[65536];
+            for (int n; (n = in.read(buf, 0, buf.length)) > 0; ) {
+                out.write(buf, 0, n);
+            }
+            return Optional.of(out.toString(StandardCharsets.US_ASCII));
         } catch (NoSuchFileException e) {
             return Optional.empty();
         } catch (IOException e) {
