@@ -71,14 +71,51 @@ final class ConnectionStats {
         }
     };
 
-    /** Logs {@code message} unless this peer process was logged for this kind of event before. */
-    void warnOnce(PeerCredentials peer, String kind, String message) {
-        boolean first;
-        synchronized (logged) {
-            first = logged.put(peer.pid() + "/" + peer.uid() + "/" + kind, Boolean.TRUE) == null;
+    /** Lines a uid may cause per kind of event in a {@link #WINDOW_NANOS} window, whatever its number of processes. */
+    static final int LINES_PER_UID = 20;
+    static final long WINDOW_NANOS = 60_000_000_000L;
+
+    /**
+     * Per uid and kind: the start of its window and the lines counted in it. Without it a peer that forks a process
+     * per attempt (a new pid each time) had the daemon log one line per attempt. The oldest are forgotten past 4096.
+     */
+    private final Map<String, long[]> perUid = new LinkedHashMap<>(64, 0.75f, true) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
+            return size() > 4096;
         }
-        if (first) {
+    };
+
+    /**
+     * Logs {@code message} unless this peer process was logged for this kind of event before, or its uid has
+     * already caused {@link #LINES_PER_UID} such lines in the last minute; the line after those says that the rest
+     * of the minute's are not logged (STATUS counts them all).
+     */
+    void warnOnce(PeerCredentials peer, String kind, String message) {
+        boolean log;
+        boolean announce;
+        synchronized (logged) {
+            if (logged.put(peer.pid() + "/" + peer.uid() + "/" + kind, Boolean.TRUE) != null) {
+                return;
+            }
+            long now = System.nanoTime();
+            long[] w = perUid.computeIfAbsent(peer.uid() + "/" + kind, k -> new long[] {now, 0});
+            if (now - w[0] >= WINDOW_NANOS) {
+                w[0] = now;
+                w[1] = 0;
+            }
+            w[1]++;
+            log = w[1] <= LINES_PER_UID;
+            announce = w[1] == LINES_PER_UID + 1;
+        }
+        if (log) {
             LOG.log(WARNING, message + " (logged once per peer process)");
+        } else if (announce) {
+            LOG.log(WARNING, "uid " + peer.uid() + " caused " + LINES_PER_UID + " such lines (" + kind + ") from as many"
+                    + " processes within a minute: the rest of this minute's are not logged (STATUS counts every"
+                    + " refusal, eviction and timeout under connections)");
         }
     }
 
