@@ -76,4 +76,39 @@ class AllowUidTest {
             }
         }
     }
+
+    /**
+     * --allow-uid keeps the mode of a socket directory that exists (it sets 0755 only on one it creates): one left
+     * 0700, say by a daemon started without --allow-uid, shuts the admitted uids out with EACCES. The daemon used to
+     * say nothing; it now warns, naming the directory and its mode. A 0755 one gets no warning.
+     */
+    @Test
+    void shouldWarnWhenAnExistingSocketDirectoryShutsTheAdmittedUidsOut() throws Exception {
+        Path dir = sharedDir();
+        try {
+            Path ckpt = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 500, 64, 1));
+            Files.setPosixFilePermissions(dir.resolve("ckpt"), PosixFilePermissions.fromString("rwxr-xr-x"));
+            Path closed = Files.createDirectory(dir.resolve("closed"));
+            Files.setPosixFilePermissions(closed, PosixFilePermissions.fromString("rwx------"));
+            try (DaemonProcess d = DaemonProcess.start(closed.resolve("c.sock"), dir.resolve("c.log"), "--checkpoint",
+                    ckpt.toString(), "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
+                assertTrue(d.log().contains("WARN: --allow-uid: " + closed + " (rwx------) is not searchable by other"
+                        + " users, so the admitted uids cannot reach the socket"), d.log());
+                if (Posix.getuid() == 0 && Files.isExecutable(Path.of("/usr/bin/setpriv")) && Files.isExecutable(C_CLIENT)) {
+                    String r = asNobody(closed.resolve("c.sock"));
+                    assertTrue(r.startsWith("1: ") && r.contains("EACCES"), "what the warning is about: " + r);
+                }
+            }
+            Path open = Files.createDirectory(dir.resolve("open"));
+            Files.setPosixFilePermissions(open, PosixFilePermissions.fromString("rwxr-xr-x"));
+            try (DaemonProcess d = DaemonProcess.start(open.resolve("o.sock"), dir.resolve("o.log"), "--checkpoint",
+                    ckpt.toString(), "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
+                assertTrue(!d.log().contains("not searchable"), d.log());
+            }
+        } finally {
+            try (var s = Files.walk(dir)) {
+                s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
+    }
 }

@@ -77,10 +77,42 @@ public final class RuntimeDir implements AutoCloseable {
             if (!created) {
                 checkParents(d, st, dir);
             }
+            if (othersAdmitted) {
+                warnUnlessOthersCanReach(d.realPath());
+            }
             return new RuntimeDir(d, created);
         } catch (RuntimeException e) {
             d.close();
             throw e;
+        }
+    }
+
+    /**
+     * With {@code --allow-uid}, the admitted uids must be able to search every directory down to the socket. The
+     * daemon sets only a directory it creates (0755); an existing one (say, left 0700 by a daemon started without
+     * {@code --allow-uid}) or a parent such as a 0700 {@code $XDG_RUNTIME_DIR} keeps its mode, and the admitted
+     * uids' {@code connect} then fails with EACCES while the daemon says nothing. Not a refusal: a group or an ACL
+     * may still let them through, which the mode bits do not show.
+     */
+    static void warnUnlessOthersCanReach(Path real) {
+        Path p = real.getRoot();
+        for (int i = 0; i <= real.getNameCount(); i++) {
+            if (i > 0) {
+                p = p.resolve(real.getName(i - 1));
+            }
+            java.util.Set<java.nio.file.attribute.PosixFilePermission> perms;
+            try {
+                perms = Files.getPosixFilePermissions(p);
+            } catch (IOException | UnsupportedOperationException e) {
+                return; // nothing to say
+            }
+            if (!perms.contains(java.nio.file.attribute.PosixFilePermission.OTHERS_EXECUTE)) {
+                LOG.log(WARNING, "--allow-uid: " + p + " (" + java.nio.file.attribute.PosixFilePermissions.toString(perms)
+                        + ") is not searchable by other users, so the admitted uids cannot reach the socket unless a"
+                        + " group or an ACL lets them: chmod o+x " + p + " (0755 for the socket's directory), or choose"
+                        + " another --socket");
+                return;
+            }
         }
     }
 
