@@ -225,6 +225,61 @@ class LimitsProcessTest {
     }
 
     /**
+     * STATUS lists every table: 17 MB for 100,000 tables, a checkpoint the daemon's heap holds. Sixteen peers ask at
+     * once and take their answers only after two seconds. Each answer used to be built and held whole (and its maps
+     * and strings, several times its size): four were enough for OutOfMemoryError and exit 70. The table list is now
+     * encoded once and shared by every answer; the documents are the same, every field in its place.
+     */
+    @Test
+    void shouldAnswerSixteenStatusRequestsAtOnceForAHundredThousandTables(@TempDir Path dir) throws Exception {
+        SafetensorsWriter w = new SafetensorsWriter();
+        for (int i = 0; i < 100_000; i++) {
+            w.add(String.format("model.layers.%d.mlp.experts.%d.down_proj.weight", i / 256, i % 256), DType.U8,
+                    new long[] {1}, new byte[] {(byte) i});
+        }
+        Path file = w.write(dir.resolve("many.safetensors"));
+        Path socket = dir.resolve("run/s.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
+                .awaitReady()) {
+            List<RawClient> peers = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < 16; i++) {
+                    RawClient c = RawClient.connect(socket);
+                    peers.add(c);
+                    c.handshake(2, 2);
+                    c.send(RawClient.empty(5, 2));
+                }
+                Thread.sleep(2000); // every answer owed at once
+                List<RawClient.Joined> answers = new java.util.ArrayList<>();
+                for (RawClient c : peers) { // taken first, within the answer's deadline; read below
+                    answers.add(c.nextFrame(10_000));
+                }
+                while (!answers.isEmpty()) {
+                    RawClient.Joined j = answers.remove(0);
+                    assertEquals(6, j.type(), "STATUS_REPLY");
+                    @SuppressWarnings("unchecked")
+                    Map<String, Object> doc = (Map<String, Object>) io.engramhost.json.JsonReader.parse(
+                            io.engramhost.protocol.Frames.decodeStatusReply(j.reader()));
+                    assertEquals(List.of("state", "pid", "uid", "version", "protocol", "backend", "instance", "socket",
+                            "uptime_s", "progress", "fingerprint", "bytes", "regions", "tables"),
+                            List.copyOf(doc.keySet()).subList(0, 14));
+                    List<?> tables = (List<?>) doc.get("tables");
+                    assertEquals(100_000, tables.size());
+                    assertEquals("model.layers.99.mlp.experts.99.down_proj.weight", // the last in name order
+                            ((Map<?, ?>) tables.get(99_999)).get("name"));
+                    assertTrue(doc.containsKey("connections") && doc.containsKey("leases"), doc.keySet().toString());
+                }
+            } finally {
+                peers.forEach(RawClient::close);
+            }
+            assertTrue(d.process.isAlive(), d.log());
+            assertFalse(d.log().contains("OutOfMemoryError"), d.log());
+            CliRun status = CliRun.of("status", "--socket", socket.toString());
+            assertEquals(0, status.exit(), status.err());
+        }
+    }
+
+    /**
      * Within the limits but beyond the daemon's heap: the headers are parsed whole, and 100,000 tensors in one
      * file need more than a 40 MiB heap. serve says so in one line, before its socket, instead of dying of it.
      */

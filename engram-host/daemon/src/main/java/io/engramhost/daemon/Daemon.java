@@ -546,4 +546,9 @@ public final class Daemon implements AutoCloseable {
     public String statusJson() {
         return StatusDocument.of(this, loop.requestMemoryUsed());
     }
+
+    /** STATUS_REPLY in {@code version}, its tables shared with every other answer (StatusDocument). */
+    List<io.engramhost.protocol.Parts.Slice> statusReply(int version) {
+        return StatusDocument.reply(this, loop.requestMemoryUsed(), version);
+    }
 }

@@ -97,8 +97,7 @@ final class Requests {
             }
             case STATUS -> {
                 r.end();
-                return Answer.of(Outbound.frame(Frames.statusReply(version, daemon.statusJson()), version), Next.SESSION,
-                        version);
+                return Answer.of(Outbound.frame(daemon.statusReply(version), version, List.of()), Next.SESSION, version);
             }
             case STOP -> {
                 r.end();
