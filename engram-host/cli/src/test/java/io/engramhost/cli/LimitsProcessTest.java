@@ -280,6 +280,52 @@ class LimitsProcessTest {
     }
 
     /**
+     * Every FINGERPRINT_MISMATCH carries the daemon's fingerprint, here the largest there is (16 MiB). Twenty-four
+     * peers expect another one at once and take their answers only after two seconds. Each answer used to hold its
+     * own copies of the fingerprint until taken, and the daemon died of OutOfMemoryError (exit 70); the answers now
+     * share the catalog's array.
+     */
+    @Test
+    void shouldAnswerTwentyFourMismatchesAtOnceWithTheLargestFingerprint(@TempDir Path dir) throws Exception {
+        Path at = fingerprintOf(dir, 16 << 20);
+        Path socket = dir.resolve("run/x.sock");
+        try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", at.toString())
+                .awaitReady()) {
+            List<RawClient> peers = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < 24; i++) {
+                    try {
+                        RawClient c = RawClient.connect(socket);
+                        peers.add(c);
+                        c.handshake(2, 2);
+                        c.send(new RawClient.Frame(3, 2).i32(0).i32(-1).u8(1).raw(new byte[32]).bytes());
+                    } catch (java.io.IOException | java.util.concurrent.TimeoutException e) {
+                        Thread.sleep(500);
+                        throw new AssertionError("peer " + i + ": " + e + "; " + d.log(), e);
+                    }
+                }
+                Thread.sleep(2000); // every answer owed at once
+                List<RawClient.Joined> answers = new java.util.ArrayList<>();
+                for (RawClient c : peers) {
+                    answers.add(c.nextFrame(10_000));
+                }
+                for (RawClient.Joined j : answers) {
+                    assertEquals(9, j.type(), "ERROR");
+                    io.engramhost.protocol.ErrorReply e = io.engramhost.protocol.ErrorReply.decode(j.reader());
+                    assertEquals(io.engramhost.protocol.ErrorCode.FINGERPRINT_MISMATCH, e.code(), e.message());
+                    assertEquals(16 << 20, e.daemonFingerprint().length);
+                }
+            } finally {
+                peers.forEach(RawClient::close);
+            }
+            assertTrue(d.process.isAlive(), d.log());
+            assertFalse(d.log().contains("OutOfMemoryError"), d.log());
+            CliRun status = CliRun.of("status", "--socket", socket.toString());
+            assertEquals(0, status.exit(), status.err());
+        }
+    }
+
+    /**
      * Within the limits but beyond the daemon's heap: the headers are parsed whole, and 100,000 tensors in one
      * file need more than a 40 MiB heap. serve says so in one line, before its socket, instead of dying of it.
      */

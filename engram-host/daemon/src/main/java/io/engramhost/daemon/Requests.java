@@ -192,6 +192,7 @@ final class Requests {
     }
 
     private static Outbound error(ErrorReply e, int version) {
-        return Outbound.frame(e.encode(version), version);
+        // slices: a FINGERPRINT_MISMATCH's fingerprint (up to 16 MiB) is the catalog's array, not a copy per answer
+        return Outbound.frame(e.encodeSlices(version), version, List.of());
     }
 }

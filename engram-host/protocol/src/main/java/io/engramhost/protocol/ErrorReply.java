@@ -60,6 +60,24 @@ public record ErrorReply(ErrorCode code, int wireCode, String message, List<Stri
         return code != null ? code.name() : "code " + wireCode;
     }
 
+    /**
+     * The frame as slices: everything up to the fingerprint's length, then {@link #daemonFingerprint} itself, not
+     * copied. A daemon sends its fingerprint (up to 16 MiB) with every FINGERPRINT_MISMATCH; shared, the answers owed
+     * to many peers at once do not each hold a copy.
+     */
+    public java.util.List<Parts.Slice> encodeSlices(int version) {
+        FrameWriter w = new FrameWriter(MessageType.ERROR, version).u16(wireCode).u8(retryable() ? 1 : 0)
+                .longString(message).i32(details.size());
+        details.forEach(w::longString);
+        byte[] head = w.i32(daemonFingerprint.length).toArray();
+        if (head.length + (long) daemonFingerprint.length > ProtocolDescriptor.MAX_FRAME) {
+            throw new ProtocolException("frame of " + (head.length + (long) daemonFingerprint.length) + " bytes exceeds "
+                    + ProtocolDescriptor.MAX_FRAME);
+        }
+        return daemonFingerprint.length == 0 ? java.util.List.of(Parts.Slice.of(head))
+                : java.util.List.of(Parts.Slice.of(head), Parts.Slice.of(daemonFingerprint));
+    }
+
     public ByteBuffer encode(int version) {
         FrameWriter w = new FrameWriter(MessageType.ERROR, version).u16(wireCode).u8(retryable() ? 1 : 0)
                 .longString(message).i32(details.size());
