@@ -18,8 +18,8 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
 
     private final Fingerprint served;
     private final String sha;
-    /** The served fingerprint's canonical bytes, made at the first large expectation. */
-    private volatile byte[] encoded;
+    /** The served fingerprint's canonical bytes, made once, at the first large expectation. */
+    private byte[] encoded;
 
     FingerprintMatch(Fingerprint served) {
         this.served = served;
@@ -56,12 +56,10 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
         };
     }
 
-    private byte[] encoded() {
-        byte[] e = encoded;
-        if (e == null) {
-            e = served.canonicalBytes();
-            encoded = e;
+    private synchronized byte[] encoded() {
+        if (encoded == null) {
+            encoded = served.canonicalBytes();
         }
-        return e;
+        return encoded;
     }
 }
