@@ -38,6 +38,7 @@ public final class Daemon implements AutoCloseable {
     private final DaemonLock lock;
     private final UnixListener listener;
     private final Leases leases = new Leases();
+    private final StatusDocument.Tables statusTables = new StatusDocument.Tables();
     private final ConnectionStats stats = new ConnectionStats();
     private final SessionLoop loop;
     private final LoadProgress progress = new LoadProgress(line -> {
@@ -545,6 +546,10 @@ public final class Daemon implements AutoCloseable {
     /** The STATUS document (docs/protocol.md lists its fields). */
     public String statusJson() {
         return StatusDocument.of(this, loop.requestMemoryUsed());
+    }
+
+    StatusDocument.Tables statusTables() {
+        return statusTables;
     }
 
     /** STATUS_REPLY in {@code version}, its tables shared with every other answer (StatusDocument). */

@@ -28,10 +28,23 @@ final class StatusDocument {
     private static final String TABLES_MARK = "\u0000engram-status-tables\u0000";
     private static final byte[] TABLES_MARK_JSON = ("\"tables\":\"\\u0000engram-status-tables\\u0000\"")
             .getBytes(StandardCharsets.UTF_8);
-    private static Catalog encodedFor;
-    private static byte[] encoded;
-
     private StatusDocument() {
+    }
+
+    /** One daemon's encoding of its catalog's tables, made at the first STATUS once the catalog is loaded. */
+    static final class Tables {
+        private Catalog encodedFor;
+        private byte[] encoded;
+
+        /** The catalog's tables as a JSON array, encoded once per catalog. */
+        synchronized byte[] json(Catalog c) {
+            if (encodedFor != c) {
+                encoded = null; // the previous catalog's, before the next is built
+                encoded = encode(c);
+                encodedFor = c;
+            }
+            return encoded;
+        }
     }
 
     /** The whole document as one string (for callers in this JVM; the wire answer is {@link #reply}). */
@@ -44,7 +57,7 @@ final class StatusDocument {
         byte[] h = head.getBytes(StandardCharsets.UTF_8);
         int at = markAt(h);
         return new String(h, 0, at, StandardCharsets.UTF_8) + "\"tables\":"
-                + new String(tablesJson(c), StandardCharsets.UTF_8)
+                + new String(d.statusTables().json(c), StandardCharsets.UTF_8)
                 + new String(h, at + TABLES_MARK_JSON.length, h.length - at - TABLES_MARK_JSON.length, StandardCharsets.UTF_8);
     }
 
@@ -60,7 +73,7 @@ final class StatusDocument {
         }
         int at = markAt(h);
         byte[] key = "\"tables\":".getBytes(StandardCharsets.UTF_8);
-        byte[] tables = tablesJson(c);
+        byte[] tables = d.statusTables().json(c);
         int after = at + TABLES_MARK_JSON.length;
         long length = (long) at + key.length + tables.length + (h.length - after);
         if (length > ProtocolDescriptor.MAX_FRAME) {
@@ -84,31 +97,26 @@ final class StatusDocument {
         throw new IllegalStateException("the STATUS document lost its tables' place");
     }
 
-    /** The catalog's tables as a JSON array, encoded once per catalog. */
-    private static synchronized byte[] tablesJson(Catalog c) {
-        if (encodedFor != c) {
-            encoded = null; // the previous catalog's, before the next is built
-            ByteArrayOutputStream out = new ByteArrayOutputStream();
-            StringBuilder sb = new StringBuilder();
-            sb.append('[');
-            boolean first = true;
-            for (Object t : tables(c)) {
-                if (!first) {
-                    sb.append(',');
-                }
-                first = false;
-                JsonWriter.write(sb, t);
-                if (sb.length() > 1 << 16) {
-                    out.writeBytes(sb.toString().getBytes(StandardCharsets.UTF_8));
-                    sb.setLength(0);
-                }
+    /** The catalog's tables as a JSON array, written in 64 KiB pieces. */
+    private static byte[] encode(Catalog c) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        StringBuilder sb = new StringBuilder();
+        sb.append('[');
+        boolean first = true;
+        for (Object t : tables(c)) {
+            if (!first) {
+                sb.append(',');
             }
-            sb.append(']');
-            out.writeBytes(sb.toString().getBytes(StandardCharsets.UTF_8));
-            encoded = out.toByteArray();
-            encodedFor = c;
+            first = false;
+            JsonWriter.write(sb, t);
+            if (sb.length() > 1 << 16) {
+                out.writeBytes(sb.toString().getBytes(StandardCharsets.UTF_8));
+                sb.setLength(0);
+            }
         }
-        return encoded;
+        sb.append(']');
+        out.writeBytes(sb.toString().getBytes(StandardCharsets.UTF_8));
+        return out.toByteArray();
     }
 
     private static String document(Daemon d, long requestMemoryUsed, Catalog c) {
