@@ -177,6 +177,12 @@ final class ServeCommand implements Callable<Integer> {
                     + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
                     + prepared.budget());
             prepared.spillWarning().ifPresent(w -> LOG.log(System.Logger.Level.WARNING, "--numa " + numa + ": " + w));
+            for (String w : io.engramhost.checkpoint.WritableByOthers.of(prepared.checkpoint(),
+                    io.engramhost.os.Posix.geteuid())) {
+                LOG.log(System.Logger.Level.WARNING, "checkpoint: " + w + ": another user can change what a later load"
+                        + " reads (this load checks that the files did not change under it, and verify compares them"
+                        + " afterwards; docs/security.md)");
+            }
             if (notify != null) {
                 notify.checkFdStore(prepared.regionCount());
             }
