@@ -55,25 +55,10 @@ final class FingerprintCodec {
 
     static Fingerprint decode(byte[] bytes) {
         In in = new In(bytes);
-        byte[] magic = in.raw(4, "magic");
-        if (!Arrays.equals(magic, MAGIC)) {
-            throw in.error(0, "bad magic " + HexFormat.of().formatHex(magic) + ", expected \"EGFP\"");
-        }
-        int version = in.u16();
-        if (version != VERSION) {
-            throw in.error(4, "encoding version " + version + ", this build reads only " + VERSION);
-        }
-        int flags = in.u16();
-        if (flags != 0) {
-            throw in.error(6, "flags 0x" + Integer.toHexString(flags) + ", expected 0");
-        }
-        int layout = in.i32();
+        int layout = fixedHead(in);
         String backend = in.str("backend");
         List<String> patterns = new ArrayList<>();
-        int n = in.count("patterns", 4);
-        if (n == 0) {
-            throw in.error(in.pos - 4, "no selection pattern (the canonical form has at least '*')");
-        }
+        int n = patternCount(in);
         for (int i = 0; i < n; i++) {
             int at = in.pos;
             String p = in.str("pattern");
@@ -128,16 +113,8 @@ final class FingerprintCodec {
         return new Fingerprint(layout, backend, patterns, files, tables);
     }
 
-    /** The head of an encoded fingerprint: its layout version, its backend, and where its file list starts. */
-    record Head(int layoutVersion, String backend, int filesAt) {
-    }
-
-    /**
-     * Reads the head of an encoded fingerprint and steps over its patterns (each only by its length: no string is
-     * made of them), checking the framing as {@link #decode} does; what follows is not read.
-     */
-    static Head head(byte[] bytes) {
-        In in = new In(bytes);
+    /** Magic, encoding version and flags, checked; returns the layout version that follows them. */
+    private static int fixedHead(In in) {
         byte[] magic = in.raw(4, "magic");
         if (!Arrays.equals(magic, MAGIC)) {
             throw in.error(0, "bad magic " + HexFormat.of().formatHex(magic) + ", expected \"EGFP\"");
@@ -150,12 +127,30 @@ final class FingerprintCodec {
         if (flags != 0) {
             throw in.error(6, "flags 0x" + Integer.toHexString(flags) + ", expected 0");
         }
-        int layout = in.i32();
-        String backend = in.str("backend");
+        return in.i32();
+    }
+
+    private static int patternCount(In in) {
         int n = in.count("patterns", 4);
         if (n == 0) {
             throw in.error(in.pos - 4, "no selection pattern (the canonical form has at least '*')");
         }
+        return n;
+    }
+
+    /** The head of an encoded fingerprint: its layout version, its backend, and where its file list starts. */
+    record Head(int layoutVersion, String backend, int filesAt) {
+    }
+
+    /**
+     * Reads the head of an encoded fingerprint and steps over its patterns (each only by its length: no string is
+     * made of them), checking the framing as {@link #decode} does; what follows is not read.
+     */
+    static Head head(byte[] bytes) {
+        In in = new In(bytes);
+        int layout = fixedHead(in);
+        String backend = in.str("backend");
+        int n = patternCount(in);
         for (int i = 0; i < n; i++) {
             in.skipStr("pattern");
         }
