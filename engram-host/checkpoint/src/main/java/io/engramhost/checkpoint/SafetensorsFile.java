@@ -163,11 +163,7 @@ public final class SafetensorsFile {
     }
 
     static byte[] sha256(byte[] bytes) {
-        try {
-            return MessageDigest.getInstance("SHA-256").digest(bytes);
-        } catch (NoSuchAlgorithmException e) {
-            throw new IllegalStateException("SHA-256 is missing from this JVM", e);
-        }
+        return newSha256().digest(bytes);
     }
 
     public Path path() {

@@ -241,41 +241,23 @@ class LimitsProcessTest {
         Path socket = dir.resolve("run/s.sock");
         try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
                 .awaitReady()) {
-            List<RawClient> peers = new java.util.ArrayList<>();
-            try {
-                for (int i = 0; i < 16; i++) {
-                    RawClient c = RawClient.connect(socket);
-                    peers.add(c);
-                    c.handshake(2, 2);
-                    c.send(RawClient.empty(5, 2));
-                }
-                Thread.sleep(2000); // every answer owed at once
-                List<RawClient.Joined> answers = new java.util.ArrayList<>();
-                for (RawClient c : peers) { // taken first, within the answer's deadline; read below
-                    answers.add(c.nextFrame(10_000));
-                }
-                while (!answers.isEmpty()) {
-                    RawClient.Joined j = answers.remove(0);
-                    assertEquals(6, j.type(), "STATUS_REPLY");
-                    @SuppressWarnings("unchecked")
-                    Map<String, Object> doc = (Map<String, Object>) io.engramhost.json.JsonReader.parse(
-                            io.engramhost.protocol.Frames.decodeStatusReply(j.reader()));
-                    assertEquals(List.of("state", "pid", "uid", "version", "protocol", "backend", "instance", "socket",
-                            "uptime_s", "progress", "fingerprint", "bytes", "regions", "tables"),
-                            List.copyOf(doc.keySet()).subList(0, 14));
-                    List<?> tables = (List<?>) doc.get("tables");
-                    assertEquals(100_000, tables.size());
-                    assertEquals("model.layers.99.mlp.experts.99.down_proj.weight", // the last in name order
-                            ((Map<?, ?>) tables.get(99_999)).get("name"));
-                    assertTrue(doc.containsKey("connections") && doc.containsKey("leases"), doc.keySet().toString());
-                }
-            } finally {
-                peers.forEach(RawClient::close);
+            List<RawClient.Joined> answers = owedAtOnce(d, socket, 16, RawClient.empty(5, 2));
+            while (!answers.isEmpty()) {
+                RawClient.Joined j = answers.remove(0);
+                assertEquals(6, j.type(), "STATUS_REPLY");
+                @SuppressWarnings("unchecked")
+                Map<String, Object> doc = (Map<String, Object>) io.engramhost.json.JsonReader.parse(
+                        io.engramhost.protocol.Frames.decodeStatusReply(j.reader()));
+                assertEquals(List.of("state", "pid", "uid", "version", "protocol", "backend", "instance", "socket",
+                        "uptime_s", "progress", "fingerprint", "bytes", "regions", "tables"),
+                        List.copyOf(doc.keySet()).subList(0, 14));
+                List<?> tables = (List<?>) doc.get("tables");
+                assertEquals(100_000, tables.size());
+                assertEquals("model.layers.99.mlp.experts.99.down_proj.weight", // the last in name order
+                        ((Map<?, ?>) tables.get(99_999)).get("name"));
+                assertTrue(doc.containsKey("connections") && doc.containsKey("leases"), doc.keySet().toString());
             }
-            assertTrue(d.process.isAlive(), d.log());
-            assertFalse(d.log().contains("OutOfMemoryError"), d.log());
-            CliRun status = CliRun.of("status", "--socket", socket.toString());
-            assertEquals(0, status.exit(), status.err());
+            assertLived(d, socket);
         }
     }
 
@@ -291,38 +273,54 @@ class LimitsProcessTest {
         Path socket = dir.resolve("run/x.sock");
         try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", at.toString())
                 .awaitReady()) {
-            List<RawClient> peers = new java.util.ArrayList<>();
-            try {
-                for (int i = 0; i < 24; i++) {
-                    try {
-                        RawClient c = RawClient.connect(socket);
-                        peers.add(c);
-                        c.handshake(2, 2);
-                        c.send(new RawClient.Frame(3, 2).i32(0).i32(-1).u8(1).raw(new byte[32]).bytes());
-                    } catch (java.io.IOException | java.util.concurrent.TimeoutException e) {
-                        Thread.sleep(500);
-                        throw new AssertionError("peer " + i + ": " + e + "; " + d.log(), e);
-                    }
-                }
-                Thread.sleep(2000); // every answer owed at once
-                List<RawClient.Joined> answers = new java.util.ArrayList<>();
-                for (RawClient c : peers) {
-                    answers.add(c.nextFrame(10_000));
-                }
-                for (RawClient.Joined j : answers) {
-                    assertEquals(9, j.type(), "ERROR");
-                    io.engramhost.protocol.ErrorReply e = io.engramhost.protocol.ErrorReply.decode(j.reader());
-                    assertEquals(io.engramhost.protocol.ErrorCode.FINGERPRINT_MISMATCH, e.code(), e.message());
-                    assertEquals(16 << 20, e.daemonFingerprint().length);
-                }
-            } finally {
-                peers.forEach(RawClient::close);
+            List<RawClient.Joined> answers = owedAtOnce(d, socket, 24,
+                    new RawClient.Frame(3, 2).i32(0).i32(-1).u8(1).raw(new byte[32]).bytes());
+            for (RawClient.Joined j : answers) {
+                assertEquals(9, j.type(), "ERROR");
+                io.engramhost.protocol.ErrorReply e = io.engramhost.protocol.ErrorReply.decode(j.reader());
+                assertEquals(io.engramhost.protocol.ErrorCode.FINGERPRINT_MISMATCH, e.code(), e.message());
+                assertEquals(16 << 20, e.daemonFingerprint().length);
             }
-            assertTrue(d.process.isAlive(), d.log());
-            assertFalse(d.log().contains("OutOfMemoryError"), d.log());
-            CliRun status = CliRun.of("status", "--socket", socket.toString());
-            assertEquals(0, status.exit(), status.err());
+            assertLived(d, socket);
         }
+    }
+
+    /**
+     * {@code n} peers send {@code request} at once and take their answers only after two seconds, so that every
+     * answer is owed at the same time; the answers, each read whole within its deadline.
+     */
+    private static List<RawClient.Joined> owedAtOnce(DaemonProcess d, Path socket, int n, byte[] request)
+            throws Exception {
+        List<RawClient> peers = new java.util.ArrayList<>();
+        try {
+            for (int i = 0; i < n; i++) {
+                try {
+                    RawClient c = RawClient.connect(socket);
+                    peers.add(c);
+                    c.handshake(2, 2);
+                    c.send(request);
+                } catch (java.io.IOException | java.util.concurrent.TimeoutException e) {
+                    Thread.sleep(500);
+                    throw new AssertionError("peer " + i + ": " + e + "; " + d.log(), e);
+                }
+            }
+            Thread.sleep(2000);
+            List<RawClient.Joined> answers = new java.util.ArrayList<>();
+            for (RawClient c : peers) {
+                answers.add(c.nextFrame(10_000));
+            }
+            return answers;
+        } finally {
+            peers.forEach(RawClient::close);
+        }
+    }
+
+    /** The daemon is alive, did not run out of memory, and answers STATUS. */
+    private static void assertLived(DaemonProcess d, Path socket) throws Exception {
+        assertTrue(d.process.isAlive(), d.log());
+        assertFalse(d.log().contains("OutOfMemoryError"), d.log());
+        CliRun status = CliRun.of("status", "--socket", socket.toString());
+        assertEquals(0, status.exit(), status.err());
     }
 
     /**
