@@ -45,7 +45,7 @@ serve() {
   local name=$1; shift
   SOCK=/run/numa-$name.sock
   # shellcheck disable=SC2086
-  ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" ${PIN:-} bin/engram-host serve --checkpoint "$CK" --socket "$SOCK" --threads 2 \
+  ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" ${PIN:-} bin/engram-host-test serve --checkpoint "$CK" --socket "$SOCK" --threads 2 \
     --hello-timeout-ms 120000 --request-timeout-ms 120000 "$@" > "$OUT/$name.daemon.log" 2>&1 &
   DPID=$!
   for _ in $(seq 1 1200); do

@@ -20,6 +20,8 @@ from typing import Optional
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON_DIR = os.path.join(REPO, "python")
 LAUNCHER = os.environ.get("ENGRAM_HOST_LAUNCHER", os.path.join(REPO, "bin", "engram-host"))
+# The checkout's test launcher: the CLI with the test jar's hooks (ENGRAM_HOST_TEST_* gates); bin/engram-host ignores them.
+TEST_LAUNCHER = os.environ.get("ENGRAM_HOST_TEST_LAUNCHER", os.path.join(REPO, "bin", "engram-host-test"))
 PEER = os.path.join(REPO, "native", "c", "protocol_peer.py")
 
 
@@ -38,6 +40,15 @@ def require_java(test: unittest.TestCase) -> None:
     reason = java_app_reason()
     if reason:
         test.skipTest(reason)
+
+
+def require_test_launcher(test: unittest.TestCase) -> None:
+    """Skips unless the test launcher (and its test jar) can run here: a release has neither."""
+    require_java(test)
+    jars = os.path.join(REPO, "engram-host", "cli", "target")
+    if "ENGRAM_HOST_TEST_LAUNCHER" not in os.environ and not (
+            os.path.isdir(jars) and any(f.endswith("-tests.jar") for f in os.listdir(jars))):
+        test.skipTest("the test launcher is not built (mvn -DskipTests package builds the cli test jar)")
 
 
 def run_cli(*args: str, env: Optional[dict] = None, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
@@ -104,13 +115,14 @@ class Daemon:
     """``engram-host serve`` as a separate process, ready when its ready file names its pid."""
 
     def __init__(self, checkpoint: str, *extra: str, backend: str = "memfd", socket_path: Optional[str] = None,
-                 env: Optional[dict] = None, wait_ready: bool = True, timeout: float = 120):
+                 env: Optional[dict] = None, wait_ready: bool = True, timeout: float = 120,
+                 launcher: str = LAUNCHER):
         self.dir = tempfile.mkdtemp(prefix="engram-py-daemon-")
         os.chmod(self.dir, 0o700)
         self.socket = socket_path or os.path.join(self.dir, "d.sock")
         self.log_path = os.path.join(self.dir, "daemon.log")
         self._log = open(self.log_path, "w")
-        args = [LAUNCHER, "serve", "--checkpoint", checkpoint, "--socket", self.socket, "--backend", backend,
+        args = [launcher, "serve", "--checkpoint", checkpoint, "--socket", self.socket, "--backend", backend,
                 "--numa", "none", "--threads", "2", *extra]
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=None if env is None else {**os.environ, **env})

@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
-from support import (Daemon, fd_count, generate, java_app_reason, memfd_mappings, run_cli, run_python_cli,  # noqa: E402
-                     safetensors_tables, unlistened_socket)
+from support import (TEST_LAUNCHER, Daemon, fd_count, generate, java_app_reason, memfd_mappings,  # noqa: E402
+                     require_test_launcher, run_cli, run_python_cli, safetensors_tables, unlistened_socket)
 
 ROWS = 8192
 
@@ -243,8 +243,10 @@ class LimitsTest(unittest.TestCase):
                 self.assertEqual(bytes([77]), bytes(imported.tables[names[77]].buffer()))
 
     def test_not_ready_then_the_wait(self):
+        require_test_launcher(self)
         gate = os.path.join(WORK, "gate")
-        with Daemon(SINGLE, env={"ENGRAM_HOST_TEST_LOAD_GATE": "before-read:" + gate}, wait_ready=False) as d:
+        with Daemon(SINGLE, env={"ENGRAM_HOST_TEST_LOAD_GATE": "before-read:" + gate}, wait_ready=False,
+                    launcher=TEST_LAUNCHER) as d:
             d.wait_socket()
             deadline = time.monotonic() + 30
             while True:  # the socket appears before the listener is ready to answer; NOT_READY is what we want

@@ -1,7 +1,8 @@
 package io.engramhost.bench;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
-import io.engramhost.cli.ChildJvm;
+import io.engramhost.cli.testing.EnvGateHooks;
+import io.engramhost.cli.testing.TestJvm;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import java.io.File;
@@ -32,9 +33,10 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * The daemon's own restart (issue 12), each way against a full reload of the same checkpoint, all with the daemon
- * as a separate process started as {@code engram-host serve} (the CLI's JVM and flags, {@link ChildJvm}), on a
- * checkpoint of {@code checkpointMiB} generated in the trial's setup (V4.1 layout, 2 layers), or
- * {@code $ENGRAM_BENCH_CHECKPOINT} when set:
+ * as a separate process started as {@code engram-host serve} (the CLI's JVM and flags, as the test launcher runs it:
+ * {@link TestJvm}, whose takeover gate lets a takeover be timed without the JVM's start), on a checkpoint of
+ * {@code checkpointMiB} generated in the trial's setup (V4.1 layout, 2 layers), or {@code $ENGRAM_BENCH_CHECKPOINT}
+ * when set:
  * <ul>
  * <li>{@link #takeover}: a successor {@code serve --takeover}, its JVM already up and held (not timed) just before it
  * connects; the shot is from its go to its ready file: the request, the catalog and fds, the checks, the commit.
@@ -117,7 +119,7 @@ public class DaemonRestartBench {
         if (takeover) {
             args.add("--takeover");
         }
-        return ChildJvm.command(args.toArray(String[]::new));
+        return TestJvm.command(args.toArray(String[]::new));
     }
 
     private Process start(List<String> command, String[] environment) throws IOException {
@@ -160,7 +162,7 @@ public class DaemonRestartBench {
             case "takeover" -> {
                 // a serving daemon has answered clients: one STATUS, so that its first answers' costs are not timed
                 io.engramhost.client.EngramClient.status(socket, io.engramhost.client.ClientOptions.defaults());
-                successor = start(serve(true), new String[] {"ENGRAM_HOST_TEST_TAKEOVER_GATE", "request:" + gate});
+                successor = start(serve(true), new String[] {EnvGateHooks.TAKEOVER_GATE, "request:" + gate});
                 Path log = scratch.resolve("daemon-" + logs + ".log");
                 long deadline = System.nanoTime() + READY_TIMEOUT_NANOS;
                 while (!Files.readString(log).contains("held at 'request'")) {

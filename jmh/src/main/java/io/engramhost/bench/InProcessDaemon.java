@@ -3,15 +3,13 @@ package io.engramhost.bench;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
-import io.engramhost.protocol.Backend;
+import io.engramhost.daemon.DaemonLauncher;
 import io.engramhost.store.Catalog;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
-import java.util.List;
-import java.util.Set;
 import java.util.function.Supplier;
 import java.util.stream.Stream;
 
@@ -36,12 +34,12 @@ final class InProcessDaemon implements AutoCloseable {
         } catch (IOException e) {
             throw new UncheckedIOException("cannot create a directory for the benchmark daemon's socket", e);
         }
-        DaemonContext context = new DaemonContext(List.of(dir.resolve("unused")), List.of(), Backend.MEMFD, "none", null,
-                null, null, Set.of(), 1, limits, List.of(), null).conclude();
+        DaemonContext context = new DaemonContext().socket(dir.resolve("run/engram.sock")).catalog(p -> catalog.get())
+                .numa("none").threads(1).limits(limits);
         Daemon daemon = null;
         try {
-            daemon = Daemon.start(context, dir.resolve("run/engram.sock"));
-            daemon.load(p -> catalog.get());
+            daemon = DaemonLauncher.start(context, DaemonLauncher.Environment.none());
+            daemon.awaitReady();
             return new InProcessDaemon(dir, daemon);
         } catch (Exception e) {
             if (daemon != null) {

@@ -54,27 +54,104 @@ public final class FdMessages {
     public record Received(ByteBuffer payload, List<Fd> fds) {
     }
 
-    /** Sends {@code payload} with {@code fds} (not closed: the caller keeps owning them). */
-    public static void send(int socket, String peer, ByteBuffer payload, List<? extends FdRef> fds) {
-        int length = payload.remaining();
+    /**
+     * One piece of a message as it is written: bytes, and the fds (raw numbers, owned elsewhere) that ride on its
+     * first byte. A message is laid out once ({@link #layout}) and written by the blocking {@link #send} and by a
+     * poll loop's non-blocking writes alike.
+     */
+    public record Segment(byte[] array, int offset, int length, int[] fds) {
+        private static final int[] NO_FDS = new int[0];
+
+        /** Bytes without fds. */
+        public static Segment of(byte[] array, int offset, int length) {
+            return new Segment(array, offset, length, NO_FDS);
+        }
+    }
+
+    /** A message header as read: the payload length and the fd count, both unsigned. */
+    public record Header(long payloadLength, long fdCount) {
+        /** Decodes the {@value #HEADER_BYTES} bytes at {@code b[off..]}. */
+        public static Header of(byte[] b, int off) {
+            ByteBuffer h = ByteBuffer.wrap(b, off, HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+            return new Header(Integer.toUnsignedLong(h.getInt()), Integer.toUnsignedLong(h.getInt()));
+        }
+    }
+
+    /**
+     * The segments of one message: the header with the first batch of fds, the payload's pieces (not copied), and a
+     * {@link #FILLER} byte for each further batch of at most {@value #MAX_FDS_PER_SENDMSG} fds.
+     */
+    public static List<Segment> layout(List<Segment> payload, int[] fds) {
+        long length = 0;
+        for (Segment s : payload) {
+            length += s.length();
+        }
+        if (length > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("a message of " + length + " payload bytes; at most 2^31-1");
+        }
+        List<int[]> batches = batches(fds);
+        List<Segment> out = new ArrayList<>(payload.size() + batches.size() + 1);
+        byte[] header = ByteBuffer.allocate(HEADER_BYTES).order(ByteOrder.LITTLE_ENDIAN).putInt((int) length)
+                .putInt(fds.length).array();
+        out.add(new Segment(header, 0, HEADER_BYTES, batches.isEmpty() ? Segment.NO_FDS : batches.get(0)));
+        for (Segment s : payload) {
+            if (s.length() > 0) {
+                out.add(s);
+            }
+        }
+        for (int b = 1; b < batches.size(); b++) {
+            out.add(new Segment(new byte[] {FILLER}, 0, 1, batches.get(b)));
+        }
+        return out;
+    }
+
+    /** {@code fds} in batches of at most {@value #MAX_FDS_PER_SENDMSG}, the most one sendmsg may carry. */
+    public static List<int[]> batches(int[] fds) {
+        List<int[]> out = new ArrayList<>();
+        for (int at = 0; at < fds.length; at += MAX_FDS_PER_SENDMSG) {
+            out.add(java.util.Arrays.copyOfRange(fds, at, Math.min(fds.length, at + MAX_FDS_PER_SENDMSG)));
+        }
+        return out;
+    }
+
+    /** The raw numbers of {@code fds}, in order. */
+    public static int[] raw(List<? extends FdRef> fds) {
         int[] raw = new int[fds.size()];
         for (int i = 0; i < raw.length; i++) {
             raw[i] = fds.get(i).get();
         }
-        byte[] message = new byte[HEADER_BYTES + length];
-        ByteBuffer b = ByteBuffer.wrap(message).order(ByteOrder.LITTLE_ENDIAN);
-        b.putInt(length).putInt(raw.length).put(payload.duplicate());
-        int first = Math.min(raw.length, MAX_FDS_PER_SENDMSG);
-        sendAll(socket, peer, message, raw, 0, first);
-        for (int at = first; at < raw.length; at += MAX_FDS_PER_SENDMSG) {
-            sendAll(socket, peer, new byte[] {FILLER}, raw, at, Math.min(MAX_FDS_PER_SENDMSG, raw.length - at));
+        return raw;
+    }
+
+    /** Sends {@code payload} with {@code fds} (not closed: the caller keeps owning them), blocking until it is written. */
+    public static void send(int socket, String peer, ByteBuffer payload, List<? extends FdRef> fds) {
+        byte[] body = new byte[payload.remaining()];
+        payload.duplicate().get(body);
+        List<Segment> segments = layout(List.of(Segment.of(body, 0, body.length)), raw(fds));
+        // Each run of segments up to the next that carries fds goes in one copy, so a small message is one sendmsg.
+        int from = 0;
+        while (from < segments.size()) {
+            int to = from + 1;
+            int bytes = segments.get(from).length();
+            while (to < segments.size() && segments.get(to).fds().length == 0) {
+                bytes += segments.get(to).length();
+                to++;
+            }
+            byte[] data = new byte[bytes];
+            int at = 0;
+            for (int i = from; i < to; i++) {
+                Segment s = segments.get(i);
+                System.arraycopy(s.array(), s.offset(), data, at, s.length());
+                at += s.length();
+            }
+            sendAll(socket, peer, data, segments.get(from).fds());
+            from = to;
         }
     }
 
-    /** Writes all of {@code data}; fds[from, from+count) ride on the first sendmsg. */
-    private static void sendAll(int socket, String peer, byte[] data, int[] fds, int from, int count) {
+    /** Writes all of {@code data}; {@code batch} (at most 253 fds) rides on the first sendmsg. */
+    private static void sendAll(int socket, String peer, byte[] data, int[] batch) {
         Pointer buf = Memory.allocateDirect(RUNTIME, SCRATCH_HEADER_BYTES + data.length, true);
-        int[] batch = java.util.Arrays.copyOfRange(fds, from, from + count);
         int sent = 0;
         while (sent < data.length) {
             long n = sendOnce(socket, buf, data, sent, data.length - sent, batch, MSG_NOSIGNAL);
@@ -89,7 +166,7 @@ public final class FdMessages {
                 throw new NativeException("sendmsg(" + peer + ", fds=" + batch.length + ")", errno);
             }
             sent += (int) n;
-            batch = new int[0];
+            batch = Segment.NO_FDS;
         }
     }
 
@@ -181,9 +258,9 @@ public final class FdMessages {
         try {
             byte[] header = new byte[HEADER_BYTES];
             readFully(socket, peer, header, HEADER_BYTES, fds, deadline, true);
-            ByteBuffer h = ByteBuffer.wrap(header).order(ByteOrder.LITTLE_ENDIAN);
-            long length = Integer.toUnsignedLong(h.getInt());
-            long fdCount = Integer.toUnsignedLong(h.getInt());
+            Header h = Header.of(header, 0);
+            long length = h.payloadLength();
+            long fdCount = h.fdCount();
             if (length > maxPayload) {
                 throw new IllegalArgumentException("message from " + peer + " announces " + length
                         + " payload bytes; at most " + maxPayload + " are accepted");

@@ -138,19 +138,16 @@ public final class UnixSockets {
     /**
      * Sends one datagram from {@code socket} ({@link #datagram}) to {@code address}: a path, or a name in the
      * abstract namespace when it starts with {@code @} (as systemd writes {@code NOTIFY_SOCKET}). {@code fds}
-     * (at most {@link FdMessages#MAX_FDS_PER_SENDMSG}) ride along as SCM_RIGHTS; the caller keeps owning them.
+     * (raw numbers, at most {@link FdMessages#MAX_FDS_PER_SENDMSG}: one of {@link FdMessages#batches}) ride along as
+     * SCM_RIGHTS; the caller keeps owning them.
      *
      * @throws NativeException naming sendmsg and the kernel's errno (ENOENT, ECONNREFUSED, EAGAIN...)
      */
-    public static void sendDatagram(FdRef socket, String address, byte[] data, java.util.List<? extends FdRef> fds) {
+    public static void sendDatagram(FdRef socket, String address, byte[] data, int[] fds) {
         String call = "sendmsg(" + address + ")";
         SockAddr addr = address.startsWith("@") ? SockAddr.abstractName(address.substring(1), call)
                 : SockAddr.of(Path.of(address), call);
-        int[] raw = new int[fds.size()];
-        for (int i = 0; i < raw.length; i++) {
-            raw[i] = fds.get(i).get();
-        }
-        FdMessages.sendDatagram(socket.get(), addr.struct(), addr.length(), data, raw, address);
+        FdMessages.sendDatagram(socket.get(), addr.struct(), addr.length(), data, fds, address);
     }
 
     /** A connected pair of SOCK_STREAM sockets (CLOEXEC), named {@code name[0]} and {@code name[1]}. */

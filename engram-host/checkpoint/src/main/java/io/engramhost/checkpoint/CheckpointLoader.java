@@ -61,7 +61,11 @@ public final class CheckpointLoader {
         DIRECT
     }
 
-    /** Told of progress from the reading threads, possibly concurrently; must be thread-safe and quick. */
+    /**
+     * Told of progress on each reading thread after every piece it has read, possibly concurrently: it must be
+     * thread-safe. It may block, holding that thread (the daemon's hooks hold a load there); an exception it throws
+     * fails the load, a {@link CheckpointException} as it is.
+     */
     @FunctionalInterface
     public interface ProgressListener {
         void progress(long bytesDone, long bytesTotal);
@@ -96,16 +100,15 @@ public final class CheckpointLoader {
     private final int threads;
     private final long pieceSize;
     private final ProgressListener listener;
-    private final Runnable afterChunk;
     private final Runnable threadStart;
     private final ReadMode mode;
 
     public CheckpointLoader(int threads, long pieceSize, ProgressListener listener) {
-        this(threads, pieceSize, listener, null, null, ReadMode.AUTO);
+        this(threads, pieceSize, listener, null, ReadMode.AUTO);
     }
 
-    private CheckpointLoader(int threads, long pieceSize, ProgressListener listener, Runnable afterChunk,
-            Runnable threadStart, ReadMode mode) {
+    private CheckpointLoader(int threads, long pieceSize, ProgressListener listener, Runnable threadStart,
+            ReadMode mode) {
         if (threads < 1) {
             throw new IllegalArgumentException("threads must be at least 1, was " + threads);
         }
@@ -115,7 +118,6 @@ public final class CheckpointLoader {
         this.threads = threads;
         this.pieceSize = pieceSize;
         this.listener = listener == null ? (done, total) -> { } : listener;
-        this.afterChunk = afterChunk;
         this.threadStart = threadStart;
         this.mode = mode;
     }
@@ -124,23 +126,14 @@ public final class CheckpointLoader {
         this(threads, DEFAULT_PIECE, null);
     }
 
-    /**
-     * Test only: a loader that runs {@code hook} on the reading thread after each piece it has read (the
-     * daemon's tests use it to hold a load at a known point while they change the checkpoint). The hook
-     * may block; a failure in it fails the load.
-     */
-    public CheckpointLoader withAfterChunkHook(Runnable hook) {
-        return new CheckpointLoader(threads, pieceSize, listener, hook, threadStart, mode);
-    }
-
     /** The same loader whose threads each run {@code setup} first (the daemon pins them to a node's CPUs). */
     public CheckpointLoader withThreadStart(Runnable setup) {
-        return new CheckpointLoader(threads, pieceSize, listener, afterChunk, setup, mode);
+        return new CheckpointLoader(threads, pieceSize, listener, setup, mode);
     }
 
     /** The same loader reading in {@code readMode}. */
     public CheckpointLoader withReadMode(ReadMode readMode) {
-        return new CheckpointLoader(threads, pieceSize, listener, afterChunk, threadStart, readMode);
+        return new CheckpointLoader(threads, pieceSize, listener, threadStart, readMode);
     }
 
     /**
@@ -530,21 +523,14 @@ public final class CheckpointLoader {
                     + ": " + e.getMessage(), e);
         }
 
-        /** Counts {@code len} bytes read for the progress listener and runs the after-piece hook. */
+        /** Counts {@code len} bytes read for the progress listener. */
         private void pieceDone(long len) {
             try {
                 listener.progress(done.addAndGet(len), total);
+            } catch (CheckpointException e) {
+                throw e;
             } catch (RuntimeException e) {
                 throw new CheckpointException("progress listener failed: " + e, e);
-            }
-            if (afterChunk != null) {
-                try {
-                    afterChunk.run();
-                } catch (CheckpointException e) {
-                    throw e;
-                } catch (RuntimeException e) {
-                    throw new CheckpointException("after-chunk hook failed: " + e, e);
-                }
             }
         }
     }

@@ -163,7 +163,7 @@ class CheckpointLoaderTest {
         Path f = new SafetensorsWriter().add("t", DType.U8, new long[] {length}, data).write(dir.resolve("shrinks.safetensors"));
         TensorInfo t = SafetensorsFile.open(f).tensor("t");
         java.util.concurrent.atomic.AtomicBoolean cut = new java.util.concurrent.atomic.AtomicBoolean();
-        Runnable shrinkOnce = () -> { // after the first piece: the rest of the file is gone
+        CheckpointLoader.ProgressListener shrinkOnce = (done, total) -> { // after the first piece: the rest is gone
             if (cut.compareAndSet(false, true)) {
                 try (RandomAccessFile raf = new RandomAccessFile(f.toFile(), "rw")) {
                     raf.setLength(t.offset() + CheckpointLoader.DIRECT_PIECE);
@@ -177,8 +177,8 @@ class CheckpointLoaderTest {
                     .load(List.of(t), x -> m.address());
             org.junit.jupiter.api.Assumptions.assumeTrue(whole.directRefused() == null, "no O_DIRECT here: " + whole.directRefused());
             assertEquals(ContentDigest.digest(data), whole.digest(t));
-            CheckpointException e = assertThrows(CheckpointException.class, () -> new CheckpointLoader(1)
-                    .withReadMode(CheckpointLoader.ReadMode.DIRECT).withAfterChunkHook(shrinkOnce)
+            CheckpointException e = assertThrows(CheckpointException.class, () -> new CheckpointLoader(1,
+                    CheckpointLoader.DEFAULT_PIECE, shrinkOnce).withReadMode(CheckpointLoader.ReadMode.DIRECT)
                     .load(List.of(t), x -> m.address()));
             assertTrue(e.getMessage().startsWith(f + ": tensor 't': reading "), e.getMessage());
             assertTrue(e.getMessage().contains("(O_DIRECT)") && e.getMessage().contains("unexpected end of file"),

@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.hooks.DaemonHooks;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -14,6 +15,14 @@ import picocli.CommandLine.Command;
         CommandLine.HelpCommand.class})
 public final class Main extends RootCommand {
     public static void main(String[] args) {
+        System.exit(launch(DaemonHooks.NONE, args));
+    }
+
+    /**
+     * What {@link #main} does before it exits with the code this returns: the CLI run as a process, with
+     * {@code hooks} in any daemon that {@code serve} starts (the test launcher's; the shipped CLI passes none).
+     */
+    public static int launch(DaemonHooks hooks, String[] args) {
         // Chronicle Bytes, the wire codec, binds its own libc interface through JNR when it starts (net.openhft.posix,
         // 31 calls) for what engram-host does not use of it (memory-mapped files, affinity, clocks); its calls throw
         // "POSIX implementation missing" instead. The client library leaves it alone: an engine may use it.
@@ -23,14 +32,23 @@ public final class Main extends RootCommand {
             // picocli parses them, it runs beside the parse. The device's context follows once the import knows it.
             io.engramhost.client.EngramClient.prepareCudaDriver();
         }
-        int code = run(args);
+        int code = run(hooks, args);
         io.engramhost.client.EngramClient.awaitWarmup(2000); // not cut off by the exit (it would print a trace)
-        System.exit(code);
+        return code;
     }
 
     /** Runs the CLI and returns its exit code (for tests and the demo). */
     public static int run(String... args) {
+        return run(DaemonHooks.NONE, args);
+    }
+
+    /**
+     * Runs the CLI with {@code hooks} in any daemon that {@code serve} starts, and returns its exit code: the test
+     * launcher ({@code bin/engram-host-test}) passes the test jar's hooks; the shipped CLI passes none.
+     */
+    public static int run(DaemonHooks hooks, String... args) {
         CommandLine cl = commandLine(args);
+        ((RootCommand) cl.getCommand()).hooks = hooks;
         cl.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
             PrintWriter err = commandLine.getErr();
             boolean verbose = parseResult.hasMatchedOption("--verbose");

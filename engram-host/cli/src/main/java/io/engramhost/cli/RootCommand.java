@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.hooks.DaemonHooks;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -18,6 +19,9 @@ class RootCommand implements Runnable {
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
+
+    /** Where a daemon that {@code serve} starts lets its starter step in: nowhere, unless {@link Main#run} says. */
+    DaemonHooks hooks = DaemonHooks.NONE;
 
     @Override
     public void run() {

@@ -1,14 +1,13 @@
 package io.engramhost.cli;
 
+import io.engramhost.cli.log.LogFormat;
 import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
-import io.engramhost.daemon.FdStoreRestart;
-import io.engramhost.daemon.SystemdNotify;
-import io.engramhost.daemon.Takeover;
+import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
-import io.engramhost.protocol.ProtocolDescriptor;
-import io.engramhost.store.CatalogFactory;
+import io.engramhost.protocol.DaemonState;
 import io.engramhost.util.Bytes;
 import java.nio.file.Path;
 import java.util.HashSet;
@@ -21,8 +20,6 @@ import picocli.CommandLine.Option;
 /** {@code serve}: the daemon, in the foreground. SIGTERM, SIGINT and {@code stop} end it cleanly. */
 @Command(name = "serve", description = "Load tables from a checkpoint, keep them resident and serve them.")
 final class ServeCommand implements Callable<Integer> {
-    private static final System.Logger LOG = System.getLogger(ServeCommand.class.getName());
-
     @Option(names = "--checkpoint", required = true, arity = "1..*", paramLabel = "PATH",
             description = "A .safetensors file, an index.json or a directory (repeatable).")
     List<Path> checkpoints;
@@ -70,11 +67,6 @@ final class ServeCommand implements Callable<Integer> {
             description = "Threads that read the checkpoint, digest it and verify placement (default: the CPUs this"
                     + " process may use, at most 16).")
     int threads;
-
-    /** --threads, or its default: the CPUs this process may use (its affinity and cgroup), at most 16. */
-    int threads() {
-        return threads != 0 ? threads : Math.min(16, Runtime.getRuntime().availableProcessors());
-    }
 
     @Option(names = "--max-connections", defaultValue = "4096", paramLabel = "N",
             description = "Connections of all peers together, leases included (default: ${DEFAULT-VALUE}).")
@@ -136,123 +128,37 @@ final class ServeCommand implements Callable<Integer> {
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
+    @picocli.CommandLine.ParentCommand
+    RootCommand root;
+
     @Override
     public Integer call() throws Exception {
         log.install();
-        DaemonContext ctx = new DaemonContext(checkpoints, tables, backend, numa, socket.socket, socket.instance,
-                socket.device, new HashSet<>(allowUids), threads(), new ConnectionLimits(maxConnections, maxPerUid,
-                helloTimeoutMillis, requestTimeoutMillis, idleTimeoutMillis, requestMemory, workers), deviceTensors,
-                gpus, memoryBudget).conclude();
-        if (metricsPort < 0 || metricsPort > 65535) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-port must be 0 (off) or "
-                    + "1-65535, got " + metricsPort);
-        }
-        if (verifyDigests && !takeover) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--verify-digests needs --takeover");
-        }
-        java.net.InetAddress metricsHost = metricsPort == 0 ? null : metricsAddress(metricsAddress);
-        Path path = socket.resolve();
-        // Under systemd (docs/operating.md, "systemd"): the notify socket, and the fds a previous run left in the
-        // fd store (or a socket unit's listening socket), passed at 3, 4, ...
-        SystemdNotify notify = SystemdNotify.fromEnvironment(System.getenv());
-        FdStoreRestart.Passed passed = FdStoreRestart.fromEnvironment(System.getenv());
-        Daemon taken = null;
-        FdStoreRestart.Adopted adopted = null;
-        if (passed != null && !takeover) {
-            adopted = FdStoreRestart.adopt(ctx, path, passed, notify);
-            taken = adopted == null ? null : adopted.daemon();
-        }
-        if (takeover) {
-            try {
-                taken = Takeover.run(ctx, path, verifyDigests);
-            } catch (Takeover.PredecessorGoneException e) {
-                LOG.log(System.Logger.Level.WARNING, e.getMessage() + "; loading the checkpoint instead");
-            }
-        }
-        CatalogFactory.Prepared prepared = null;
-        if (taken == null) {
-            prepared = CatalogFactory.prepare(ctx.store());
-            LOG.log(System.Logger.Level.INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
-                    + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
-                    + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
-                    + prepared.budget());
-            prepared.spillWarning().ifPresent(w -> LOG.log(System.Logger.Level.WARNING, "--numa " + numa + ": " + w));
-            for (String w : io.engramhost.checkpoint.WritableByOthers.of(prepared.checkpoint(),
-                    io.engramhost.os.Posix.geteuid())) {
-                LOG.log(System.Logger.Level.WARNING, "checkpoint: " + w + ": another user can change what a later load"
-                        + " reads (this load checks that the files did not change under it, and verify compares them"
-                        + " afterwards; docs/security.md)");
-            }
-            if (notify != null) {
-                notify.checkFdStore(prepared.regionCount());
-            }
-        }
-        io.engramhost.os.Fd passedListener = taken == null && passed != null ? passed.takeListener(path) : null;
-        Daemon daemon = taken != null ? taken : Daemon.start(ctx, path, passedListener);
-        if (prepared != null) { // STATUS: how the memory was checked (carried over by a takeover and the fd store)
-            daemon.progress().put("memory_check", prepared.budget());
-            if (memoryBudget != null) {
-                daemon.progress().put("memory_budget", memoryBudget);
-            }
-        }
-        java.util.Set<String> stale = passed == null ? java.util.Set.of()
-                : passed.closeRest(passedListener != null && passedListener.isOpen());
-        if (notify != null) {
-            daemon.attachSystemd(notify, stale, adopted == null ? null : adopted.catalogMemfd());
-        }
-        if (metricsHost != null) {
-            try {
-                startMetrics(daemon, metricsHost, taken != null);
-            } catch (RuntimeException e) {
-                daemon.close();
-                throw e;
-            }
-        }
-        Thread.setDefaultUncaughtExceptionHandler(daemon::fatal);
-        Thread hook = new Thread(() -> {
-            daemon.requestStop("signal");
-            daemon.close();
-        }, "engram-shutdown");
-        Runtime.getRuntime().addShutdownHook(hook);
+        boolean drawsProgress = log.format == LogFormat.TEXT && ProgressLine.stderrIsTerminal();
+        DaemonContext ctx = new DaemonContext().checkpoints(checkpoints).tables(tables).backend(backend).numa(numa)
+                .socket(socket.resolve()).instance(socket.instance).device(socket.device)
+                .allowUids(new HashSet<>(allowUids)).threads(threads)
+                .limits(new ConnectionLimits(maxConnections, maxPerUid, helloTimeoutMillis, requestTimeoutMillis,
+                        idleTimeoutMillis, requestMemory, workers))
+                .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).takeover(takeover, verifyDigests)
+                .metrics(metricsPort == 0 ? null : metricsAddress(metricsAddress), metricsPort)
+                .build(VersionInfo.version(), VersionInfo.commit()).logProgress(!drawsProgress).ownsProcess(true)
+                .hooks(root == null ? DaemonHooks.NONE : root.hooks);
         try {
-            if (prepared != null) {
-                try (ProgressLine live = log.format == io.engramhost.cli.log.LogFormat.TEXT
-                        ? ProgressLine.forLoad(daemon.progress()) : null) {
-                    daemon.load(prepared.builder(), live == null);
-                }
+            ctx.conclude();
+        } catch (IllegalArgumentException e) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(), e.getMessage());
+        }
+        try (Daemon daemon = DaemonLauncher.start(ctx, DaemonLauncher.Environment.current())) {
+            try (ProgressLine live = drawsProgress && daemon.state() == DaemonState.LOADING
+                    ? ProgressLine.forLoad(daemon.progress()) : null) {
+                daemon.awaitReady();
             }
             daemon.awaitStop();
         } catch (Error e) {
-            daemon.fatal(Thread.currentThread(), e);
-        } finally {
-            daemon.close();
+            Thread.getDefaultUncaughtExceptionHandler().uncaughtException(Thread.currentThread(), e);
         }
         return 0;
-    }
-
-    /**
-     * The metrics server; after a takeover the predecessor frees the port as it exits, so binding is retried for
-     * a few seconds (the JDK's HTTP server cannot adopt a socket another process hands over).
-     */
-    private void startMetrics(Daemon daemon, java.net.InetAddress host, boolean afterTakeover) {
-        long deadline = System.nanoTime() + (afterTakeover ? 10_000_000_000L : 0);
-        while (true) {
-            try {
-                daemon.startMetrics(host, metricsPort, VersionInfo.version(), VersionInfo.commit(),
-                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
-                return;
-            } catch (RuntimeException e) {
-                if (System.nanoTime() >= deadline) {
-                    throw e;
-                }
-                try {
-                    Thread.sleep(20);
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
-                    throw e;
-                }
-            }
-        }
     }
 
     /** A literal IP address (no name lookup: the daemon resolves nothing). */

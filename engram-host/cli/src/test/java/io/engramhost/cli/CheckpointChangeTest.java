@@ -8,9 +8,10 @@ import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.checkpoint.SafetensorsWriter;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.cli.testing.EnvGateHooks;
+import io.engramhost.cli.testing.TestJvm;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
-import io.engramhost.store.HostCatalogBuilder;
 import java.io.RandomAccessFile;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -27,7 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * What is served is what was validated: a daemon process (one reader thread) is held at a known point of
- * its load by the test-only gate ({@link HostCatalogBuilder#TEST_LOAD_GATE}) while the test changes its
+ * its load by the test-only gate ({@link EnvGateHooks#LOAD_GATE}) while the test changes its
  * checkpoint, then let go. Any change makes it refuse to become ready, with one line, and exit non-zero.
  */
 @Timeout(180)
@@ -49,10 +50,10 @@ class CheckpointChangeTest {
             socket = dir.resolve("run/g.sock");
             log = dir.resolve("daemon.log");
             gate = dir.resolve("gate");
-            ProcessBuilder pb = new ProcessBuilder(ChildJvm.command("serve", "--socket", socket.toString(), "--numa",
+            ProcessBuilder pb = new ProcessBuilder(TestJvm.command("serve", "--socket", socket.toString(), "--numa",
                     "none", "--threads", "1", "--checkpoint", checkpoint.toString())).redirectErrorStream(true)
                     .redirectOutput(log.toFile());
-            pb.environment().put(HostCatalogBuilder.TEST_LOAD_GATE, when + ":" + gate);
+            pb.environment().put(EnvGateHooks.LOAD_GATE, when + ":" + gate);
             process = pb.start();
         }
 
@@ -62,7 +63,7 @@ class CheckpointChangeTest {
 
         void awaitHeld() throws Exception {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!log().contains("TEST ONLY (" + HostCatalogBuilder.TEST_LOAD_GATE)) {
+            while (!log().contains("TEST ONLY (" + EnvGateHooks.LOAD_GATE)) {
                 assertTrue(process.isAlive(), "daemon exited: " + log());
                 assertTrue(System.nanoTime() < deadline, "the load never reached the gate: " + log());
                 Thread.sleep(10);

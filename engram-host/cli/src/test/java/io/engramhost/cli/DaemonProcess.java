@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.cli.testing.TestJvm;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import java.io.IOException;
@@ -43,7 +44,7 @@ final class DaemonProcess implements AutoCloseable {
             Path socket, Path log, String... serveArgs) throws IOException {
         List<String> args = new ArrayList<>(List.of("serve", "--socket", socket.toString(), "--numa", "none"));
         args.addAll(List.of(serveArgs));
-        List<String> command = new ArrayList<>(ChildJvm.command(args.toArray(String[]::new)));
+        List<String> command = new ArrayList<>(TestJvm.command(args.toArray(String[]::new)));
         command.addAll(command.indexOf("-cp"), jvmOptions);
         ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
         environment.forEach((k, v) -> {

@@ -5,10 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.cli.testing.EnvGateHooks;
+import io.engramhost.cli.testing.TestJvm;
 import io.engramhost.json.JsonReader;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
-import io.engramhost.store.HostCatalogBuilder;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -34,7 +35,7 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * {@code serve --metrics-port}: /metrics (written by the Prometheus client library), /ready and /live over HTTP
  * from a daemon process, during a load held
- * by the test gate ({@link HostCatalogBuilder#TEST_LOAD_GATE}) and once ready. The exposition format is parsed
+ * by the test gate ({@link EnvGateHooks#LOAD_GATE}) and once ready. The exposition format is parsed
  * strictly, and the values are checked against STATUS.
  */
 @Timeout(120)
@@ -91,16 +92,16 @@ class MetricsHttpTest {
         Path log = dir.resolve("d.log");
         Path gate = dir.resolve("gate");
         int port = freePort();
-        ProcessBuilder pb = new ProcessBuilder(ChildJvm.command("serve", "--socket", socket.toString(), "--numa", "none",
+        ProcessBuilder pb = new ProcessBuilder(TestJvm.command("serve", "--socket", socket.toString(), "--numa", "none",
                 "--threads", "1", "--checkpoint", index.toString(), "--metrics-port", Integer.toString(port)))
                 .redirectErrorStream(true).redirectOutput(log.toFile());
-        pb.environment().put(HostCatalogBuilder.TEST_LOAD_GATE, "before-read:" + gate);
+        pb.environment().put(EnvGateHooks.LOAD_GATE, "before-read:" + gate);
         Process daemon = pb.start();
         Process holder = null;
         List<Socket> idle = new ArrayList<>();
         try {
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!Files.readString(log).contains("TEST ONLY (" + HostCatalogBuilder.TEST_LOAD_GATE)) {
+            while (!Files.readString(log).contains("TEST ONLY (" + EnvGateHooks.LOAD_GATE)) {
                 assertTrue(daemon.isAlive() && System.nanoTime() < deadline, "never held: " + Files.readString(log));
                 Thread.sleep(10);
             }

@@ -1,9 +1,9 @@
 package io.engramhost.cli;
 
 import io.engramhost.os.UnixConnection;
+import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.Hello;
 import io.engramhost.protocol.ImportRequest;
-import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.ProtocolChannel;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

@@ -1,11 +1,13 @@
 package io.engramhost.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.daemon.DaemonLauncher;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;
 import java.nio.file.Path;
@@ -68,28 +70,20 @@ class StatusReadyTest {
     @Test
     void shouldExitOneWhileLoadingFailedOrStopping(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("run/l.sock");
-        DaemonContext context = new DaemonContext(List.of(Path.of("unused")), List.of(), Backend.MEMFD, "none", null,
-                null, null, Set.of(), 1, 10_000, List.of(), null).conclude();
         CountDownLatch release = new CountDownLatch(1);
-        try (Daemon daemon = Daemon.start(context, socket)) {
-            Thread loader = new Thread(() -> {
-                try {
-                    daemon.load(progress -> {
-                        release.await();
-                        throw new IllegalStateException("disk on fire");
-                    });
-                } catch (Exception expected) {
-                    // the daemon is now failed
-                }
-            }, "test-loader");
-            loader.start();
+        DaemonContext context = new DaemonContext().socket(socket).numa("none").threads(1).catalog(progress -> {
+            release.await();
+            throw new IllegalStateException("disk on fire");
+        });
+        try (Daemon daemon = DaemonLauncher.start(context, DaemonLauncher.Environment.none())) {
             CliRun loading = CliRun.of("status", "--ready", "--socket", socket.toString());
             assertEquals(1, loading.exit(), loading.out() + loading.err());
             assertEquals("not ready: daemon pid " + daemon.pid() + " is loading", loading.out().strip()
                     .replaceFirst(" \\(.*\\)$", ""), loading.out());
 
             release.countDown();
-            loader.join(10_000);
+            Exception failure = assertThrows(IllegalStateException.class, daemon::awaitReady);
+            assertEquals("disk on fire", failure.getMessage());
             assertEquals(DaemonState.FAILED, daemon.state());
             CliRun failed = CliRun.of("status", "--ready", "--socket", socket.toString());
             assertEquals(1, failed.exit(), failed.out() + failed.err());

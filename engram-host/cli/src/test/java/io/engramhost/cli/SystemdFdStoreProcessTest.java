@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.cli.testing.TestJvm;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.ContentCheck;
 import io.engramhost.client.EngramClient;
@@ -53,7 +54,7 @@ class SystemdFdStoreProcessTest {
             List<String> cmd = new ArrayList<>(List.of("python3", EMULATOR.toString(), "--events", events.toString(),
                     "--fdstore-max", String.valueOf(fdStoreMax), "--watchdog-usec", String.valueOf(watchdogUsec),
                     "--restarts", String.valueOf(restarts), "--restart-gate", gate.toString(), "--"));
-            cmd.addAll(ChildJvm.command("serve", "--socket", socket.toString(), "--numa", "none", "--checkpoint",
+            cmd.addAll(TestJvm.command("serve", "--socket", socket.toString(), "--numa", "none", "--checkpoint",
                     ckpt.toString()));
             process = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile()).start();
         }

@@ -2,6 +2,7 @@ package io.engramhost.daemon;
 
 import io.engramhost.os.Fd;
 import io.engramhost.os.PeerCredentials;
+import io.engramhost.protocol.ConnectionPhase;
 
 /**
  * One peer's connection, as the poll loop sees it. Only the loop's thread changes it; a worker
@@ -9,14 +10,12 @@ import io.engramhost.os.PeerCredentials;
  * loop's completion queue.
  */
 final class Connection {
-    enum Phase { HELLO, SESSION, LEASE }
-
     final long id;
     final Fd fd;
     final PeerCredentials peer;
     final long acceptedNanos;
     final Inbound inbound = new Inbound();
-    Phase phase = Phase.HELLO;
+    ConnectionPhase phase = ConnectionPhase.HELLO;
     /** The chosen protocol version, once HELLO is answered. */
     int version = 1;
     /** A worker has this connection's request; nothing more is read until its answer is written. */
@@ -26,11 +25,14 @@ final class Connection {
     Outbound out;
     long outSinceNanos;
     /** What to do once {@link #out} is written: go on, become a lease, or close. */
-    Requests.Next afterOut = Requests.Next.SESSION;
+    Answer.Next afterOut = Answer.Next.SESSION;
     Runnable onWritten;
     long lastActivityNanos;
     /** The lease's id once it is one. */
     long leaseId;
+    /** Where {@link Deadlines} has it: the deadline it is filed under, and which filing counts. */
+    long filedDeadline = Long.MAX_VALUE;
+    int filing;
 
     Connection(long id, Fd fd, PeerCredentials peer, long nowNanos) {
         this.id = id;
@@ -42,7 +44,17 @@ final class Connection {
 
     /** Evictable when the limits are reached: no HELLO yet, or a session at rest. Leases never are. */
     boolean atRest() {
-        return phase != Phase.LEASE && !busy && out == null && inbound.idle();
+        return phase != ConnectionPhase.LEASE && !busy && out == null && inbound.idle();
+    }
+
+    /** Nothing under way: no request read in part or being answered, no answer being written, no wait for memory. */
+    boolean quiet() {
+        return !busy && out == null && inbound.idle() && !starved;
+    }
+
+    /** The protocol version of the next message on this connection (HELLO's answer is in version 1). */
+    int frameVersion() {
+        return phase.frameVersion(version);
     }
 
     /** The moment this connection misses its deadline (Long.MAX_VALUE: none). */

@@ -1,338 +1,219 @@
 package io.engramhost.daemon;
 
-import static java.lang.System.Logger.Level.ERROR;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.os.BorrowedFd;
+import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.DaemonState;
+import io.engramhost.protocol.Parts;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
+import io.engramhost.protocol.Welcome;
 import io.engramhost.store.Catalog;
-import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;
-import io.engramhost.util.Bytes;
+import io.engramhost.store.LoadReport;
+import io.engramhost.util.Closer;
+import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * The daemon's conductor: owns the lock, the listening socket, the session loop (which owns every
- * connection and lease) and the catalog, and tears them down in reverse order. The socket answers
- * (status, "not ready") from the moment it exists; the ready file appears only once every table is
- * loaded. A thread that dies of an error takes the daemon down ({@link #fatal}): it never stays
- * alive but deaf.
+ * A running daemon: it owns what its {@link Adoption} brought (the lock, the listening socket, the catalog or the
+ * load that makes it), the session loop (which owns every connection and lease), and tears them down in reverse
+ * order. The socket answers (status, "not ready") from the moment it serves; the ready file appears only once every
+ * table is loaded. {@link DaemonLauncher#start} makes one; {@link #run} is the only way in.
  */
 public final class Daemon implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(Daemon.class.getName());
     public static final String VERSION = "0.1.0";
-    /** How often a running load logs its progress. */
-    static final long PROGRESS_LOG_MILLIS = 5000;
-    /** The exit status of a daemon that a fatal error took down. */
-    public static final int FATAL_EXIT = 70;
 
     private final DaemonContext context;
     private final Path socket;
     private final DaemonLock lock;
     private final UnixListener listener;
+    private final SystemdNotify systemd;
     private final Leases leases = new Leases();
-    private final StatusDocument.Tables statusTables = new StatusDocument.Tables();
     private final ConnectionStats stats = new ConnectionStats();
+    private final FatalExit fatal;
+    private final Services services;
+    private final LoadProgress progress;
+    private final HandoverSender handover;
     private final SessionLoop loop;
-    private final LoadProgress progress = new LoadProgress(line -> {
-        LOG.log(INFO, line);
-        SystemdNotify n = this.systemd;
-        if (n != null) {
-            n.status("loading: " + line);
-        }
-    });
-    /** systemd's notify socket (NOTIFY_SOCKET), or null when not under Type=notify. */
-    private volatile SystemdNotify systemd;
-    /** The catalog memfd adopted from the fd store, stored again (a no-op for systemd) once ready; then closed. */
-    private volatile io.engramhost.os.Fd keptCatalog;
+    private final View view = new View();
+    private final int pid = Posix.getpid();
+    private final long startNanos = System.nanoTime();
     private final CountDownLatch stopRequested = new CountDownLatch(1);
+    private final CountDownLatch settled = new CountDownLatch(1);
     private final CountDownLatch closeDone = new CountDownLatch(1);
     private final AtomicBoolean closed = new AtomicBoolean();
-    private final AtomicBoolean dying = new AtomicBoolean();
-    private final long startNanos = System.nanoTime();
-    private final int pid = Posix.getpid();
     private volatile DaemonState state = DaemonState.LOADING;
     private volatile Catalog catalog;
+    private volatile Answers answers;
+    private volatile Exception loadError;
     private volatile String stopReason;
-    private volatile String failure;
     private volatile MetricsServer metrics;
-    private final HandoverSender handover = new HandoverSender(this);
+    /** The catalog memfd adopted from the fd store, stored again (a no-op for systemd) once ready; then closed. */
+    private volatile Fd keptCatalog;
     /** The successor's pid once a handover committed: close then gives nothing up that the successor holds. */
     private volatile int handedOverTo;
+    private Thread shutdownHook;
+    private volatile Thread loader;
 
-    private Daemon(DaemonContext context, Path socket, DaemonLock lock, UnixListener listener) {
+    private Daemon(Adoption a, DaemonContext context) {
         this.context = context;
-        this.socket = socket;
-        this.lock = lock;
-        this.listener = listener;
-        this.loop = new SessionLoop(this, context.limits(), listener.fd().get(), socket.toString());
-    }
-
-    /** A daemon thread whose death by an error takes the daemon down. */
-    Thread thread(Runnable r, String name) {
-        Thread t = new Thread(r, name);
-        t.setDaemon(true);
-        t.setUncaughtExceptionHandler(this::fatal);
-        return t;
-    }
-
-    /**
-     * Takes the socket path (refusing when a live daemon owns it, cleaning files a dead one left),
-     * listens, and starts answering in state {@code loading}.
-     */
-    public static Daemon start(DaemonContext context, Path socket) {
-        return start(context, socket, null);
-    }
-
-    /**
-     * As {@link #start(DaemonContext, Path)}; {@code handed} (null: none) is a listening socket systemd passed
-     * (LISTEN_FDS): served on when it is bound to {@code socket} and that file is still there, so that the
-     * clients waiting in its backlog are served; otherwise closed, and a new socket is bound.
-     */
-    public static Daemon start(DaemonContext context, Path socket, io.engramhost.os.Fd handed) {
-        // The directory is checked once and then reached only through its fd (RuntimeDir, docs/security.md).
-        boolean othersAdmitted = !context.allowUids().isEmpty();
-        DaemonLock lock;
-        try {
-            lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
-        } catch (RuntimeException e) {
-            if (handed != null) {
-                handed.close();
+        this.socket = context.socket();
+        this.lock = a.lock();
+        this.listener = a.listener();
+        this.systemd = a.supervisor() == null ? null : a.supervisor().notifier();
+        this.keptCatalog = a.supervisor() == null ? null : a.supervisor().keptCatalog();
+        this.fatal = new FatalExit(lock.dir(), socket.getFileName().toString(),
+                SocketPaths.readyFile(socket).getFileName().toString(), () -> systemd != null && systemd.listenerStored());
+        this.services = new Services(context::admits, context::mayStop, leases, stats, fatal.threads(), fatal,
+                System::nanoTime);
+        this.progress = new LoadProgress(line -> {
+            LOG.log(INFO, line);
+            if (systemd != null) {
+                systemd.status("loading: " + line);
             }
-            throw e;
-        }
-        UnixListener listener = null;
-        try {
-            listener = listen(lock, socket, handed, othersAdmitted);
-            Posix.raiseNoFileLimit();
-            Daemon d = new Daemon(context, socket, lock, listener);
-            d.loop.start();
-            LOG.log(INFO, "listening on " + socket + " (pid " + d.pid + ", backend " + context.backend() + ")");
-            return d;
-        } catch (RuntimeException e) {
-            if (listener != null) {
-                listener.close();
-                lock.dir().removeQuietly(socket.getFileName().toString());
-            }
-            lock.close();
-            throw e;
-        }
+        });
+        this.handover = new HandoverSender(services, context.hooks(), view);
+        this.loop = new SessionLoop(services, context.limits(), listener.fd(), socket.toString(),
+                new Requests(services, view, handover, Posix.geteuid()), handover, Executors.newFixedThreadPool(
+                        context.limits().workers(), r -> services.threads().thread(r, "engram-worker")));
     }
 
     /**
-     * The listening socket, once {@code lock} is held: {@code handed} (from systemd's fd store or a socket unit)
-     * when it listens on {@code socket} and the file there is a socket (the previous daemon left it for the
-     * clients queued in the backlog); otherwise anything stale is removed and a new socket bound. The ready file
-     * is always removed.
+     * A daemon serving what {@code adoption} brought, which it owns from here on (closing all of it when this
+     * fails): its loop runs, its metrics server listens (when asked), systemd is told, and a load, if it brought
+     * one, runs on a thread of its own.
      */
-    static UnixListener listen(DaemonLock lock, Path socket, io.engramhost.os.Fd handed, boolean othersAdmitted) {
-        String name = socket.getFileName().toString();
-        lock.dir().removeStale(SocketPaths.readyFile(socket).getFileName().toString());
-        if (handed != null) {
-            io.engramhost.os.FileStat st = lock.dir().fd().statAt(name);
-            if (st != null && st.isSocket() && st.uid() == Posix.geteuid()) {
-                try {
-                    UnixListener l = UnixListener.adopt(handed, socket);
-                    LOG.log(INFO, "serving on the listening socket systemd passed (" + socket + "): clients queued"
-                            + " in its backlog are served");
-                    return l;
-                } catch (RuntimeException e) {
-                    LOG.log(WARNING, e.getMessage() + "; binding a new one");
-                }
-            } else {
-                handed.close();
-                LOG.log(WARNING, "the listening socket systemd passed is bound to " + socket + ", which is "
-                        + (st == null ? "gone" : "not this daemon's socket") + ": binding a new one");
-            }
-        }
-        lock.dir().removeStale(name);
-        UnixListener l = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
-        try {
-            lock.dir().protectSocket(name, othersAdmitted);
-        } catch (RuntimeException e) {
-            l.close();
-            lock.dir().removeQuietly(name);
-            throw e;
-        }
-        return l;
-    }
-
-    /**
-     * The successor's side of a takeover, past its commit point: a daemon made of what the predecessor handed
-     * over, ready at once. Its loop owns {@code connections} (leases among them, listed under their old ids);
-     * the ready file is rewritten with this pid. Owns everything it is given, also when this fails.
-     */
-    static Daemon adopted(DaemonContext context, Path socket, DaemonLock lock, UnixListener listener, Catalog catalog,
-            List<SessionLoop.Quiet> connections, java.util.Map<Long, java.time.Instant> leaseSince, long nextLeaseId,
-            java.util.Map<String, Object> report, java.util.Map<String, Object> origin) {
+    static Daemon run(Adoption adoption, DaemonContext context) {
         Daemon d;
         try {
             Posix.raiseNoFileLimit();
-            d = new Daemon(context, socket, lock, listener);
-        } catch (RuntimeException e) {
-            connections.forEach(q -> q.fd().close());
-            closeQuietly(catalog);
-            listener.close();
-            lock.close();
+            d = new Daemon(adoption, context);
+        } catch (RuntimeException | Error e) {
+            Closer.closeAllAfter(e, adoption);
             throw e;
         }
-        d.catalog = catalog;
-        d.loop.install(connections, id -> leaseSince.getOrDefault(id, java.time.Instant.now()));
-        d.leases.continueFrom(nextLeaseId);
-        report.forEach(d.progress::put);
-        d.progress.put("origin", origin);
-        d.progress.finish(catalog.totalBytes());
-        d.state = DaemonState.READY;
-        ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), d.pid,
-                catalog.fingerprintSha256(), catalog.backend(), socket);
-        d.loop.start();
-        return d;
-    }
-
-    static void closeQuietly(Catalog c) {
         try {
-            c.close();
-        } catch (Exception e) {
-            LOG.log(WARNING, "freeing the tables failed: " + e.getMessage());
+            d.begin(adoption);
+            return d;
+        } catch (RuntimeException | Error e) {
+            Closer.closeAllAfter(e, d, adoption.load());
+            throw e;
         }
     }
 
-    /**
-     * Starts the metrics and health HTTP server ({@code serve --metrics-port}) on {@code address:port}, before
-     * the load so that /live and /ready answer during it. A port in use throws with one line; the caller
-     * closes the daemon. Returns the address it listens on.
-     */
-    public java.net.InetSocketAddress startMetrics(java.net.InetAddress address, int port, String version,
-            String commit, String protocol) {
-        MetricsServer m = MetricsServer.start(this, address, port, version, commit, protocol);
-        metrics = m;
-        if (closed.get()) {
-            m.close();
+    private void begin(Adoption a) {
+        loop.install(a.connections());
+        leases.continueFrom(a.nextLeaseId());
+        progress.report(r -> a.report());
+        if (a.catalog() != null) {
+            progress.finish(a.catalog().totalBytes());
+            becomeReady(a.catalog());
         }
-        return m.address();
-    }
-
-    /** Loads the catalog; on success the daemon is ready and the ready file is written. */
-    public void load(CatalogBuilder builder) throws Exception {
-        load(builder, true);
-    }
-
-    /**
-     * As {@link #load(CatalogBuilder)}; {@code logProgress} false leaves out the progress line logged every
-     * {@link #PROGRESS_LOG_MILLIS}, for a caller that shows {@link #progress()} itself (serve on a terminal).
-     */
-    public void load(CatalogBuilder builder, boolean logProgress) throws Exception {
-        long t0 = System.nanoTime();
-        Thread ticker = thread(() -> {
-            if (!logProgress && systemd == null) {
-                return;
+        loop.start();
+        if (a.catalog() == null) {
+            LOG.log(INFO, "listening on " + socket + " (pid " + pid + ", backend " + context.backend().wireName() + ")");
+        }
+        if (context.metricsPort() > 0) { // before a load, so that /live and /ready answer during it
+            metrics = MetricsServer.start(view, context, a.catalog() != null ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS
+                    : 0);
+        }
+        if (systemd != null) {
+            a.supervisor().staleEntries().forEach(systemd::remove);
+            systemd.storeListener(listener.fd());
+            systemd.startWatchdog(services.threads(), loop::heartbeatNanos);
+            if (state == DaemonState.READY) {
+                announceReady();
+            } else {
+                systemd.status("loading");
             }
-            try {
-                while (true) {
-                    Thread.sleep(PROGRESS_LOG_MILLIS);
-                    if (logProgress) {
-                        LOG.log(INFO, progress.text());
-                    }
-                    SystemdNotify n = systemd;
-                    if (n != null) {
-                        n.status("loading: " + progress.text());
-                    }
+        }
+        if (context.ownsProcess()) {
+            Thread.setDefaultUncaughtExceptionHandler(fatal);
+            shutdownHook = new Thread(() -> {
+                requestStop("signal");
+                close();
+            }, "engram-shutdown");
+            Runtime.getRuntime().addShutdownHook(shutdownHook);
+        }
+        if (a.load() != null) {
+            loader = LoadRun.start(a.load(), progress, services.threads(), context.logProgress(), systemd, new Outcome());
+        }
+    }
+
+    /** The address the metrics server listens on (null: none). */
+    public InetSocketAddress metricsAddress() {
+        MetricsServer m = metrics;
+        return m == null ? null : m.address();
+    }
+
+    /** A load's outcome: the daemon serves the tables, or says the load failed. */
+    private final class Outcome implements LoadRun.Outcome {
+        @Override
+        public void loaded(Catalog c) {
+            synchronized (Daemon.this) {
+                if (closed.get()) {
+                    Closer.closeAll(c);
+                    return;
                 }
-            } catch (InterruptedException done) {
-                // the load is over
+                becomeReady(c);
             }
-        }, "engram-progress");
-        ticker.start();
-        try {
-            Catalog c = builder.build(progress);
-            if (closed.get()) {
-                c.close();
-                return;
-            }
-            catalog = c;
-        } catch (Exception e) {
-            failure = String.valueOf(e.getMessage());
-            state = DaemonState.FAILED;
-            SystemdNotify n = systemd;
-            if (n != null) {
-                n.status("load failed: " + failure);
-            }
-            throw e;
-        } finally {
-            ticker.interrupt();
+            announceReady();
         }
-        double seconds = (System.nanoTime() - t0) / 1e9;
-        double sinceStart = secondsSinceProcessStart();
-        progress.finish(catalog.totalBytes());
-        progress.put("ready_s", seconds);
-        progress.put("process_ready_s", sinceStart);
-        progress.put("ready_gib_s", sinceStart > 0 ? catalog.totalBytes() / (double) (1L << 30) / sinceStart : 0.0);
-        progress.put("origin", java.util.Map.of("how", "load", "checkpoint_bytes_read", catalog.totalBytes()));
+
+        @Override
+        public void failed(Exception e) {
+            loadError = e;
+            state = DaemonState.FAILED;
+            settled.countDown();
+        }
+    }
+
+    /** The one way to ready: the catalog's answers made, the state, the ready file with this pid. */
+    private void becomeReady(Catalog c) {
+        catalog = c;
+        answers = new Answers(c);
         state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
-                catalog.fingerprintSha256(), catalog.backend(), socket);
-        LOG.log(INFO, "ready: " + catalog.allTables().size() + " tables, " + Bytes.format(catalog.totalBytes())
-                + " in " + catalog.regionCount() + (catalog.regionCount() == 1 ? " region" : " regions") + ", after "
-                + String.format("%.2f s (%.2f s from the process's start, %.2f GiB/s)", seconds, sinceStart,
-                        sinceStart > 0 ? catalog.totalBytes() / (double) (1L << 30) / sinceStart : 0.0)
-                + "; fingerprint " + catalog.fingerprintSha256());
-        announceReady();
-    }
-
-    /** Seconds since this process started (the JVM's start, which the kernel's start time bounds to a few ms). */
-    private static double secondsSinceProcessStart() {
-        return java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime() / 1e3;
-    }
-
-    /**
-     * Under systemd ({@code NOTIFY_SOCKET}): removes the fd store's {@code stale} entries (names a previous run
-     * stored that this daemon does not serve), stores the listening socket, starts the watchdog, and once the
-     * tables are ready stores them and sends READY=1. {@code keptCatalog} (null: none) is the catalog memfd
-     * adopted from the fd store, stored again as it is.
-     */
-    public void attachSystemd(SystemdNotify n, java.util.Collection<String> stale, io.engramhost.os.Fd kept) {
-        keptCatalog = kept;
-        stale.forEach(n::remove);
-        n.storeListener(listener.fd());
-        systemd = n;
-        n.startWatchdog(this);
-        if (state == DaemonState.READY) {
-            announceReady();
-        } else {
-            n.status("loading");
-        }
+                c.fingerprintSha256(), c.backend(), socket);
+        settled.countDown();
     }
 
     /** The tables into systemd's fd store, then READY=1 (under systemd; nothing otherwise). */
     private void announceReady() {
-        SystemdNotify n = systemd;
         Catalog c = catalog;
-        if (n == null || c == null) {
-            return;
+        if (systemd != null && c != null) {
+            Fd kept = keptCatalog;
+            keptCatalog = null;
+            systemd.announceReady(c, progress.report(), kept);
         }
-        io.engramhost.os.Fd kept = keptCatalog;
-        keptCatalog = null;
-        try {
-            n.storeCatalog(HandoverSender.encode(c, io.engramhost.json.JsonWriter.write(progress.facts())), kept);
-        } finally {
-            if (kept != null) {
-                kept.close();
-            }
-        }
-        Object origin = progress.facts().get("origin");
-        String how = origin instanceof java.util.Map<?, ?> m ? String.valueOf(m.get("how")) : "load";
-        n.ready("ready (" + how + "): " + c.allTables().size() + " tables, " + Bytes.format(c.totalBytes()) + " in "
-                + c.regionCount() + " regions; fingerprint " + c.fingerprintSha256());
     }
 
-    /** Blocks until a STOP request, a signal (via {@link #requestStop}) or {@code close}. */
+    /**
+     * Blocks until the daemon is ready, or it stopped first.
+     *
+     * @throws Exception the load's failure, with its one line
+     */
+    public void awaitReady() throws Exception {
+        settled.await();
+        Exception e = loadError;
+        if (e != null) {
+            throw e;
+        }
+    }
+
+    /** Blocks until a STOP request, a signal ({@link #requestStop}) or {@code close}. */
     public void awaitStop() throws InterruptedException {
         stopRequested.await();
     }
@@ -345,42 +226,17 @@ public final class Daemon implements AutoCloseable {
         stopRequested.countDown();
     }
 
-    public String stopReason() {
-        return stopReason;
-    }
-
     /**
-     * A thread died of {@code error}: one log line, the ready file and socket removed, exit
-     * {@link #FATAL_EXIT}. The kernel frees the lock and the memory; clients keep their mappings and
-     * see their leases end.
-     */
-    public void fatal(Thread thread, Throwable error) {
-        if (!dying.compareAndSet(false, true)) {
-            return;
-        }
-        try {
-            LOG.log(ERROR, "fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
-                    + FATAL_EXIT);
-            deleteQuietly(SocketPaths.readyFile(socket));
-            SystemdNotify n = systemd;
-            if (n == null || !n.listenerStored()) {
-                deleteQuietly(socket);
-            }
-        } finally {
-            Runtime.getRuntime().halt(FATAL_EXIT);
-        }
-    }
-
-    /**
-     * Removes the ready file and the socket, ends every lease and frees every table. Idempotent; a
-     * second caller (a signal's shutdown hook racing the main thread) waits until the first is done,
-     * so the JVM never halts half-way through.
+     * Removes the ready file and the socket, ends every lease and frees every table; after a committed handover,
+     * closes only its own copies (the socket and ready file are the successor's now). Idempotent; a second caller
+     * (a signal's shutdown hook racing the main thread) waits until the first is done, so the JVM never halts
+     * half-way through.
      */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
             try {
-                closeDone.await(30, java.util.concurrent.TimeUnit.SECONDS);
+                closeDone.await(30, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
@@ -394,100 +250,49 @@ public final class Daemon implements AutoCloseable {
     }
 
     private void closeOnce() {
-        if (handedOverTo > 0) {
-            closeHandedOver();
-            return;
-        }
+        int successor = handedOverTo;
         state = DaemonState.STOPPING;
         stopRequested.countDown();
-        SystemdNotify n = systemd;
-        if (n != null) {
-            n.stopping("stopping" + (stopReason == null ? "" : " (" + stopReason + ")"));
+        settled.countDown();
+        if (successor == 0) {
+            if (systemd != null) {
+                systemd.stopping("stopping" + (stopReason == null ? "" : " (" + stopReason + ")"));
+            }
+            lock.dir().removeQuietly(SocketPaths.readyFile(socket).getFileName().toString());
+            if (systemd == null || !systemd.listenerStored()) {
+                lock.dir().removeQuietly(socket.getFileName().toString());
+            } // else systemd's fd store keeps the listening socket: clients queue in its backlog for the next daemon
         }
-        deleteQuietly(SocketPaths.readyFile(socket));
-        if (n == null || !n.listenerStored()) {
-            deleteQuietly(socket);
-        } // else systemd's fd store keeps the listening socket: clients queue in its backlog for the next daemon
-        MetricsServer m = metrics;
-        if (m != null) {
-            m.close();
+        Closer.closeAll(metrics);
+        Thread l = loader;
+        if (l != null) {
+            l.interrupt(); // a load still under way gives up where it waits; what it made is freed as it ends
         }
-        loop.close();
+        if (successor > 0) {
+            loop.closeHandedOver(successor);
+        } else {
+            loop.close();
+        }
         listener.close();
-        Catalog c = catalog;
-        catalog = null;
-        if (c != null) {
+        Catalog c;
+        synchronized (this) {
+            c = catalog;
+            catalog = null;
+        }
+        try {
+            Closer.closeAll(c);
+        } catch (RuntimeException e) {
+            LOG.log(WARNING, "freeing the tables failed: " + e.getMessage());
+        }
+        Closer.closeAll(lock, systemd, keptCatalog);
+        if (shutdownHook != null && Thread.currentThread() != shutdownHook) {
             try {
-                c.close();
-            } catch (Exception e) {
-                LOG.log(WARNING, "freeing the tables failed: " + e.getMessage());
+                Runtime.getRuntime().removeShutdownHook(shutdownHook);
+            } catch (IllegalStateException shuttingDown) {
+                // the JVM is exiting: the hook runs (and waits for this close)
             }
         }
-        lock.close();
-        if (n != null) {
-            n.close();
-        }
         LOG.log(INFO, "stopped" + (stopReason == null ? "" : " (" + stopReason + ")"));
-    }
-
-    /**
-     * After a committed handover: the successor holds every fd this daemon had (a copy of each), so closing
-     * ours frees nothing a client sees, and the socket and ready file are the successor's now: both stay.
-     */
-    private void closeHandedOver() {
-        state = DaemonState.STOPPING;
-        stopRequested.countDown();
-        MetricsServer m = metrics;
-        if (m != null) {
-            m.close();
-        }
-        loop.closeHandedOver(handedOverTo);
-        listener.close();
-        Catalog c = catalog;
-        catalog = null;
-        if (c != null) {
-            closeQuietly(c);
-        }
-        lock.close();
-        LOG.log(INFO, "stopped (" + stopReason + ")");
-    }
-
-    // ------------------------------------------------------------------------------------ handover, predecessor
-
-    HandoverSender handoverSender() {
-        return handover;
-    }
-
-    /** The listening socket, to hand over; this daemon keeps owning it. */
-    io.engramhost.os.BorrowedFd listenerFd() {
-        return listener.fd();
-    }
-
-    io.engramhost.os.Fd lockFd() {
-        return lock.fd();
-    }
-
-    java.util.concurrent.CompletableFuture<List<SessionLoop.Quiet>> freezeForHandover(long drainMillis) {
-        return loop.freeze(drainMillis);
-    }
-
-    void resumeAfterHandover() {
-        loop.resume();
-    }
-
-    /** The commit point passed: the daemon stops without touching what the successor now owns. */
-    void handedOver(int successor) {
-        handedOverTo = successor;
-        requestStop("handed over to pid " + successor);
-    }
-
-    /** Removes a file next to the socket through the checked directory's fd, never following a symlink. */
-    private void deleteQuietly(Path p) {
-        lock.dir().removeQuietly(p.getFileName().toString());
-    }
-
-    public DaemonContext context() {
-        return context;
     }
 
     public Path socket() {
@@ -498,40 +303,8 @@ public final class Daemon implements AutoCloseable {
         return pid;
     }
 
-    public int uid() {
-        return Posix.geteuid();
-    }
-
     public DaemonState state() {
         return state;
-    }
-
-    Catalog catalog() {
-        return catalog;
-    }
-
-    Leases leases() {
-        return leases;
-    }
-
-    ConnectionStats stats() {
-        return stats;
-    }
-
-    String failure() {
-        return failure;
-    }
-
-    double uptimeSeconds() {
-        return (System.nanoTime() - startNanos) / 1e9;
-    }
-
-    long heartbeatNanos() {
-        return loop.heartbeatNanos();
-    }
-
-    long requestMemoryUsed() {
-        return loop.requestMemoryUsed();
     }
 
     /** How far the load has got (STATUS's {@code progress}). */
@@ -539,21 +312,119 @@ public final class Daemon implements AutoCloseable {
         return progress;
     }
 
-    public String progressText() {
-        return progress.text();
-    }
-
     /** The STATUS document (docs/protocol.md lists its fields). */
     public String statusJson() {
-        return StatusDocument.of(this, loop.requestMemoryUsed());
+        return StatusDocument.of(view.facts());
     }
 
-    StatusDocument.Tables statusTables() {
-        return statusTables;
-    }
+    /**
+     * What the request handler, the handover and the metrics see of the daemon: its state and answers, and what they
+     * may ask of it; nothing else.
+     */
+    private final class View implements Requests.Served, HandoverSender.Source, DaemonMetrics.Observed {
+        @Override
+        public DaemonState state() {
+            return state;
+        }
 
-    /** STATUS_REPLY in {@code version}, its tables shared with every other answer (StatusDocument). */
-    List<io.engramhost.protocol.Parts.Slice> statusReply(int version) {
-        return StatusDocument.reply(this, loop.requestMemoryUsed(), version);
+        @Override
+        public Answers answers() {
+            return answers;
+        }
+
+        @Override
+        public Catalog catalog() {
+            return catalog;
+        }
+
+        @Override
+        public String loadingText() {
+            return progress.text();
+        }
+
+        @Override
+        public Welcome welcome(int version) {
+            return new Welcome(version, pid, VERSION, context.backend().wireName(), context.instanceName(), state,
+                    Posix.geteuid());
+        }
+
+        StatusDocument.Facts facts() {
+            Exception e = loadError;
+            return new StatusDocument.Facts(state, pid, Posix.geteuid(), context.backend().wireName(),
+                    context.instanceName(), socket.toString(), uptimeSeconds(), progress.snapshot(),
+                    e == null ? null : String.valueOf(e.getMessage()), answers, progress.report(), leases.list(), stats,
+                    context.limits(), loop.requestMemoryUsed());
+        }
+
+        @Override
+        public List<Parts.Slice> status(int version) {
+            return StatusDocument.reply(facts(), version);
+        }
+
+        @Override
+        public void stop(String reason) {
+            requestStop(reason);
+        }
+
+        @Override
+        public LoadReport report() {
+            return progress.report();
+        }
+
+        @Override
+        public BorrowedFd listener() {
+            return listener.fd();
+        }
+
+        @Override
+        public Fd lock() {
+            return lock.fd();
+        }
+
+        @Override
+        public CompletableFuture<List<HandedConnection>> freeze(long drainMillis) {
+            return loop.freeze(drainMillis);
+        }
+
+        @Override
+        public void resume() {
+            loop.resume();
+        }
+
+        @Override
+        public void handedOver(int successor) {
+            handedOverTo = successor;
+            requestStop("handed over to pid " + successor);
+        }
+
+        @Override
+        public double uptimeSeconds() {
+            return (System.nanoTime() - startNanos) / 1e9;
+        }
+
+        @Override
+        public long heartbeatNanos() {
+            return loop.heartbeatNanos();
+        }
+
+        @Override
+        public LoadProgress progress() {
+            return progress;
+        }
+
+        @Override
+        public Leases leases() {
+            return leases;
+        }
+
+        @Override
+        public ConnectionStats stats() {
+            return stats;
+        }
+
+        @Override
+        public long requestMemoryUsed() {
+            return loop.requestMemoryUsed();
+        }
     }
 }

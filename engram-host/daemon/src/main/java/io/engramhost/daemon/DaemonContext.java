@@ -1,56 +1,195 @@
 package io.engramhost.daemon;
 
+import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.SocketPaths;
+import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.StoreSettings;
+import java.net.InetAddress;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 
 /**
- * A daemon's settings, validated once in {@link #conclude()}. The CLI only fills one of these.
- *
- * @param socketTemplate the --socket flag (null: ENGRAM_HOST_SOCKET, else the default)
- * @param allowUids      uids admitted besides the daemon's own
- * @param limits         what one peer's connections may cost (docs/protocol.md)
- * @param memoryBudget   --memory-budget in bytes, checked instead of the free memory (null: none; {@link StoreSettings})
+ * A daemon's settings: set what differs from the defaults, then {@link #conclude()} checks them all once, fills the
+ * defaults and freezes them (a setter called after that throws). The CLI's {@code serve} only fills one of these;
+ * tests and benchmarks fill their own. Every error names the flag it comes from.
  */
-public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa,
-        String socketTemplate, String instance, Integer device, Set<Integer> allowUids, int threads,
-        ConnectionLimits limits, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget) {
+public final class DaemonContext {
+    /** Threads a load uses by default, at most: the CPUs this process may use, up to this. */
+    public static final int MAX_DEFAULT_THREADS = 16;
 
-    /** Settings without a --memory-budget. */
-    public DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa, String socketTemplate,
-            String instance, Integer device, Set<Integer> allowUids, int threads, ConnectionLimits limits,
-            List<String> deviceTensors, List<Integer> gpus) {
-        this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads, limits,
-                deviceTensors, gpus, null);
+    private List<Path> checkpoints = List.of();
+    private CatalogBuilder catalog;
+    private List<String> tables = List.of();
+    private Backend backend = Backend.MEMFD;
+    private String numa = "auto";
+    private Path socket;
+    private String instance;
+    private Integer device;
+    private Set<Integer> allowUids = Set.of();
+    private int threads;
+    private ConnectionLimits limits = ConnectionLimits.defaults();
+    private List<String> deviceTensors = List.of();
+    private List<Integer> gpus;
+    private Long memoryBudget;
+    private boolean takeover;
+    private boolean verifyDigests;
+    private InetAddress metricsAddress;
+    private int metricsPort;
+    private String buildVersion = Daemon.VERSION;
+    private String buildCommit = "unknown";
+    private boolean logProgress = true;
+    private boolean ownsProcess;
+    private DaemonHooks hooks = DaemonHooks.NONE;
+    private boolean concluded;
+
+    private DaemonContext set() {
+        if (concluded) {
+            throw new IllegalStateException("the daemon's settings are concluded: they cannot change any more");
+        }
+        return this;
     }
 
-    /** Settings with the default connection limits, but this request timeout. */
-    public DaemonContext(List<Path> checkpoints, List<String> tables, Backend backend, String numa, String socketTemplate,
-            String instance, Integer device, Set<Integer> allowUids, int threads, int requestTimeoutMillis,
-            List<String> deviceTensors, List<Integer> gpus) {
-        this(checkpoints, tables, backend, numa, socketTemplate, instance, device, allowUids, threads,
-                ConnectionLimits.defaults().withRequestTimeout(requestTimeoutMillis), deviceTensors, gpus, null);
+    /** The checkpoint files, indexes or directories to load ({@code serve --checkpoint}). */
+    public DaemonContext checkpoints(List<Path> paths) {
+        set().checkpoints = List.copyOf(paths);
+        return this;
     }
 
-    public DaemonContext {
-        checkpoints = List.copyOf(checkpoints);
-        tables = List.copyOf(tables);
-        allowUids = Set.copyOf(allowUids);
-        deviceTensors = List.copyOf(deviceTensors);
-        gpus = gpus == null ? null : List.copyOf(gpus);
+    /** Tables made elsewhere instead of a checkpoint (tests and benchmarks build them in memory). */
+    public DaemonContext catalog(CatalogBuilder builder) {
+        set().catalog = builder;
+        return this;
     }
 
-    /** Checks every setting and returns this; errors name the flag. */
+    /** Patterns of the tensors to serve ({@code --tables}; empty: all). */
+    public DaemonContext tables(List<String> patterns) {
+        set().tables = List.copyOf(patterns);
+        return this;
+    }
+
+    public DaemonContext backend(Backend b) {
+        set().backend = b;
+        return this;
+    }
+
+    /** The NUMA policy ({@code --numa}: auto, none, N, preferred:N, interleave). */
+    public DaemonContext numa(String policy) {
+        set().numa = policy;
+        return this;
+    }
+
+    /** The socket path, resolved ({@code --socket} and its placeholders are the CLI's). */
+    public DaemonContext socket(Path path) {
+        set().socket = path;
+        return this;
+    }
+
+    public DaemonContext instance(String name) {
+        set().instance = name;
+        return this;
+    }
+
+    /** The GPU a cuda-vmm backend allocates in ({@code --device}; null: GPU 0). */
+    public DaemonContext device(Integer ordinal) {
+        set().device = ordinal;
+        return this;
+    }
+
+    public DaemonContext allowUids(Set<Integer> uids) {
+        set().allowUids = Set.copyOf(uids);
+        return this;
+    }
+
+    /** The load's threads ({@code --threads}; 0: the CPUs this process may use, at most {@value #MAX_DEFAULT_THREADS}). */
+    public DaemonContext threads(int n) {
+        set().threads = n;
+        return this;
+    }
+
+    public DaemonContext limits(ConnectionLimits l) {
+        set().limits = Objects.requireNonNull(l, "limits");
+        return this;
+    }
+
+    public DaemonContext deviceTensors(List<String> patterns) {
+        set().deviceTensors = List.copyOf(patterns);
+        return this;
+    }
+
+    /** The GPUs this daemon serves ({@code --gpus}; null: every GPU). */
+    public DaemonContext gpus(List<Integer> ordinals) {
+        set().gpus = ordinals == null ? null : List.copyOf(ordinals);
+        return this;
+    }
+
+    /** {@code --memory-budget} in bytes (null: none). */
+    public DaemonContext memoryBudget(Long bytes) {
+        set().memoryBudget = bytes;
+        return this;
+    }
+
+    /** Take over from the daemon on the socket ({@code --takeover}), rehashing what it hands over when asked. */
+    public DaemonContext takeover(boolean on, boolean verify) {
+        set().takeover = on;
+        this.verifyDigests = verify;
+        return this;
+    }
+
+    /** Serve /metrics, /ready and /live on {@code address:port} ({@code --metrics-port}; port 0: off). */
+    public DaemonContext metrics(InetAddress address, int port) {
+        set().metricsAddress = address;
+        this.metricsPort = port;
+        return this;
+    }
+
+    /** The build this daemon is, for {@code engram_host_build_info}. */
+    public DaemonContext build(String version, String commit) {
+        set().buildVersion = version;
+        this.buildCommit = commit;
+        return this;
+    }
+
+    /** Whether the load logs its progress every few seconds (false: the caller draws it). */
+    public DaemonContext logProgress(boolean on) {
+        set().logProgress = on;
+        return this;
+    }
+
+    /**
+     * Whether the daemon is its process (the CLI's serve): SIGTERM and SIGINT stop it in order, and any thread that
+     * dies of an error takes it down.
+     */
+    public DaemonContext ownsProcess(boolean on) {
+        set().ownsProcess = on;
+        return this;
+    }
+
+    public DaemonContext hooks(DaemonHooks h) {
+        set().hooks = Objects.requireNonNull(h, "hooks");
+        return this;
+    }
+
+    /** Checks every setting, fills the defaults, and freezes them; returns this. Errors name the flag. */
     public DaemonContext conclude() {
-        if (checkpoints.isEmpty()) {
+        if (concluded) {
+            return this;
+        }
+        if (socket == null) {
+            throw new IllegalArgumentException("--socket: the daemon needs a socket path");
+        }
+        if (checkpoints.isEmpty() && catalog == null) {
             throw new IllegalArgumentException("--checkpoint: at least one checkpoint path is needed");
         }
         if (backend == null) {
-            throw new IllegalArgumentException("--backend: a backend is needed: one of " + String.join(", ", Backend.wireNames()));
+            throw new IllegalArgumentException("--backend: a backend is needed: one of "
+                    + String.join(", ", Backend.wireNames()));
+        }
+        if (threads == 0) {
+            threads = Math.min(MAX_DEFAULT_THREADS, Runtime.getRuntime().availableProcessors());
         }
         if (threads < 1 || threads > 1024) {
             throw new IllegalArgumentException("--threads: " + threads + " is not between 1 and 1024");
@@ -61,16 +200,23 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend
                 throw new IllegalArgumentException("--allow-uid: " + uid + " is not a uid");
             }
         }
+        if (metricsPort < 0 || metricsPort > 65535) {
+            throw new IllegalArgumentException("--metrics-port must be 0 (off) or 1-65535, got " + metricsPort);
+        }
+        if (metricsPort > 0 && metricsAddress == null) {
+            throw new IllegalArgumentException("--metrics-address: an address is needed with --metrics-port");
+        }
+        if (verifyDigests && !takeover) {
+            throw new IllegalArgumentException("--verify-digests needs --takeover");
+        }
+        concluded = true;
         return this;
     }
 
     /** What the store needs to prepare the load ({@code CatalogFactory.prepare}). */
     public StoreSettings store() {
-        return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget);
-    }
-
-    public Path socketPath(Map<String, String> env, java.util.function.IntFunction<String> uuidOfDevice) {
-        return SocketPaths.resolve(SocketPaths.template(socketTemplate, env), instance, device, uuidOfDevice);
+        return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget,
+                hooks);
     }
 
     public String instanceName() {
@@ -79,11 +225,89 @@ public record DaemonContext(List<Path> checkpoints, List<String> tables, Backend
 
     /** The daemon's own uid, root, and the listed ones. */
     public boolean admits(int uid) {
-        return uid == io.engramhost.os.Posix.geteuid() || uid == 0 || allowUids.contains(uid);
+        return uid == Posix.geteuid() || uid == 0 || allowUids.contains(uid);
     }
 
-    /** Only the daemon's own uid, or root, may stop it. */
+    /** Only the daemon's own uid, or root, may stop it (or take it over). */
     public boolean mayStop(int uid) {
-        return uid == io.engramhost.os.Posix.geteuid() || uid == 0;
+        return uid == Posix.geteuid() || uid == 0;
+    }
+
+    /** Others than the daemon's uid and root are admitted: the socket directory must let them reach the socket. */
+    public boolean othersAdmitted() {
+        return !allowUids.isEmpty();
+    }
+
+    public List<Path> checkpoints() {
+        return checkpoints;
+    }
+
+    /** Tables made elsewhere (null: the checkpoint's). */
+    public CatalogBuilder catalog() {
+        return catalog;
+    }
+
+    public Backend backend() {
+        return backend;
+    }
+
+    public String numa() {
+        return numa;
+    }
+
+    public Path socket() {
+        return socket;
+    }
+
+    public Set<Integer> allowUids() {
+        return allowUids;
+    }
+
+    public int threads() {
+        return threads;
+    }
+
+    public ConnectionLimits limits() {
+        return limits;
+    }
+
+    public Long memoryBudget() {
+        return memoryBudget;
+    }
+
+    public boolean takeover() {
+        return takeover;
+    }
+
+    public boolean verifyDigests() {
+        return verifyDigests;
+    }
+
+    public InetAddress metricsAddress() {
+        return metricsAddress;
+    }
+
+    public int metricsPort() {
+        return metricsPort;
+    }
+
+    public String buildVersion() {
+        return buildVersion;
+    }
+
+    public String buildCommit() {
+        return buildCommit;
+    }
+
+    public boolean logProgress() {
+        return logProgress;
+    }
+
+    public boolean ownsProcess() {
+        return ownsProcess;
+    }
+
+    public DaemonHooks hooks() {
+        return hooks;
     }
 }

@@ -5,6 +5,8 @@ import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.store.Catalog;
+import io.engramhost.store.LoadProgress;
+import io.engramhost.store.LoadReport;
 import io.engramhost.store.LoadTimings;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
@@ -33,11 +35,34 @@ final class DaemonMetrics {
     record BuildInfo(String version, String commit, String protocol) {
     }
 
+    /** What the metrics read of the daemon, at each scrape. */
+    interface Observed {
+        DaemonState state();
+
+        double uptimeSeconds();
+
+        /** When the poll loop last went round (System.nanoTime). */
+        long heartbeatNanos();
+
+        LoadProgress progress();
+
+        LoadReport report();
+
+        /** The ready catalog (null before). */
+        Catalog catalog();
+
+        Leases leases();
+
+        ConnectionStats stats();
+
+        long requestMemoryUsed();
+    }
+
     private DaemonMetrics() {
     }
 
     /** A new registry holding every metric of {@code d}. */
-    static PrometheusRegistry registry(Daemon d, BuildInfo build) {
+    static PrometheusRegistry registry(Observed d, BuildInfo build) {
         PrometheusRegistry r = new PrometheusRegistry();
         Info.builder().name("engram_host_build_info")
                 .help("The build: version, git commit and protocol versions; always 1.")
@@ -85,20 +110,17 @@ final class DaemonMetrics {
                 }).register(r);
         GaugeWithCallback.builder().name("engram_host_ready_seconds")
                 .help("Seconds from the load's start to ready.").callback(cb -> {
-                    if (d.progress().facts().get("ready_s") instanceof Number n) {
-                        cb.call(n.doubleValue());
+                    Double ready = d.report().readySeconds();
+                    if (ready != null) {
+                        cb.call(ready);
                     }
                 }).register(r);
         GaugeWithCallback.builder().name("engram_host_placement_pages")
                 .help("Pages of the host tables verified on each NUMA node after load.")
                 .labelNames("numa_node").callback(cb -> {
-                    if (d.progress().facts().get("placement") instanceof Map<?, ?> placement) {
-                        for (Map.Entry<?, ?> e : placement.entrySet()) {
-                            String k = String.valueOf(e.getKey());
-                            if (k.matches("node\\d+_pages") && e.getValue() instanceof Number n) {
-                                cb.call(n.doubleValue(), k.substring(4, k.length() - 6));
-                            }
-                        }
+                    LoadReport.Placement placement = d.report().placement();
+                    if (placement != null) {
+                        placement.pagesByNode().forEach((node, pages) -> cb.call(pages, Integer.toString(node)));
                     }
                 }).register(r);
 
@@ -132,7 +154,7 @@ final class DaemonMetrics {
         return r;
     }
 
-    private static void tables(PrometheusRegistry r, Daemon d) {
+    private static void tables(PrometheusRegistry r, Observed d) {
         onCatalog(r, d, "engram_host_regions", "Regions (fds) the daemon holds.", c -> c.regionCount());
         onCatalog(r, d, "engram_host_served_bytes", "Bytes of every table served, together (STATUS bytes).",
                 c -> c.totalBytes());
@@ -170,7 +192,7 @@ final class DaemonMetrics {
     }
 
     /** A gauge by backend, NUMA node and device: the tables' count ({@code which} 0) or their bytes (1). */
-    private static void groups(PrometheusRegistry r, Daemon d, String name, String help, int which) {
+    private static void groups(PrometheusRegistry r, Observed d, String name, String help, int which) {
         GaugeWithCallback.builder().name(name).help(help).labelNames(GROUP_LABELS).callback(cb -> {
             Catalog c = d.catalog();
             if (c == null) {
@@ -198,7 +220,7 @@ final class DaemonMetrics {
     }
 
     /** A gauge of the catalog, left out of the page until there is one (the load is done). */
-    private static void onCatalog(PrometheusRegistry r, Daemon d, String name, String help,
+    private static void onCatalog(PrometheusRegistry r, Observed d, String name, String help,
             ToDoubleFunction<Catalog> value) {
         GaugeWithCallback.builder().name(name).help(help).callback(cb -> {
             Catalog c = d.catalog();
@@ -216,7 +238,7 @@ final class DaemonMetrics {
         CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsDouble())).register(r);
     }
 
-    static double heartbeatAgeSeconds(Daemon d) {
+    static double heartbeatAgeSeconds(Observed d) {
         return (System.nanoTime() - d.heartbeatNanos()) / 1e9;
     }
 }

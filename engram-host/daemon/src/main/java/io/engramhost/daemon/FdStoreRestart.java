@@ -14,6 +14,8 @@ import io.engramhost.protocol.Handover;
 import io.engramhost.store.AdoptedCatalog;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogFactory;
+import io.engramhost.store.LoadReport;
+import io.engramhost.util.Closer;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -28,7 +30,7 @@ import java.util.Set;
  * checksum), the checkpoint on disk still has the catalog's fingerprint and every region fd is what the catalog
  * says, the daemon serves those tables without reading the checkpoint; otherwise it says why in one line and loads.
  */
-public final class FdStoreRestart {
+final class FdStoreRestart {
     private static final System.Logger LOG = System.getLogger(FdStoreRestart.class.getName());
     /** sd_listen_fds(3): the first fd passed. */
     static final int FIRST_FD = 3;
@@ -39,7 +41,7 @@ public final class FdStoreRestart {
     }
 
     /** The fds systemd passed, by name; each taken at most once, the rest closed by {@link #closeRest}. */
-    public static final class Passed {
+    static final class Passed {
         private final List<String> names;
         private final List<Fd> fds;
         private final Set<String> kept = new LinkedHashSet<>();
@@ -65,7 +67,7 @@ public final class FdStoreRestart {
          * The listening socket: the fd named {@value SystemdNotify#LISTEN_NAME}, else (a socket unit, whatever its
          * FileDescriptorName=) the one fd that listens on {@code socket}; null when none.
          */
-        public Fd takeListener(Path socket) {
+        Fd takeListener(Path socket) {
             Fd fd = take(SystemdNotify.LISTEN_NAME);
             if (fd != null) {
                 return fd;
@@ -94,18 +96,15 @@ public final class FdStoreRestart {
         }
 
         /**
-         * Closes every fd not taken and returns the names to remove from the fd store: every name passed but
-         * those kept ({@code listenerKept}: the listening socket is served on).
+         * Closes every fd not taken and returns the names to remove from the fd store: every name passed but those
+         * kept.
          */
-        public Set<String> closeRest(boolean listenerKept) {
+        Set<String> closeRest() {
             for (int i = 0; i < fds.size(); i++) {
                 if (fds.get(i) != null) {
                     fds.get(i).close();
                     fds.set(i, null);
                 }
-            }
-            if (listenerKept) {
-                kept.add(SystemdNotify.LISTEN_NAME);
             }
             Set<String> stale = new LinkedHashSet<>(names);
             stale.removeAll(kept);
@@ -118,7 +117,7 @@ public final class FdStoreRestart {
      * pid and {@code LISTEN_FDS} is positive. Each fd is made CLOEXEC, and the {@code LISTEN_*} variables are
      * unset, so that nothing this process starts mistakes them for its own.
      */
-    public static Passed fromEnvironment(Map<String, String> env) {
+    static Passed fromEnvironment(Map<String, String> env) {
         String pid = env.get("LISTEN_PID");
         String count = env.get("LISTEN_FDS");
         if (pid == null || count == null) {
@@ -154,19 +153,20 @@ public final class FdStoreRestart {
         return new Passed(names, fds);
     }
 
-    /** What the daemon adopted from the fd store: the daemon, ready, and the catalog memfd to store again. */
-    public record Adopted(Daemon daemon, Fd catalogMemfd) {
+    /** What the daemon adopted from the fd store: its tables, ready, and the catalog memfd to store again. */
+    record Adopted(Adoption adoption, Fd catalogMemfd) {
     }
 
     /**
-     * The daemon made of the tables in {@code passed}, ready and serving, or null (after one log line saying why)
-     * when there are none or they must not be served: then the caller loads the checkpoint, and the fds taken here
-     * are closed. {@code notify} (null: not under systemd) checks that the fd store can hold the tables again.
+     * The tables in {@code passed}, ready to serve, or null (after one log line saying why) when there are none or
+     * they must not be served: then the caller loads the checkpoint, and the fds taken here are closed.
+     * {@code notify} (null: not under systemd) checks that the fd store can hold the tables again.
      *
      * @throws IllegalStateException when the fd store is too small, or another daemon holds the lock
      */
-    public static Adopted adopt(DaemonContext context, Path socket, Passed passed, SystemdNotify notify) {
+    static Adopted adopt(DaemonContext context, Passed passed, SystemdNotify notify) {
         long t0 = System.nanoTime();
+        Path socket = context.socket();
         int regionNames = passed.count(SystemdNotify.REGION_PREFIX);
         Fd memfd = passed.take(SystemdNotify.CATALOG_NAME);
         if (memfd == null) {
@@ -177,8 +177,10 @@ public final class FdStoreRestart {
             return null;
         }
         Handover.Catalog handed;
+        LoadReport report;
         try {
             handed = Handover.Catalog.decode(readCatalog(memfd), regionNames + 1);
+            report = LoadReport.parse(handed.report());
         } catch (RuntimeException e) {
             memfd.close();
             LOG.log(WARNING, "the catalog in the fd store is refused (" + e.getMessage() + "): loading the checkpoint");
@@ -214,21 +216,19 @@ public final class FdStoreRestart {
             LOG.log(WARNING, "the tables in the fd store are refused (" + e.getMessage() + "): loading the checkpoint");
             return null;
         }
-        boolean othersAdmitted = !context.allowUids().isEmpty();
         DaemonLock lock;
         UnixListener listener;
         Fd handedListener = passed.takeListener(socket);
         try {
-            lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
+            lock = SocketClaim.lock(socket, context.othersAdmitted());
         } catch (RuntimeException e) {
-            close(catalog, memfd, handedListener);
+            Closer.closeAllAfter(e, catalog, memfd, handedListener);
             throw e;
         }
         try {
-            listener = Daemon.listen(lock, socket, handedListener, othersAdmitted);
+            listener = SocketClaim.listen(lock, socket, handedListener, context.othersAdmitted());
         } catch (RuntimeException e) {
-            lock.close();
-            close(catalog, memfd, handedListener);
+            Closer.closeAllAfter(e, catalog, memfd, lock);
             throw e;
         }
         if (handedListener != null && handedListener.isOpen()) {
@@ -238,14 +238,12 @@ public final class FdStoreRestart {
             passed.keep(SystemdNotify.REGION_PREFIX + i);
         }
         passed.keep(SystemdNotify.CATALOG_NAME);
-        Map<String, Object> origin = Takeover.origin("fd-store", -1, t0);
-        origin.put("stored_by", handed.build());
-        Map<String, Object> report = Takeover.parseReport(handed.report());
-        Daemon d = Daemon.adopted(context, socket, lock, listener, catalog, List.of(), Map.of(), 1, report, origin);
-        LOG.log(INFO, "adopted from systemd's fd store in " + origin.get("handover_ms") + " ms: "
+        LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.FD_STORE, 0, t0, handed.build());
+        LOG.log(INFO, "adopted from systemd's fd store in " + origin.handoverMillis() + " ms: "
                 + catalog.allTables().size() + " tables in " + handed.regionCount() + " regions, fingerprint "
                 + catalog.fingerprintSha256() + "; 0 bytes read from the checkpoint");
-        return new Adopted(d, memfd);
+        return new Adopted(new Adoption(lock, listener, catalog, null, List.of(), 1, report.withOrigin(origin), null),
+                memfd);
     }
 
     /** The catalog memfd's bytes, once it is a memfd sealed against any change and of a sane size. */
@@ -267,14 +265,6 @@ public final class FdStoreRestart {
             throw new IllegalStateException("read " + b.length + " of its " + st.size() + " bytes");
         }
         return b;
-    }
-
-    private static void close(Catalog catalog, Fd memfd, Fd listener) {
-        Daemon.closeQuietly(catalog);
-        memfd.close();
-        if (listener != null) {
-            listener.close();
-        }
     }
 
     private static String summary(List<String> names) {

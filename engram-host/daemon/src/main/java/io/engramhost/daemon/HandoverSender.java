@@ -3,23 +3,30 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
-import io.engramhost.json.JsonWriter;
+import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.os.BorrowedFd;
 import io.engramhost.os.Fd;
 import io.engramhost.os.FdRef;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.os.PeerCredentials;
 import io.engramhost.os.Posix;
+import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixSockets;
+import io.engramhost.protocol.ConnectionPhase;
 import io.engramhost.protocol.Handover;
 import io.engramhost.protocol.MessageType;
+import io.engramhost.protocol.Parts;
 import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.Catalog;
+import io.engramhost.store.LoadReport;
+import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -35,7 +42,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * loop serves again; nothing was given away, since every fd sent was a copy. A successor that holds the commit
  * without answering is killed before the loop resumes, so two daemons never serve at once.
  */
-final class HandoverSender {
+final class HandoverSender implements SessionLoop.Detach {
     private static final System.Logger LOG = System.getLogger(HandoverSender.class.getName());
     /** How long the successor may take to check the catalog (digests included) before it answers READY. */
     static final int READY_TIMEOUT_MILLIS = 600_000;
@@ -43,17 +50,39 @@ final class HandoverSender {
     static final int DRAIN_MILLIS = 2_000;
     /** How long the successor may take from COMMIT to DONE; then it is killed and this daemon serves again. */
     static final int DONE_TIMEOUT_MILLIS = 30_000;
-    /**
-     * TEST ONLY: {@code STEP:PATH} holds the predecessor at STEP ({@code accepted}, {@code ready} or
-     * {@code committed}) until PATH exists, so that a test can kill a daemon at a known step.
-     */
-    static final String TEST_GATE = "ENGRAM_HOST_TEST_HANDOVER_GATE";
 
-    private final Daemon daemon;
+    /** What a handover hands over, and what it does to the daemon that hands it over. */
+    interface Source {
+        /** The ready catalog's answers (null: the daemon is stopping). */
+        Answers answers();
+
+        LoadReport report();
+
+        /** The listening socket (the daemon keeps owning it; the successor gets a copy). */
+        BorrowedFd listener();
+
+        /** The lock file's fd (likewise). */
+        Fd lock();
+
+        /** The loop drains, then freezes: every connection, at rest. */
+        CompletableFuture<List<HandedConnection>> freeze(long drainMillis);
+
+        /** The handover failed before its commit point: the loop serves again. */
+        void resume();
+
+        /** The commit point passed: the daemon stops without touching what the successor now owns. */
+        void handedOver(int successor);
+    }
+
+    private final Services services;
+    private final DaemonHooks hooks;
+    private final Source source;
     private final AtomicReference<PeerCredentials> reserved = new AtomicReference<>();
 
-    HandoverSender(Daemon daemon) {
-        this.daemon = daemon;
+    HandoverSender(Services services, DaemonHooks hooks, Source source) {
+        this.services = services;
+        this.hooks = hooks;
+        this.source = source;
     }
 
     /** Claims the one handover slot for {@code peer}; false while another takeover holds it. */
@@ -65,7 +94,8 @@ final class HandoverSender {
         return true;
     }
 
-    void release() {
+    @Override
+    public void abandoned() {
         reserved.set(null);
     }
 
@@ -74,8 +104,9 @@ final class HandoverSender {
     }
 
     /** Runs the handover on its own thread; {@code fd} (the successor's connection) is this sender's now. */
-    void start(Fd fd, PeerCredentials peer) {
-        daemon.thread(() -> run(fd, peer), "engram-handover").start();
+    @Override
+    public void detached(Fd fd, PeerCredentials peer) {
+        services.threads().thread(() -> run(fd, peer), "engram-handover").start();
     }
 
     private void run(Fd fd, PeerCredentials peer) {
@@ -89,47 +120,44 @@ final class HandoverSender {
                     + " serving: " + e.getMessage());
         } finally {
             if (!committed) {
-                daemon.resumeAfterHandover();
-                release();
+                source.resume();
+                abandoned();
             }
         }
     }
 
     /** True once committed: the successor owns everything. */
     private boolean handOver(ProtocolChannel ch, PeerCredentials peer, long t0) {
-        gate("accepted");
-        Catalog catalog = daemon.catalog();
-        if (catalog == null) {
+        hooks.reached(DaemonHooks.Point.HANDOVER_ACCEPTED);
+        Answers answers = source.answers();
+        if (answers == null) {
             throw new IllegalStateException("the catalog is gone (the daemon is stopping)");
         }
-        Encoded encoded = encode(catalog, JsonWriter.write(daemon.progress().facts()));
-        List<FdRef> fds = new ArrayList<>();
-        fds.add(daemon.listenerFd());
-        fds.addAll(encoded.regionFds());
-        send(ch, encoded.frame(), fds);
+        Encoded encoded = encode(answers.catalog(), source.report().encode());
+        sendCatalog(ch, encoded, source.listener());
         expect(ch, MessageType.HANDOVER_READY, READY_TIMEOUT_MILLIS);
-        gate("ready");
+        hooks.reached(DaemonHooks.Point.HANDOVER_READY);
 
-        List<SessionLoop.Quiet> quiet;
+        List<HandedConnection> quiet;
         try {
-            quiet = daemon.freezeForHandover(DRAIN_MILLIS).get(DRAIN_MILLIS + 5_000L, TimeUnit.MILLISECONDS);
+            quiet = source.freeze(DRAIN_MILLIS).get(DRAIN_MILLIS + 5_000L, TimeUnit.MILLISECONDS);
         } catch (Exception e) {
             throw new IllegalStateException("the connections did not come to rest: " + e, e);
         }
         List<FdRef> conns = new ArrayList<>();
-        conns.add(daemon.lockFd());
+        conns.add(source.lock());
         List<Handover.Connection> states = new ArrayList<>();
-        for (SessionLoop.Quiet q : quiet) {
+        for (HandedConnection q : quiet) {
             conns.add(q.fd());
-            Leases.Lease l = q.phase() == Connection.Phase.LEASE ? daemon.leases().get(q.leaseId()) : null;
-            states.add(new Handover.Connection(q.phase().ordinal(), q.version(), q.peer().pid(), q.peer().uid(),
-                    q.peer().gid(), l == null ? 0 : l.id(), l == null ? 0 : l.since().getEpochSecond() * 1_000_000_000L + l.since().getNano()));
+            states.add(new Handover.Connection(q.phase(), q.version(), q.peer().pid(), q.peer().uid(), q.peer().gid(),
+                    q.leaseId(), q.leaseId() == 0 ? 0 : q.leaseSince().getEpochSecond() * 1_000_000_000L
+                            + q.leaseSince().getNano()));
         }
-        send(ch, new Handover.Commit(daemon.leases().nextId(), states).encode(), conns);
-        gate("committed");
+        send(ch, new Handover.Commit(services.leases().nextId(), states).encode(), conns);
+        hooks.reached(DaemonHooks.Point.HANDOVER_COMMITTED);
         try {
             expect(ch, MessageType.HANDOVER_DONE, DONE_TIMEOUT_MILLIS);
-        } catch (io.engramhost.os.ReceiveTimeoutException e) {
+        } catch (ReceiveTimeoutException e) {
             // It holds copies of every connection and the lock, and might still commit: it must not, or two would serve.
             Posix.kill(peer.pid(), 9);
             LOG.log(WARNING, "the successor pid " + peer.pid() + " did not confirm within " + DONE_TIMEOUT_MILLIS
@@ -138,8 +166,8 @@ final class HandoverSender {
         }
         LOG.log(INFO, "handed over to pid " + peer.pid() + " in " + String.format("%.1f ms", (System.nanoTime() - t0) / 1e6)
                 + ": " + encoded.regionFds().size() + " region fds, " + quiet.size() + " connections (" + states.stream()
-                        .filter(s -> s.phase() == Handover.Connection.LEASE).count() + " leases); this daemon exits");
-        daemon.handedOver(peer.pid());
+                        .filter(s -> s.phase() == ConnectionPhase.LEASE).count() + " leases); this daemon exits");
+        source.handedOver(peer.pid());
         return true;
     }
 
@@ -174,17 +202,24 @@ final class HandoverSender {
         return new Encoded(frame, List.copyOf(fds));
     }
 
+    /** HANDOVER_CATALOG: the frame, with the listening socket and then every region fd. */
+    static void sendCatalog(ProtocolChannel ch, Encoded encoded, FdRef listener) {
+        List<FdRef> fds = new ArrayList<>();
+        fds.add(listener);
+        fds.addAll(encoded.regionFds());
+        send(ch, encoded.frame(), fds);
+    }
+
     /** One frame, in parts when long, its fds on the first message. */
     private static void send(ProtocolChannel ch, byte[] frame, List<? extends FdRef> fds) {
-        List<io.engramhost.protocol.Parts.Message> parts = io.engramhost.protocol.Parts.split(
-                List.of(io.engramhost.protocol.Parts.Slice.of(frame)), 2);
+        List<Parts.Message> parts = Parts.split(List.of(Parts.Slice.of(frame)), 2);
         for (int i = 0; i < parts.size(); i++) {
-            ch.send(java.nio.ByteBuffer.wrap(parts.get(i).bytes()), i == 0 ? fds : List.of());
+            ch.send(ByteBuffer.wrap(parts.get(i).bytes()), i == 0 ? fds : List.of());
         }
     }
 
     /** The next frame must be {@code type} with an empty body; an ABORT, EOF or anything else throws. */
-    private static void expect(ProtocolChannel ch, MessageType type, int timeoutMillis) {
+    static void expect(ProtocolChannel ch, MessageType type, int timeoutMillis) {
         try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_HELLO, 0, timeoutMillis)) {
             if (in.type() == MessageType.HANDOVER_ABORT) {
                 throw new IllegalStateException("the successor refused: " + Handover.decodeAbort(in.reader()));
@@ -197,10 +232,5 @@ final class HandoverSender {
             throw new IllegalStateException("the successor closed the connection (it exited, or was killed) before "
                     + type);
         }
-    }
-
-    /** TEST ONLY ({@link #TEST_GATE}). */
-    private static void gate(String step) {
-        io.engramhost.store.TestGate.hold(TEST_GATE, step, "handover");
     }
 }

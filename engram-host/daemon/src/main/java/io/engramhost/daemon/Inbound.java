@@ -6,10 +6,10 @@ import io.engramhost.os.NonBlocking;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.ProtocolException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.function.LongSupplier;
 
 /**
  * One peer's next message, put together from whatever each non-blocking read brings. The 8-byte
@@ -46,19 +46,17 @@ final class Inbound {
         return reserved;
     }
 
-    int payloadLength() {
-        return payloadLength;
-    }
-
     /**
      * Reads what the socket has, up to the end of the message.
      *
      * @param maxPayload the most payload bytes this connection may announce now
      * @param frameCheck looks at the frame header (the payload's first 8 bytes) as soon as it is in
+     * @param clock      when the message's first byte arrived (for its deadline)
      * @throws PeerClosedException at end of stream (mid-message or not)
      * @throws ProtocolException when the message breaks a limit (the caller answers BAD_REQUEST)
      */
-    Progress read(int fd, NonBlocking.Scratch scratch, int maxPayload, FrameCheck frameCheck, RequestMemory memory) {
+    Progress read(int fd, NonBlocking.Scratch scratch, int maxPayload, FrameCheck frameCheck, RequestMemory memory,
+            LongSupplier clock) {
         List<Fd> stray = new ArrayList<>(0);
         try {
             while (true) {
@@ -68,7 +66,7 @@ final class Inbound {
                     if (n > 0) {
                         refuseFds(stray);
                         if (headerGot == 0) {
-                            startedNanos = System.nanoTime();
+                            startedNanos = clock.getAsLong();
                         }
                         headerGot += n;
                         if (headerGot == header.length) {
@@ -114,9 +112,9 @@ final class Inbound {
     }
 
     private void parseHeader(int maxPayload) {
-        ByteBuffer h = ByteBuffer.wrap(header).order(ByteOrder.LITTLE_ENDIAN);
-        long length = Integer.toUnsignedLong(h.getInt(0));
-        long fdCount = Integer.toUnsignedLong(h.getInt(4));
+        FdMessages.Header h = FdMessages.Header.of(header, 0);
+        long length = h.payloadLength();
+        long fdCount = h.fdCount();
         if (fdCount != 0) {
             throw new ProtocolException("message announces " + fdCount + " fds; a client sends none");
         }
@@ -139,7 +137,7 @@ final class Inbound {
             return false;
         }
         reserved += delta;
-        payload = java.util.Arrays.copyOf(payload, next);
+        payload = Arrays.copyOf(payload, next);
         return true;
     }
 

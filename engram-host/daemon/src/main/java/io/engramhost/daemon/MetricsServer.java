@@ -5,6 +5,7 @@ import static java.lang.System.Logger.Level.INFO;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 import io.engramhost.protocol.DaemonState;
+import io.engramhost.protocol.ProtocolDescriptor;
 import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.ByteArrayOutputStream;
@@ -39,17 +40,46 @@ public final class MetricsServer implements AutoCloseable {
     static final String CONTENT_TYPE = WRITER.getContentType();
 
     private final HttpServer server;
-    private final Daemon daemon;
+    private final DaemonMetrics.Observed daemon;
     private final PrometheusRegistry registry;
 
-    private MetricsServer(HttpServer server, Daemon daemon, PrometheusRegistry registry) {
+    private MetricsServer(HttpServer server, DaemonMetrics.Observed daemon, PrometheusRegistry registry) {
         this.server = server;
         this.daemon = daemon;
         this.registry = registry;
     }
 
+    /** How long a successor retries binding the port its predecessor frees as it exits. */
+    static final long AFTER_HANDOVER_RETRY_MILLIS = 10_000;
+
+    /**
+     * Binds {@code context}'s metrics address and port and starts answering; a port in use fails with one line naming
+     * it, after {@code retryMillis} of retries (a successor's predecessor frees the port as it exits: the JDK's HTTP
+     * server cannot adopt a socket another process hands over).
+     */
+    static MetricsServer start(DaemonMetrics.Observed daemon, DaemonContext context, long retryMillis) {
+        long deadline = System.nanoTime() + retryMillis * 1_000_000L;
+        String protocol = ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION;
+        while (true) {
+            try {
+                return start(daemon, context.metricsAddress(), context.metricsPort(), context.buildVersion(),
+                        context.buildCommit(), protocol);
+            } catch (RuntimeException e) {
+                if (System.nanoTime() >= deadline) {
+                    throw e;
+                }
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                    throw e;
+                }
+            }
+        }
+    }
+
     /** Binds {@code address:port} and starts answering; a port in use fails with one line naming it. */
-    static MetricsServer start(Daemon daemon, InetAddress address, int port, String version, String commit,
+    private static MetricsServer start(DaemonMetrics.Observed daemon, InetAddress address, int port, String version, String commit,
             String protocol) {
         System.setProperty("sun.net.httpserver.maxReqTime", System.getProperty("sun.net.httpserver.maxReqTime",
                 Integer.toString(REQUEST_SECONDS)));

@@ -30,8 +30,4 @@ final class RequestMemory {
     long used() {
         return used;
     }
-
-    long limit() {
-        return limit;
-    }
 }

@@ -1,9 +1,11 @@
 package io.engramhost.daemon;
 
 import io.engramhost.os.PeerCredentials;
+import io.engramhost.protocol.ConnectionPhase;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
+import io.engramhost.protocol.FrameHeader;
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
 import io.engramhost.protocol.Handover;
@@ -16,39 +18,52 @@ import io.engramhost.protocol.ProtocolException;
 import io.engramhost.protocol.Welcome;
 import io.engramhost.store.Catalog;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Semaphore;
 
 /**
- * Answers one complete request, on a worker thread: decodes the frame strictly (docs/protocol.md),
- * decides, and encodes the answer. It never touches a socket: the poll loop writes the answer.
+ * Answers one complete request, on a worker thread: checks the frame ({@link FrameHeader}, the one check the poll
+ * loop made on its header already), decodes it strictly (docs/protocol.md), decides, and encodes the answer. It
+ * never touches a socket: the poll loop writes the answer. It sees the daemon only as {@link Served}.
  */
-final class Requests {
-    /** What the connection becomes once the answer is written. */
-    enum Next { SESSION, LEASE, CLOSE, DETACH }
+final class Requests implements SessionLoop.Handler {
+    /** What a request is answered from: the daemon's state, its answers once ready, and what a request may ask of it. */
+    interface Served {
+        DaemonState state();
 
-    /** An answer (null: none), what follows it, and the version the connection speaks from now on. */
-    record Answer(Outbound out, Next next, int version, Runnable onWritten) {
-        static Answer of(Outbound out, Next next, int version) {
-            return new Answer(out, next, version, null);
-        }
+        /** The ready catalog's answers (null unless ready). */
+        Answers answers();
+
+        /** How far the load is, for NOT_READY. */
+        String loadingText();
+
+        /** WELCOME in {@code version}. */
+        Welcome welcome(int version);
+
+        /** STATUS_REPLY in {@code version}. */
+        List<Parts.Slice> status(int version);
+
+        /** A STOP's answer was written. */
+        void stop(String reason);
     }
 
     /** Requests over 1 MiB (IMPORTs with a large expectation) are answered one at a time, so their copies stay few. */
     private static final int LARGE_REQUEST = 1 << 20;
 
-    private final Daemon daemon;
+    private final Services services;
+    private final Served served;
+    private final HandoverSender handovers;
+    private final int uid;
     private final Semaphore largeRequests = new Semaphore(1);
-    /** Each manifest encoded once per version: key = device * 4 + version. */
-    private final Map<Long, byte[]> manifests = new ConcurrentHashMap<>();
-    private volatile Catalog manifestsOf;
 
-    Requests(Daemon daemon) {
-        this.daemon = daemon;
+    Requests(Services services, Served served, HandoverSender handovers, int uid) {
+        this.services = services;
+        this.served = served;
+        this.handovers = handovers;
+        this.uid = uid;
     }
 
-    Answer handle(Connection.Phase phase, int version, PeerCredentials peer, byte[] payload) {
+    @Override
+    public Answer handle(ConnectionPhase phase, int version, PeerCredentials peer, byte[] payload) {
         if (payload.length <= LARGE_REQUEST) {
             return decide(phase, version, peer, payload);
         }
@@ -60,63 +75,47 @@ final class Requests {
         }
     }
 
-    private Answer decide(Connection.Phase phase, int version, PeerCredentials peer, byte[] payload) {
+    private Answer decide(ConnectionPhase phase, int version, PeerCredentials peer, byte[] payload) {
+        int v = phase.frameVersion(version);
         try {
+            MessageType type = FrameHeader.checkRequest(phase, version, payload, payload.length);
             FrameReader r = FrameReader.of(payload);
-            return phase == Connection.Phase.HELLO ? hello(r) : request(r, version, peer);
+            return switch (type) {
+                case HELLO -> hello(Hello.decode(r));
+                case IMPORT -> serveImport(ImportRequest.decode(r), version);
+                case STATUS -> Answer.of(Outbound.frame(served.status(version), version, List.of()), Answer.Next.SESSION,
+                        version);
+                case STOP -> stop(peer, version);
+                case BYE -> Answer.of(null, Answer.Next.CLOSE, version);
+                case TAKEOVER -> takeover(Handover.Takeover.decode(r), version, peer);
+                default -> throw new ProtocolException(type + " is not a request a client may send now");
+            };
         } catch (ProtocolException | IllegalArgumentException e) {
-            daemon.stats().badRequests.incrementAndGet();
-            daemon.stats().warnOnce(peer, "bad-request", "closed a connection of pid " + peer.pid() + ": "
+            services.stats().badRequests.incrementAndGet();
+            services.stats().warnOnce(peer, "bad-request", "closed a connection of pid " + peer.pid() + ": "
                     + e.getMessage());
-            int v = phase == Connection.Phase.HELLO ? 1 : version;
-            return Answer.of(error(ErrorReply.of(ErrorCode.BAD_REQUEST, String.valueOf(e.getMessage())), v), Next.CLOSE, v);
+            return Answer.error(ErrorReply.of(ErrorCode.BAD_REQUEST, String.valueOf(e.getMessage())), Answer.Next.CLOSE,
+                    v);
         }
     }
 
-    private Answer hello(FrameReader r) {
-        if (r.type() != MessageType.HELLO) {
-            throw new ProtocolException("expected HELLO first, got " + r.type());
-        }
-        Hello hello = Hello.decode(r);
+    private Answer hello(Hello hello) {
         int version = ProtocolDescriptor.negotiate(hello.minVersion(), hello.maxVersion());
         if (version < 0) {
-            return Answer.of(error(ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "daemon speaks protocol versions "
+            return Answer.error(ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "daemon speaks protocol versions "
                     + ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION + ", client "
-                    + hello.minVersion() + "-" + hello.maxVersion()), 1), Next.CLOSE, 1);
+                    + hello.minVersion() + "-" + hello.maxVersion()), Answer.Next.CLOSE, 1);
         }
-        Welcome w = new Welcome(version, daemon.pid(), Daemon.VERSION, daemon.context().backend().wireName(),
-                daemon.context().instanceName(), daemon.state(), daemon.uid());
-        return Answer.of(Outbound.frame(w.encode(), version), Next.SESSION, version);
+        return Answer.of(Outbound.frame(served.welcome(version).encode(), version), Answer.Next.SESSION, version);
     }
 
-    private Answer request(FrameReader r, int version, PeerCredentials peer) {
-        r.requireVersion(version);
-        switch (r.type()) {
-            case IMPORT -> {
-                return serveImport(ImportRequest.decode(r), version);
-            }
-            case STATUS -> {
-                r.end();
-                return Answer.of(Outbound.frame(daemon.statusReply(version), version, List.of()), Next.SESSION, version);
-            }
-            case STOP -> {
-                r.end();
-                if (!daemon.context().mayStop(peer.uid())) {
-                    return Answer.of(error(ErrorReply.of(ErrorCode.NOT_ALLOWED, "only uid " + daemon.uid()
-                            + " (the daemon's) or root may stop it"), version), Next.SESSION, version);
-                }
-                return new Answer(Outbound.frame(Frames.empty(MessageType.STOP_ACK, version), version), Next.CLOSE, version,
-                        () -> daemon.requestStop("stop requested by pid " + peer.pid()));
-            }
-            case BYE -> {
-                r.end();
-                return Answer.of(null, Next.CLOSE, version);
-            }
-            case TAKEOVER -> {
-                return takeover(Handover.Takeover.decode(r), version, peer);
-            }
-            default -> throw new ProtocolException(r.type() + " is not a request a client may send now");
+    private Answer stop(PeerCredentials peer, int version) {
+        if (!services.mayStop().test(peer.uid())) {
+            return Answer.error(ErrorReply.of(ErrorCode.NOT_ALLOWED, "only uid " + uid + " (the daemon's) or root may"
+                    + " stop it"), Answer.Next.SESSION, version);
         }
+        return new Answer(Outbound.frame(Frames.empty(MessageType.STOP_ACK, version), version), Answer.Next.CLOSE,
+                version, () -> served.stop("stop requested by pid " + peer.pid()));
     }
 
     /**
@@ -125,74 +124,57 @@ final class Requests {
      * else the connection leaves the loop for the handover thread ({@link HandoverSender}).
      */
     private Answer takeover(Handover.Takeover t, int version, PeerCredentials peer) {
+        String incompatible = t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION);
+        DaemonState state = served.state();
         ErrorReply refusal = null;
-        if (!daemon.context().mayStop(peer.uid())) {
-            refusal = ErrorReply.of(ErrorCode.NOT_ALLOWED, "takeover refused: only uid " + daemon.uid()
+        if (!services.mayStop().test(peer.uid())) {
+            refusal = ErrorReply.of(ErrorCode.NOT_ALLOWED, "takeover refused: only uid " + uid
                     + " (the daemon's) or root may take it over, not uid " + peer.uid());
         } else if (version < 2) {
             refusal = ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "takeover refused: a takeover needs protocol"
                     + " version 2");
-        } else if (t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION) != null) {
-            refusal = ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "takeover refused: "
-                    + t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION));
-        } else if (daemon.state() != DaemonState.READY) {
-            refusal = ErrorReply.of(daemon.state() == DaemonState.LOADING ? ErrorCode.NOT_READY : ErrorCode.STOPPING,
-                    "takeover refused: the daemon is " + daemon.state().wireName());
-        } else if (!daemon.handoverSender().reserve(peer, t)) {
+        } else if (incompatible != null) {
+            refusal = ErrorReply.of(ErrorCode.UNSUPPORTED_VERSION, "takeover refused: " + incompatible);
+        } else if (state != DaemonState.READY) {
+            refusal = ErrorReply.of(state == DaemonState.LOADING ? ErrorCode.NOT_READY : ErrorCode.STOPPING,
+                    "takeover refused: the daemon is " + state.wireName());
+        } else if (!handovers.reserve(peer, t)) {
             refusal = ErrorReply.of(ErrorCode.BUSY, "takeover refused: another takeover is under way");
         }
         if (refusal != null) {
-            daemon.handoverSender().refused(peer, refusal.message());
-            return Answer.of(error(refusal, version), Next.CLOSE, version);
+            handovers.refused(peer, refusal.message());
+            return Answer.error(refusal, Answer.Next.CLOSE, version);
         }
-        return Answer.of(null, Next.DETACH, version);
+        return Answer.of(null, Answer.Next.DETACH, version);
     }
 
     private Answer serveImport(ImportRequest request, int version) {
-        long taken = System.nanoTime();
-        DaemonState state = daemon.state();
+        long taken = services.clock().getAsLong();
+        DaemonState state = served.state();
         if (state == DaemonState.LOADING) {
-            daemon.stats().importRefused(ErrorCode.NOT_READY);
-            return Answer.of(error(ErrorReply.of(ErrorCode.NOT_READY, "daemon is loading: " + daemon.progressText()),
-                    version), Next.SESSION, version);
+            services.stats().importRefused(ErrorCode.NOT_READY);
+            return Answer.error(ErrorReply.of(ErrorCode.NOT_READY, "daemon is loading: " + served.loadingText()),
+                    Answer.Next.SESSION, version);
         }
-        Catalog catalog = daemon.catalog();
-        if (state != DaemonState.READY || catalog == null) {
+        Answers answers = served.answers();
+        if (state != DaemonState.READY || answers == null) {
             ErrorCode code = state == DaemonState.FAILED ? ErrorCode.LOAD_FAILED : ErrorCode.STOPPING;
-            daemon.stats().importRefused(code);
-            return Answer.of(error(ErrorReply.of(code, "daemon is " + state.wireName()), version), Next.CLOSE, version);
+            services.stats().importRefused(code);
+            return Answer.error(ErrorReply.of(code, "daemon is " + state.wireName()), Answer.Next.CLOSE, version);
         }
+        Catalog catalog = answers.catalog();
         List<String> differences = catalog.differences(request.expectation());
         if (!differences.isEmpty()) {
-            daemon.stats().importRefused(ErrorCode.FINGERPRINT_MISMATCH);
-            return Answer.of(error(new ErrorReply(ErrorCode.FINGERPRINT_MISMATCH, "fingerprint mismatch: the daemon serves "
-                    + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()), version), Next.SESSION,
+            services.stats().importRefused(ErrorCode.FINGERPRINT_MISMATCH);
+            return Answer.error(new ErrorReply(ErrorCode.FINGERPRINT_MISMATCH, "fingerprint mismatch: the daemon serves "
+                    + catalog.fingerprintSha256(), differences, catalog.manifest().fingerprint()), Answer.Next.SESSION,
                     version);
         }
-        Catalog.Served served = catalog.servedTo(request.device());
-        byte[] frame = manifestFrame(catalog, request.device(), served, version);
-        daemon.stats().importsServed.incrementAndGet();
-        ImportLatency latency = daemon.stats().importLatency;
-        return new Answer(Outbound.frame(List.of(Parts.Slice.of(frame)), version, served.fds()), Next.LEASE, version,
-                () -> latency.record(System.nanoTime() - taken));
-    }
-
-    private byte[] manifestFrame(Catalog catalog, int device, Catalog.Served served, int version) {
-        if (manifestsOf != catalog) {
-            manifests.clear();
-            manifestsOf = catalog;
-        }
-        int key = catalog.servedTo(device) == catalog.servedTo(-1) && device != -1 ? -1 : device;
-        return manifests.computeIfAbsent((long) key * 4 + version, k -> {
-            java.nio.ByteBuffer encoded = served.manifest().encode(version);
-            byte[] b = new byte[encoded.remaining()];
-            encoded.get(b);
-            return b;
-        });
-    }
-
-    private static Outbound error(ErrorReply e, int version) {
-        // slices: a FINGERPRINT_MISMATCH's fingerprint (up to 16 MiB) is the catalog's array, not a copy per answer
-        return Outbound.frame(e.encodeSlices(version), version, List.of());
+        Catalog.Served toClient = catalog.servedTo(request.device());
+        byte[] frame = answers.manifest(request.device(), version);
+        services.stats().importsServed.incrementAndGet();
+        ImportLatency latency = services.stats().importLatency;
+        return new Answer(Outbound.frame(List.of(Parts.Slice.of(frame)), version, toClient.fds()), Answer.Next.LEASE,
+                version, () -> latency.record(services.clock().getAsLong() - taken));
     }
 }

@@ -1,12 +1,15 @@
 package io.engramhost.daemon;
 
 import io.engramhost.json.JsonWriter;
+import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.FrameWriter;
 import io.engramhost.protocol.MessageType;
 import io.engramhost.protocol.Parts;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.Catalog;
+import io.engramhost.store.LoadProgress;
+import io.engramhost.store.LoadReport;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -19,45 +22,40 @@ import java.util.Map;
  * The STATUS document: a JSON object whose fields docs/protocol.md lists.
  *
  * <p>Its {@code tables} list does not change once a catalog is loaded, and it is most of the document: 17 MB for
- * 100,000 tables. It is encoded once per catalog and shared by every answer ({@link #reply}), as a manifest is, so
- * that concurrent STATUS requests, or peers slow to take their answers, do not each hold their own copy (and the
- * maps and strings it was built from): four at once used to exhaust the daemon's heap.
+ * 100,000 tables. It is encoded once, with the catalog's other {@link Answers}, and shared by every reply
+ * ({@link #reply}), as a manifest is, so that concurrent STATUS requests, or peers slow to take their answers, do not
+ * each hold their own copy (and the maps and strings it was built from): four at once used to exhaust the daemon's
+ * heap.
  */
 final class StatusDocument {
     /** Stands for the tables in the document as first written; replaced by the shared encoding. */
     private static final String TABLES_MARK = "\u0000engram-status-tables\u0000";
     private static final byte[] TABLES_MARK_JSON = ("\"tables\":\"\\u0000engram-status-tables\\u0000\"")
             .getBytes(StandardCharsets.UTF_8);
+
     private StatusDocument() {
     }
 
-    /** One daemon's encoding of its catalog's tables, made at the first STATUS once the catalog is loaded. */
-    static final class Tables {
-        private Catalog encodedFor;
-        private byte[] encoded;
-
-        /** The catalog's tables as a JSON array, encoded once per catalog. */
-        synchronized byte[] json(Catalog c) {
-            if (encodedFor != c) {
-                encoded = null; // the previous catalog's, before the next is built
-                encoded = encode(c);
-                encodedFor = c;
-            }
-            return encoded;
-        }
+    /**
+     * What the document says of a daemon, read at once.
+     *
+     * @param answers null unless the daemon serves a catalog
+     */
+    record Facts(DaemonState state, int pid, int uid, String backend, String instance, String socket, double uptimeSeconds,
+            LoadProgress.Snapshot progress, String failure, Answers answers, LoadReport report, List<Leases.Lease> leases,
+            ConnectionStats stats, ConnectionLimits limits, long requestMemoryUsed) {
     }
 
     /** The whole document as one string (for callers in this JVM; the wire answer is {@link #reply}). */
-    static String of(Daemon d, long requestMemoryUsed) {
-        Catalog c = d.catalog();
-        String head = document(d, requestMemoryUsed, c);
-        if (c == null) {
+    static String of(Facts f) {
+        String head = document(f);
+        if (f.answers() == null) {
             return head;
         }
         byte[] h = head.getBytes(StandardCharsets.UTF_8);
         int at = markAt(h);
         return new String(h, 0, at, StandardCharsets.UTF_8) + "\"tables\":"
-                + new String(d.statusTables().json(c), StandardCharsets.UTF_8)
+                + new String(f.answers().statusTables(), StandardCharsets.UTF_8)
                 + new String(h, at + TABLES_MARK_JSON.length, h.length - at - TABLES_MARK_JSON.length, StandardCharsets.UTF_8);
     }
 
@@ -65,15 +63,14 @@ final class StatusDocument {
      * The STATUS_REPLY frame in {@code version} as slices: the frame header and json length, the document up to its
      * tables, the catalog's shared encoding of them, and the rest of the document.
      */
-    static List<Parts.Slice> reply(Daemon d, long requestMemoryUsed, int version) {
-        Catalog c = d.catalog();
-        byte[] h = document(d, requestMemoryUsed, c).getBytes(StandardCharsets.UTF_8);
-        if (c == null) {
+    static List<Parts.Slice> reply(Facts f, int version) {
+        byte[] h = document(f).getBytes(StandardCharsets.UTF_8);
+        if (f.answers() == null) {
             return List.of(Parts.Slice.of(new FrameWriter(MessageType.STATUS_REPLY, version).blob(h).toArray()));
         }
         int at = markAt(h);
         byte[] key = "\"tables\":".getBytes(StandardCharsets.UTF_8);
-        byte[] tables = d.statusTables().json(c);
+        byte[] tables = f.answers().statusTables();
         int after = at + TABLES_MARK_JSON.length;
         long length = (long) at + key.length + tables.length + (h.length - after);
         if (length > ProtocolDescriptor.MAX_FRAME) {
@@ -97,18 +94,18 @@ final class StatusDocument {
         throw new IllegalStateException("the STATUS document lost its tables' place");
     }
 
-    /** The catalog's tables as a JSON array, written in 64 KiB pieces. */
-    private static byte[] encode(Catalog c) {
+    /** The catalog's tables as a JSON array, written in 64 KiB pieces (made once, by {@link Answers}). */
+    static byte[] tablesJson(Catalog c) {
         ByteArrayOutputStream out = new ByteArrayOutputStream();
         StringBuilder sb = new StringBuilder();
         sb.append('[');
         boolean first = true;
-        for (Object t : tables(c)) {
+        for (Manifest.Table t : c.allTables()) {
             if (!first) {
                 sb.append(',');
             }
             first = false;
-            JsonWriter.write(sb, t);
+            JsonWriter.write(sb, table(t));
             if (sb.length() > 1 << 16) {
                 out.writeBytes(sb.toString().getBytes(StandardCharsets.UTF_8));
                 sb.setLength(0);
@@ -119,36 +116,36 @@ final class StatusDocument {
         return out.toByteArray();
     }
 
-    private static String document(Daemon d, long requestMemoryUsed, Catalog c) {
+    private static String document(Facts f) {
         Map<String, Object> s = new LinkedHashMap<>();
-        s.put("state", d.state().wireName());
-        s.put("pid", d.pid());
-        s.put("uid", d.uid());
+        s.put("state", f.state().wireName());
+        s.put("pid", f.pid());
+        s.put("uid", f.uid());
         s.put("version", Daemon.VERSION);
         s.put("protocol", List.of(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION));
-        s.put("backend", d.context().backend().wireName());
-        s.put("instance", d.context().instanceName());
-        s.put("socket", d.socket().toString());
-        s.put("uptime_s", d.uptimeSeconds());
+        s.put("backend", f.backend());
+        s.put("instance", f.instance());
+        s.put("socket", f.socket());
+        s.put("uptime_s", f.uptimeSeconds());
         Map<String, Object> p = new LinkedHashMap<>();
-        io.engramhost.store.LoadProgress.Snapshot now = d.progress().snapshot();
-        p.put("phase", now.phase());
-        p.put("detail", now.detail());
-        p.put("bytes_done", now.done());
-        p.put("bytes_total", now.total());
+        p.put("phase", f.progress().phase());
+        p.put("detail", f.progress().detail());
+        p.put("bytes_done", f.progress().done());
+        p.put("bytes_total", f.progress().total());
         s.put("progress", p);
-        if (d.failure() != null) {
-            s.put("error", d.failure());
+        if (f.failure() != null) {
+            s.put("error", f.failure());
         }
-        if (c != null) {
+        if (f.answers() != null) {
+            Catalog c = f.answers().catalog();
             s.put("fingerprint", c.fingerprintSha256());
             s.put("bytes", c.totalBytes());
             s.put("regions", c.regionCount());
             s.put("tables", TABLES_MARK);
         }
-        s.putAll(d.progress().facts());
+        s.putAll(f.report().toJson());
         List<Object> ls = new ArrayList<>();
-        for (Leases.Lease l : d.leases().list()) {
+        for (Leases.Lease l : f.leases()) {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("id", l.id());
             m.put("pid", l.pid());
@@ -157,14 +154,9 @@ final class StatusDocument {
             ls.add(m);
         }
         s.put("leases", ls);
-        s.put("imports", d.stats().importsJson());
-        s.put("connections", d.stats().toJson(d.context().limits(), ls.size(), requestMemoryUsed));
+        s.put("imports", f.stats().importsJson());
+        s.put("connections", f.stats().toJson(f.limits(), ls.size(), f.requestMemoryUsed()));
         return JsonWriter.write(s);
-    }
-
-    private static Iterable<Object> tables(Catalog c) {
-        List<Manifest.Table> all = c.allTables();
-        return () -> all.stream().map(StatusDocument::table).iterator();
     }
 
     private static Object table(Manifest.Table t) {

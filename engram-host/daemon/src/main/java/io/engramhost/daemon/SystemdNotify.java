@@ -9,6 +9,10 @@ import io.engramhost.os.FdMessages;
 import io.engramhost.os.FdRef;
 import io.engramhost.os.Posix;
 import io.engramhost.os.UnixSockets;
+import io.engramhost.store.Catalog;
+import io.engramhost.store.LoadReport;
+import io.engramhost.util.Bytes;
+import io.engramhost.util.Closer;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
@@ -38,6 +42,7 @@ public final class SystemdNotify implements AutoCloseable {
             | Posix.F_SEAL_WRITE;
     /** The fds a catalog needs in the store besides its regions: the catalog memfd and the listening socket. */
     public static final int FIXED_FDS = 2;
+    private static final int[] NO_FDS = new int[0];
 
     private final String address;
     private final Fd socket;
@@ -112,17 +117,33 @@ public final class SystemdNotify implements AutoCloseable {
         }
     }
 
+    /**
+     * A daemon is ready with {@code c}: its region fds and the catalog into the fd store ({@code kept}, the catalog
+     * memfd adopted from the store, is stored again and then closed; null: a new one is made), then READY=1 with a
+     * STATUS= line saying how the tables came.
+     */
+    void announceReady(Catalog c, LoadReport report, Fd kept) {
+        try {
+            storeCatalog(HandoverSender.encode(c, report.encode()), kept);
+        } finally {
+            Closer.closeAll(kept);
+        }
+        ready("ready (" + (report.origin() == null ? "load" : report.origin().how().wireName()) + "): "
+                + c.allTables().size() + " tables, " + Bytes.format(c.totalBytes()) + " in " + c.regionCount()
+                + " regions; fingerprint " + c.fingerprintSha256());
+    }
+
     /** READY=1 with a STATUS= line. */
     public void ready(String status) {
-        send("READY=1\nSTATUS=" + oneLine(status), List.of());
+        send("READY=1\nSTATUS=" + oneLine(status), NO_FDS);
     }
 
     public void status(String status) {
-        send("STATUS=" + oneLine(status), List.of());
+        send("STATUS=" + oneLine(status), NO_FDS);
     }
 
     public void stopping(String status) {
-        send("STOPPING=1\nSTATUS=" + oneLine(status), List.of());
+        send("STOPPING=1\nSTATUS=" + oneLine(status), NO_FDS);
     }
 
     /** The listening socket into the fd store: from here on a restart keeps the clients that wait in its backlog. */
@@ -140,7 +161,7 @@ public final class SystemdNotify implements AutoCloseable {
      * Every region fd of {@code encoded}, then the catalog, into the fd store: {@code kept} (the catalog memfd
      * adopted from the store, the same fd again) or else a new sealed memfd with the frame. Entries of the
      * same fd are kept once by systemd, so storing adopted fds again changes nothing; names a previous run stored
-     * that no longer hold these tables were removed before ({@link Daemon#attachSystemd}).
+     * that no longer hold these tables were removed before (when the daemon began serving).
      */
     void storeCatalog(HandoverSender.Encoded encoded, Fd kept) {
         for (int i = 0; i < encoded.regionFds().size(); i++) {
@@ -159,30 +180,31 @@ public final class SystemdNotify implements AutoCloseable {
 
     /** FDSTOREREMOVE=1 for every entry named {@code name}. */
     void remove(String name) {
-        send("FDSTOREREMOVE=1\nFDNAME=" + name, List.of());
+        send("FDSTOREREMOVE=1\nFDNAME=" + name, NO_FDS);
     }
 
     /**
-     * Sends WATCHDOG=1 every WATCHDOG_USEC/2 from a thread of {@code daemon}'s while its session loop goes round
-     * (it does at least once a second); a loop that stopped going round gets no ping, so systemd restarts the unit.
+     * Sends WATCHDOG=1 every WATCHDOG_USEC/2 from a thread of the daemon's while its session loop goes round
+     * ({@code heartbeat}: when it last did; it does at least once a second); a loop that stopped going round gets no
+     * ping, so systemd restarts the unit.
      */
-    void startWatchdog(Daemon daemon) {
+    void startWatchdog(Services.Threads threads, java.util.function.LongSupplier heartbeat) {
         if (watchdogMicros <= 0 || watchdog != null) {
             return;
         }
         long periodMillis = Math.max(1, watchdogMicros / 2000);
         long staleNanos = watchdogMicros * 1000 + 1_000_000_000L;
-        Thread t = daemon.thread(() -> {
+        Thread t = threads.thread(() -> {
             boolean quiet = false;
             try {
                 while (true) {
-                    if (System.nanoTime() - daemon.heartbeatNanos() < staleNanos) {
-                        send("WATCHDOG=1", List.of());
+                    if (System.nanoTime() - heartbeat.getAsLong() < staleNanos) {
+                        send("WATCHDOG=1", NO_FDS);
                         quiet = false;
                     } else if (!quiet) {
                         quiet = true;
                         LOG.log(WARNING, "the session loop has not gone round for "
-                                + (System.nanoTime() - daemon.heartbeatNanos()) / 1_000_000 + " ms: WATCHDOG=1 withheld");
+                                + (System.nanoTime() - heartbeat.getAsLong()) / 1_000_000 + " ms: WATCHDOG=1 withheld");
                     }
                     Thread.sleep(periodMillis);
                 }
@@ -195,15 +217,15 @@ public final class SystemdNotify implements AutoCloseable {
         LOG.log(INFO, "systemd watchdog: WATCHDOG=1 every " + periodMillis + " ms");
     }
 
-    /** One name's fds, in datagrams of at most 253 fds. */
+    /** One name's fds, in datagrams of at most 253 fds each ({@link FdMessages#batches}: no header, no fillers). */
     private void store(String name, List<? extends FdRef> fds, boolean poll) {
         String head = "FDSTORE=1\nFDNAME=" + name + (poll ? "" : "\nFDPOLL=0");
-        for (int at = 0; at < fds.size(); at += FdMessages.MAX_FDS_PER_SENDMSG) {
-            send(head, fds.subList(at, Math.min(fds.size(), at + FdMessages.MAX_FDS_PER_SENDMSG)));
+        for (int[] batch : FdMessages.batches(FdMessages.raw(fds))) {
+            send(head, batch);
         }
     }
 
-    private void send(String state, List<? extends FdRef> fds) {
+    private void send(String state, int[] fds) {
         try {
             UnixSockets.sendDatagram(socket, address, state.getBytes(StandardCharsets.UTF_8), fds);
         } catch (RuntimeException e) {

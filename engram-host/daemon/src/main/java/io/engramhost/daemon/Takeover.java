@@ -1,35 +1,43 @@
 package io.engramhost.daemon;
 
+import static java.lang.System.Logger.Level.DEBUG;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
-import io.engramhost.json.JsonReader;
+import io.engramhost.checkpoint.DType;
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.memfd.MemfdRegion;
+import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
 import io.engramhost.os.PeerCredentials;
 import io.engramhost.os.Posix;
+import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.ErrorReply;
+import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
 import io.engramhost.protocol.Handover;
 import io.engramhost.protocol.Hello;
+import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.MessageType;
 import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.ProtocolException;
+import io.engramhost.protocol.RegionKind;
 import io.engramhost.protocol.Welcome;
 import io.engramhost.store.AdoptedCatalog;
 import io.engramhost.store.Catalog;
+import io.engramhost.store.LoadReport;
+import io.engramhost.util.Closer;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The successor's side of a takeover ({@code serve --takeover}; docs/protocol.md, "Handing over to a successor
@@ -38,24 +46,18 @@ import java.util.Map;
  * daemon: with the catalog in hand it takes the lock as any new daemon would and serves what it holds; without,
  * {@link PredecessorGoneException} tells the caller to load from the checkpoint.
  */
-public final class Takeover {
+final class Takeover {
     private static final System.Logger LOG = System.getLogger(Takeover.class.getName());
     /** How long the predecessor may take to answer TAKEOVER with its catalog. */
     static final int CATALOG_TIMEOUT_MILLIS = 60_000;
     /** From READY to COMMIT: the predecessor drains its connections (at most 2 s) first. */
     static final int COMMIT_TIMEOUT_MILLIS = 60_000;
-    /**
-     * TEST ONLY: {@code STEP:PATH} holds the successor at STEP ({@code request}: before it connects, which the
-     * takeover benchmark uses to time the takeover without the JVM's start; {@code catalog} or {@code commit}),
-     * as the sender's.
-     */
-    static final String TEST_GATE = "ENGRAM_HOST_TEST_TAKEOVER_GATE";
 
     private Takeover() {
     }
 
     /** No daemon answers on the socket, or it died before it sent its catalog: load from the checkpoint instead. */
-    public static final class PredecessorGoneException extends RuntimeException {
+    static final class PredecessorGoneException extends RuntimeException {
         private static final long serialVersionUID = 1L;
 
         PredecessorGoneException(String message) {
@@ -63,17 +65,26 @@ public final class Takeover {
         }
     }
 
+    /** A catalog as received: the frame decoded, the listening socket (fd 0) and the region fds, owned. */
+    private record Received(Handover.Catalog catalog, Fd listener, List<Fd> regions) {
+    }
+
+    /** A commit as received: the lock's fd and the connections' fds, owned. */
+    private record Committed(Handover.Commit commit, Fd lock, List<Fd> connections) {
+    }
+
     /**
-     * Takes over from the daemon on {@code socket}. Returns the daemon this process now is, serving.
+     * Takes over from the daemon on {@code context}'s socket: what this process then serves, past the commit point.
      *
      * @throws PredecessorGoneException when there is no daemon to take over from (nothing was taken)
      * @throws IllegalStateException with one line when the takeover is refused or what was handed over fails a
      *     check; the predecessor then keeps serving
      */
-    public static Daemon run(DaemonContext context, Path socket, boolean verifyDigests) {
-        warmUp();
-        gate("request");
+    static Adoption run(DaemonContext context) {
+        rehearse();
+        context.hooks().reached(DaemonHooks.Point.TAKEOVER_REQUEST);
         long t0 = System.nanoTime();
+        Path socket = context.socket();
         UnixConnection conn;
         try {
             conn = UnixConnection.connect(socket);
@@ -86,56 +97,17 @@ public final class Takeover {
         try (ProtocolChannel ch = new ProtocolChannel(conn)) {
             PeerCredentials peer = conn.peerCredentials();
             if (!context.mayStop(peer.uid())) {
-                throw new IllegalStateException("takeover refused: the daemon on " + socket + " runs as uid " + peer.uid()
-                        + "; only its own uid or root may take it over");
+                throw new IllegalStateException("takeover refused: the daemon on " + socket + " runs as uid "
+                        + peer.uid() + "; only its own uid or root may take it over");
             }
-            return converse(context, socket, verifyDigests, ch, peer, t0);
+            return converse(context, ch, t0);
         }
     }
 
-    /**
-     * Binds and runs once, before the takeover begins, the native calls it makes (socketpair, sendmsg and recvmsg
-     * with an fd, fstat, the seals, a listening socket's checks), so that their first-use cost (JNR's stubs, class
-     * loading) is paid while the predecessor still serves, not between its freeze and its commit.
-     */
-    private static void warmUp() {
-        for (Class<?> c : List.of(Daemon.class, SessionLoop.class, Connection.class, Leases.class, Requests.class,
-                DaemonLock.class, RuntimeDir.class, StatusDocument.class, ConnectionStats.class, Inbound.class,
-                Outbound.class, AdoptedCatalog.class, Catalog.class, io.engramhost.checkpoint.Fingerprint.class,
-                io.engramhost.protocol.Manifest.class, Welcome.class, ErrorReply.class, Handover.Catalog.class,
-                Handover.Commit.class, io.engramhost.protocol.ReadyFile.class, JsonReader.class,
-                io.engramhost.json.JsonWriter.class, io.engramhost.os.NonBlocking.class)) {
-            try {
-                Class.forName(c.getName(), true, c.getClassLoader());
-            } catch (ClassNotFoundException | LinkageError e) {
-                LOG.log(System.Logger.Level.DEBUG, () -> "takeover warm-up: " + e);
-            }
-        }
-        Welcome.decode(io.engramhost.protocol.FrameReader.of(new Welcome(2, 1, Daemon.VERSION, "memfd", "warm-up",
-                io.engramhost.protocol.DaemonState.READY, 0).encode()));
-        UnixConnection[] pair = UnixConnection.pair("takeover warm-up");
-        try (Fd memfd = Posix.memfdCreate("engram-takeover-warm-up", Posix.MFD_CLOEXEC | Posix.MFD_ALLOW_SEALING)) {
-            ProtocolChannel a = new ProtocolChannel(pair[0]);
-            ProtocolChannel b = new ProtocolChannel(pair[1]);
-            a.send(Frames.empty(MessageType.HANDOVER_READY, 2), List.of(memfd));
-            try (ProtocolChannel.Incoming in = b.receive(ProtocolDescriptor.MAX_PAYLOAD, 1, 1000)) {
-                io.engramhost.os.DirFd.stat(memfd); // the copy that came with the frame is closed with it
-            }
-            Posix.getSeals(memfd);
-            io.engramhost.os.UnixSockets.notListeningOn(pair[0].fd(), Path.of("/"));
-        } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.DEBUG, () -> "takeover warm-up: " + e.getMessage());
-        } finally {
-            pair[0].close();
-            pair[1].close();
-        }
-    }
-
-    private static Daemon converse(DaemonContext context, Path socket, boolean verifyDigests, ProtocolChannel ch,
-            PeerCredentials peer, long t0) {
+    private static Adoption converse(DaemonContext context, ProtocolChannel ch, long t0) {
+        Path socket = context.socket();
         Welcome welcome;
-        Handover.Catalog handed;
-        List<Fd> fds;
+        Received got;
         try {
             ch.send(new Hello(2, ProtocolDescriptor.MAX_VERSION, Posix.getpid(), "engram-host successor").encode());
             try (ProtocolChannel.Incoming in = ch.receive(0, CATALOG_TIMEOUT_MILLIS)) {
@@ -143,114 +115,118 @@ public final class Takeover {
                 step(t0, "WELCOME");
             }
             ch.send(Handover.Takeover.ofThisBuild(Daemon.VERSION).encode());
-            try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_PAYLOAD, ProtocolDescriptor.MAX_FDS,
-                    CATALOG_TIMEOUT_MILLIS)) {
-                refuseError(in, socket);
-                if (in.type() != MessageType.HANDOVER_CATALOG) {
-                    throw new IllegalStateException("takeover failed: expected HANDOVER_CATALOG, got " + in.type());
-                }
-                byte[] frame = in.frame();
-                handed = Handover.Catalog.decode(frame, in.fdCount());
-                fds = in.takeFds();
-                step(t0, "catalog received");
-            }
+            got = receiveCatalog(ch, socket);
+            step(t0, "catalog received");
         } catch (PeerClosedException e) {
             throw new PredecessorGoneException("the daemon on " + socket + " closed the connection before it handed"
                     + " anything over (it exited, or was killed)");
         }
+        Handover.Catalog handed = got.catalog();
         LOG.log(INFO, "taking over from pid " + welcome.pid() + " (" + welcome.daemonVersion() + ", " + handed.backend()
                 + "): " + handed.regionCount() + " region fds, fingerprint " + handed.fingerprintSha256()
-                + (verifyDigests ? "; verifying every digest" : ""));
+                + (context.verifyDigests() ? "; verifying every digest" : ""));
         UnixListener listener;
         Catalog catalog;
+        LoadReport report;
         try {
-            listener = UnixListener.adopt(fds.get(0), socket);
+            listener = UnixListener.adopt(got.listener(), socket);
         } catch (RuntimeException e) {
-            fds.subList(1, fds.size()).forEach(Fd::close);
-            abort(ch, e.getMessage());
-            throw new IllegalStateException("takeover refused by this successor: " + e.getMessage(), e);
+            got.regions().forEach(Fd::close);
+            throw refuse(ch, e);
         }
         try {
             if (!handed.backend().equals(context.backend().wireName())) {
                 throw new IllegalStateException("the daemon serves backend " + handed.backend() + ", this successor was"
                         + " started with --backend " + context.backend().wireName());
             }
-            catalog = AdoptedCatalog.adopt(handed, fds.subList(1, fds.size()), verifyDigests);
+            report = LoadReport.parse(handed.report());
+            catalog = AdoptedCatalog.adopt(handed, got.regions(), context.verifyDigests());
             step(t0, "catalog checked");
         } catch (RuntimeException e) {
-            fds.subList(1, fds.size()).forEach(Fd::close);
+            got.regions().forEach(Fd::close);
             listener.close();
-            abort(ch, e.getMessage());
-            throw new IllegalStateException("takeover refused by this successor: " + e.getMessage(), e);
+            throw refuse(ch, e);
         }
-        Map<String, Object> report = parseReport(handed.report());
-        gate("catalog");
+        context.hooks().reached(DaemonHooks.Point.TAKEOVER_CATALOG);
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_READY, 2));
             step(t0, "READY sent");
-            return commit(context, socket, ch, welcome, listener, catalog, report, t0);
-        } catch (PeerClosedException | io.engramhost.os.ReceiveTimeoutException e) {
-            return orphaned(context, socket, welcome.pid(), listener, catalog, report, t0, e.getMessage());
+            return commit(context, ch, welcome.pid(), listener, catalog, report, t0);
+        } catch (PeerClosedException | ReceiveTimeoutException e) {
+            return orphaned(context, welcome.pid(), listener, catalog, report, t0, e.getMessage());
         }
     }
 
-    /** Receives the commit, takes the lock and connections, confirms: the commit point. */
-    private static Daemon commit(DaemonContext context, Path socket, ProtocolChannel ch, Welcome welcome,
-            UnixListener listener, Catalog catalog, Map<String, Object> report, long t0) {
-        Handover.Commit commit;
-        List<Fd> fds;
+    /** HANDOVER_CATALOG, decoded, with its fds: fd 0 the listening socket, then the regions. */
+    private static Received receiveCatalog(ProtocolChannel ch, Path socket) {
+        try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_PAYLOAD, ProtocolDescriptor.MAX_FDS,
+                CATALOG_TIMEOUT_MILLIS)) {
+            refuseError(in, socket);
+            if (in.type() != MessageType.HANDOVER_CATALOG) {
+                throw new IllegalStateException("takeover failed: expected HANDOVER_CATALOG, got " + in.type());
+            }
+            Handover.Catalog handed = Handover.Catalog.decode(in.frame(), in.fdCount());
+            List<Fd> fds = in.takeFds();
+            return new Received(handed, fds.get(0), fds.subList(1, fds.size()));
+        }
+    }
+
+    /** HANDOVER_COMMIT, decoded, with its fds: fd 0 the lock, then the connections. */
+    private static Committed receiveCommit(ProtocolChannel ch) {
         try (ProtocolChannel.Incoming in = ch.receive(ProtocolDescriptor.MAX_PAYLOAD, ProtocolDescriptor.MAX_FDS,
                 COMMIT_TIMEOUT_MILLIS)) {
             if (in.type() != MessageType.HANDOVER_COMMIT) {
                 throw new ProtocolException("expected HANDOVER_COMMIT, got " + in.type());
             }
-            commit = Handover.Commit.decode(in.frame(), in.fdCount());
-            fds = in.takeFds();
+            Handover.Commit commit = Handover.Commit.decode(in.frame(), in.fdCount());
+            List<Fd> fds = in.takeFds();
+            return new Committed(commit, fds.get(0), fds.subList(1, fds.size()));
+        }
+    }
+
+    /** Receives the commit, takes the lock and connections, confirms: the commit point. */
+    private static Adoption commit(DaemonContext context, ProtocolChannel ch, int predecessor, UnixListener listener,
+            Catalog catalog, LoadReport report, long t0) {
+        Committed got;
+        try {
+            got = receiveCommit(ch);
             step(t0, "COMMIT received");
+        } catch (PeerClosedException | ReceiveTimeoutException e) {
+            throw e;
         } catch (RuntimeException e) {
-            if (e instanceof PeerClosedException || e instanceof io.engramhost.os.ReceiveTimeoutException) {
-                throw e;
-            }
-            listener.close();
-            closeQuietly(catalog);
-            abort(ch, e.getMessage());
-            throw new IllegalStateException("takeover refused by this successor: " + e.getMessage(), e);
+            Closer.closeAllAfter(e, catalog, listener);
+            throw refuse(ch, e);
         }
         DaemonLock lock;
         try {
-            lock = DaemonLock.adopt(fds.get(0), RuntimeDir.prepare(socket.getParent(), !context.allowUids().isEmpty()),
-                    socket);
+            lock = SocketClaim.adopt(got.lock(), context.socket(), context.othersAdmitted());
         } catch (RuntimeException e) {
-            fds.subList(1, fds.size()).forEach(Fd::close);
-            listener.close();
-            closeQuietly(catalog);
-            abort(ch, e.getMessage());
-            throw new IllegalStateException("takeover refused by this successor: " + e.getMessage(), e);
+            got.connections().forEach(Fd::close);
+            Closer.closeAllAfter(e, catalog, listener);
+            throw refuse(ch, e);
         }
-        List<SessionLoop.Quiet> connections = new ArrayList<>();
-        Map<Long, Instant> since = new HashMap<>();
-        for (int i = 0; i < commit.connections().size(); i++) {
-            Handover.Connection c = commit.connections().get(i);
-            connections.add(new SessionLoop.Quiet(fds.get(i + 1), Connection.Phase.values()[c.phase()], c.version(),
-                    new PeerCredentials(c.pid(), c.uid(), c.gid()), c.leaseId()));
-            if (c.leaseId() > 0) {
-                since.put(c.leaseId(), Instant.ofEpochSecond(0, c.leaseSinceNanos()));
-            }
+        List<HandedConnection> connections = new ArrayList<>();
+        int leases = 0;
+        for (int i = 0; i < got.commit().connections().size(); i++) {
+            Handover.Connection c = got.commit().connections().get(i);
+            connections.add(new HandedConnection(got.connections().get(i), c.phase(), c.version(),
+                    new PeerCredentials(c.pid(), c.uid(), c.gid()), c.leaseId(),
+                    Instant.ofEpochSecond(0, c.leaseSinceNanos())));
+            leases += c.leaseId() > 0 ? 1 : 0;
         }
-        gate("commit");
+        context.hooks().reached(DaemonHooks.Point.TAKEOVER_COMMIT);
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_DONE, 2));
             step(t0, "DONE sent: committed");
         } catch (PeerClosedException e) {
-            LOG.log(WARNING, "the predecessor pid " + welcome.pid() + " is gone since it committed; serving on");
+            LOG.log(WARNING, "the predecessor pid " + predecessor + " is gone since it committed; serving on");
         }
-        Map<String, Object> origin = origin("takeover", welcome.pid(), t0);
-        Daemon d = Daemon.adopted(context, socket, lock, listener, catalog, connections, since, commit.nextLeaseId(),
-                report, origin);
-        LOG.log(INFO, "took over from pid " + welcome.pid() + " in " + origin.get("handover_ms") + " ms: "
-                + catalog.allTables().size() + " tables, " + connections.size() + " connections ("
-                + since.size() + " leases); 0 bytes read from the checkpoint");
-        return d;
+        LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER, predecessor, t0, null);
+        LOG.log(INFO, "took over from pid " + predecessor + " in " + origin.handoverMillis() + " ms: "
+                + catalog.allTables().size() + " tables, " + connections.size() + " connections (" + leases
+                + " leases); 0 bytes read from the checkpoint");
+        return new Adoption(lock, listener, catalog, null, connections, got.commit().nextLeaseId(),
+                report.withOrigin(origin), null);
     }
 
     /**
@@ -258,70 +234,77 @@ public final class Takeover {
      * the listening socket, so it takes the lock as a new daemon would (refused while another daemon holds it)
      * and serves them. The predecessor's leases ended with it.
      */
-    private static Daemon orphaned(DaemonContext context, Path socket, int predecessor, UnixListener listener,
-            Catalog catalog, Map<String, Object> report, long t0, String why) {
+    private static Adoption orphaned(DaemonContext context, int predecessor, UnixListener listener, Catalog catalog,
+            LoadReport report, long t0, String why) {
         LOG.log(WARNING, "the predecessor pid " + predecessor + " stopped answering before its commit (" + why
                 + "); taking the lock and serving the tables it handed over");
-        DaemonLock lock;
         try {
-            DaemonLock.AlreadyRunningException last = null;
-            for (int i = 0; i < 100; i++) {
-                try {
-                    lock = DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), !context.allowUids().isEmpty()),
-                            socket);
-                    last = null;
-                    Map<String, Object> origin = origin("takeover-orphaned", predecessor, t0);
-                    return Daemon.adopted(context, socket, lock, listener, catalog, List.of(), Map.of(), 1, report,
-                            origin);
-                } catch (DaemonLock.AlreadyRunningException e) {
-                    last = e; // the predecessor may still be exiting: its lock goes with its last fd
-                    Thread.sleep(50);
-                }
-            }
-            throw last;
+            DaemonLock lock = SocketClaim.lockAfter(predecessor, context.socket(), context.othersAdmitted());
+            LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER_ORPHANED, predecessor, t0,
+                    null);
+            return new Adoption(lock, listener, catalog, null, List.of(), 1, report.withOrigin(origin), null);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            listener.close();
-            closeQuietly(catalog);
+            Closer.closeAllAfter(e, catalog, listener);
             throw new IllegalStateException("interrupted while taking the lock", e);
         } catch (RuntimeException e) {
-            listener.close();
-            closeQuietly(catalog);
+            Closer.closeAllAfter(e, catalog, listener);
             throw new IllegalStateException("takeover failed: the predecessor stopped answering and the lock stays"
                     + " taken: " + e.getMessage(), e);
         }
     }
 
-    /** STATUS's {@code origin} of a daemon that read nothing from the checkpoint; {@code from} -1: pid unknown. */
+    /**
+     * Runs a takeover through, both sides in this process over a socketpair, on a catalog of one small memfd (the
+     * predecessor's sending code, then this side's receiving and checking code), so that the first-use costs of that
+     * code (class loading, JNR's stubs) are paid while the predecessor still serves, not between its freeze and its
+     * commit. What fails here is logged at DEBUG: the real takeover then says what is wrong.
+     */
+    static void rehearse() {
+        UnixConnection[] pair = UnixConnection.pair("takeover rehearsal");
+        Closer<AutoCloseable> owned = new Closer<>();
+        try (ProtocolChannel predecessor = new ProtocolChannel(pair[0]);
+                ProtocolChannel successor = new ProtocolChannel(pair[1])) {
+            MemfdRegion region = owned.add(MemfdRegion.create("engram-takeover-rehearsal", Posix.pageSize(),
+                    PageKind.SMALL, null));
+            region.seal();
+            Fingerprint fp = new Fingerprint(Fingerprint.LAYOUT_VERSION, "memfd", List.of(), List.of(),
+                    List.of(new Fingerprint.Table("rehearsal", DType.U8, new long[] {1}, 1)));
+            Manifest manifest = new Manifest(java.util.HexFormat.of().parseHex(fp.sha256Hex()), fp.canonicalBytes(),
+                    List.of(new Manifest.Region(RegionKind.MEMFD, Posix.pageSize(), 0, -1)),
+                    List.of(new Manifest.Table("rehearsal", "U8", new long[] {1}, 1, 0, 0, 0, RegionKind.MEMFD, 0, -1)));
+            Catalog tiny = new Catalog(manifest, List.of(region.fd()), fp.sha256Hex(), e -> List.of(), "memfd", () -> { });
+            HandoverSender.sendCatalog(predecessor, HandoverSender.encode(tiny, LoadReport.EMPTY.encode()),
+                    region.fd());
+            Received got = receiveCatalog(successor, Path.of("/"));
+            owned.add(got.listener());
+            LoadReport.parse(got.catalog().report());
+            owned.add(AdoptedCatalog.adopt(got.catalog(), got.regions(), false));
+            successor.send(Frames.empty(MessageType.HANDOVER_READY, 2));
+            HandoverSender.expect(predecessor, MessageType.HANDOVER_READY, 1000);
+            predecessor.send(java.nio.ByteBuffer.wrap(new Handover.Commit(1, List.of()).encode()), List.of(region.fd()));
+            Committed c = receiveCommit(successor);
+            owned.add(c.lock());
+            successor.send(Frames.empty(MessageType.HANDOVER_DONE, 2));
+            HandoverSender.expect(predecessor, MessageType.HANDOVER_DONE, 1000);
+        } catch (RuntimeException e) {
+            LOG.log(DEBUG, () -> "takeover rehearsal: " + e);
+        } finally {
+            try {
+                owned.close();
+            } catch (RuntimeException e) {
+                LOG.log(DEBUG, () -> "takeover rehearsal, closing: " + e);
+            }
+        }
+    }
+
     /** DEBUG: how far the takeover is, in ms since it asked. */
     private static void step(long t0, String what) {
-        LOG.log(System.Logger.Level.DEBUG, () -> String.format("takeover: %s at %.1f ms", what,
-                (System.nanoTime() - t0) / 1e6));
-    }
-
-    static Map<String, Object> origin(String how, int from, long t0) {
-        Map<String, Object> o = new LinkedHashMap<>();
-        o.put("how", how);
-        if (from > 0) {
-            o.put("from_pid", from);
-        }
-        o.put("checkpoint_bytes_read", 0L);
-        o.put("handover_ms", Math.round((System.nanoTime() - t0) / 1e4) / 100.0);
-        return o;
-    }
-
-    @SuppressWarnings("unchecked")
-    static Map<String, Object> parseReport(String json) {
-        try {
-            Object o = JsonReader.parse(json);
-            return o instanceof Map<?, ?> m ? new LinkedHashMap<>((Map<String, Object>) m) : new LinkedHashMap<>();
-        } catch (RuntimeException e) {
-            return new LinkedHashMap<>();
-        }
+        LOG.log(DEBUG, () -> String.format("takeover: %s at %.1f ms", what, (System.nanoTime() - t0) / 1e6));
     }
 
     /** An ERROR from the predecessor ends the takeover with its message; otherwise the frame's reader. */
-    private static io.engramhost.protocol.FrameReader refuseError(ProtocolChannel.Incoming in, Path socket) {
+    private static FrameReader refuseError(ProtocolChannel.Incoming in, Path socket) {
         if (in.type() == MessageType.ERROR) {
             ErrorReply e = ErrorReply.decode(in.reader());
             throw new IllegalStateException("the daemon on " + socket + " refused: " + e.message());
@@ -329,24 +312,13 @@ public final class Takeover {
         return in.reader();
     }
 
-    private static void abort(ProtocolChannel ch, String reason) {
+    /** Tells the predecessor why this successor refuses (it serves on either way), and says so in one line. */
+    private static IllegalStateException refuse(ProtocolChannel ch, RuntimeException why) {
         try {
-            ch.send(Handover.abort(String.valueOf(reason)));
+            ch.send(Handover.abort(String.valueOf(why.getMessage())));
         } catch (RuntimeException ignored) {
             // the predecessor may be gone; it serves on either way
         }
-    }
-
-    private static void closeQuietly(Catalog c) {
-        try {
-            c.close();
-        } catch (Exception e) {
-            LOG.log(WARNING, "freeing the tables handed over failed: " + e.getMessage());
-        }
-    }
-
-    /** TEST ONLY ({@link #TEST_GATE}). */
-    private static void gate(String step) {
-        io.engramhost.store.TestGate.hold(TEST_GATE, step, "takeover");
+        return new IllegalStateException("takeover refused by this successor: " + why.getMessage(), why);
     }
 }

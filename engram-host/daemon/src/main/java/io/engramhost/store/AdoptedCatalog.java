@@ -79,7 +79,8 @@ public final class AdoptedCatalog {
                 }
                 byDevice.put(s.device(), new Catalog.Served(s.manifest(), fds));
             }
-            return new Catalog(byDevice, handed.fingerprintSha256(), new FingerprintMatch(fingerprint), handed.backend(),
+            return new Catalog(byDevice, handed.fingerprintSha256(),
+                    new FingerprintMatch(fingerprint, handed.served().get(0).manifest().fingerprint()), handed.backend(),
                     owned);
         } catch (RuntimeException e) {
             owned.closeAfter(e);

@@ -8,6 +8,7 @@ import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.CudaDevice;
+import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.numa.MemoryBudget;
 import io.engramhost.numa.NumaPolicy;
@@ -73,15 +74,6 @@ public final class CatalogFactory {
     }
 
     /**
-     * TEST ONLY: the NUMA nodes of the GPUs {@code --numa auto} decides from, instead of the real GPUs' (a comma
-     * list, -1 for a GPU whose node is unknown: {@code 1}, {@code 0,1}); the daemon says so once on stderr. The
-     * two-node guest of scripts/numa-vm.sh has no GPU; nothing else should set it.
-     */
-    public static final String TEST_GPU_NUMA_NODES = "ENGRAM_HOST_TEST_GPU_NUMA_NODES";
-    private static final java.util.concurrent.atomic.AtomicBoolean GPU_NODES_ANNOUNCED =
-            new java.util.concurrent.atomic.AtomicBoolean();
-
-    /**
      * Validates everything about {@code ctx} that can be wrong: the checkpoint (opened once; its fds go to
      * the builder, which reads through them and closes them), the selection, the limits
      * ({@link Limits}), the NUMA policy, the GPUs and the memory budget.
@@ -125,7 +117,7 @@ public final class CatalogFactory {
         switch (ctx.backend()) {
             case MEMFD, MEMFD_HUGETLB -> {
                 PageKind pages = ctx.backend() == Backend.MEMFD ? PageKind.SMALL : PageKind.HUGE_2M;
-                policy = spec.resolve(topology, spec.isAuto() ? served(gpuNodes(topology), ctx.gpus()) : List.of());
+                policy = spec.resolve(topology, spec.isAuto() ? served(gpuNodes(topology, ctx.hooks()), ctx.gpus()) : List.of());
                 factory = HostRegionFactory.memfd(pages, policy);
                 placement = "numa " + policy;
             }
@@ -141,8 +133,7 @@ public final class CatalogFactory {
             default -> throw new IllegalStateException("no store for backend " + ctx.backend());
         }
         HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, factory,
-                ctx.backend().wireName(), device,
-                ctx.threads());
+                ctx.backend().wireName(), device, ctx.threads(), ctx.hooks());
         Limits.checkRegions(builder.regionCount());
         java.util.OptionalLong override = ctx.memoryBudget() == null ? java.util.OptionalLong.empty()
                 : java.util.OptionalLong.of(ctx.memoryBudget());
@@ -218,28 +209,16 @@ public final class CatalogFactory {
         return out;
     }
 
-    /** Every GPU's node for --numa auto, by CUDA index: sysfs first, CUDA's HOST_NUMA_ID where sysfs says -1. */
-    private static List<OptionalInt> gpuNodes(Topology topology) {
-        List<OptionalInt> out = new ArrayList<>();
-        String test = System.getenv(TEST_GPU_NUMA_NODES);
-        if (test != null) {
-            for (String part : test.split(",", -1)) {
-                int n;
-                try {
-                    n = Integer.parseInt(part.strip());
-                } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException(TEST_GPU_NUMA_NODES + "='" + test
-                            + "' is not a comma list of NUMA nodes (-1 for unknown)");
-                }
-                out.add(n < 0 ? OptionalInt.empty() : OptionalInt.of(n));
-            }
-            if (GPU_NODES_ANNOUNCED.compareAndSet(false, true)) {
-                System.err.println("engram-host: TEST ONLY (" + TEST_GPU_NUMA_NODES + "=" + test + "): --numa auto"
-                        + " takes the GPUs' NUMA nodes from this variable, not from the GPUs");
-                System.err.flush();
-            }
-            return out;
+    /**
+     * Every GPU's node for --numa auto, by CUDA index (unless the hooks name them): sysfs first, CUDA's HOST_NUMA_ID
+     * where sysfs says -1.
+     */
+    private static List<OptionalInt> gpuNodes(Topology topology, DaemonHooks hooks) {
+        java.util.Optional<List<OptionalInt>> given = hooks.gpuNumaNodes();
+        if (given.isPresent()) {
+            return given.get();
         }
+        List<OptionalInt> out = new ArrayList<>();
         if (Cuda.available()) {
             for (int i = 0; i < Cuda.deviceCount(); i++) {
                 CudaDevice d = Cuda.device(i);

@@ -3,6 +3,7 @@ package io.engramhost.store;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
@@ -45,7 +46,7 @@ final class DeviceTensors {
 
     /** Reads the tensors through {@code source}'s validated fds, then copies them into each GPU. */
     void load(OpenCheckpoint source, ManifestAssembler manifests, Closer<AutoCloseable> owned, LoadProgress progress,
-            int threads) {
+            int threads, DaemonHooks hooks) {
         RegionPlan plan = plan();
         long total = tensors.stream().mapToLong(TensorInfo::length).sum();
         progress.phase(LoadProgress.DEVICE, "loading " + tensors.size() + " device tensors for GPUs " + gpus, total);
@@ -59,7 +60,7 @@ final class DeviceTensors {
                 RegionPlan.Slot s = plan.slots().get(i);
                 address.put(tensors.get(i), s.region() < 0 ? 0L : staging.get(s.region()).address() + s.offset());
             }
-            CheckpointLoader.Result read = HostCatalogBuilder.loader(threads, progress).load(source, tensors, address::get);
+            CheckpointLoader.Result read = HostCatalogBuilder.loader(threads, progress, hooks).load(source, tensors, address::get);
             for (int gpu : gpus) {
                 for (int r = 0; r < staging.size(); r++) {
                     DeviceAllocation a = owned.add(DeviceAllocation.create(staging.get(r).length(), gpu,
@@ -75,11 +76,7 @@ final class DeviceTensors {
                             s.region(), s.offset(), read.digest(t), RegionKind.VMM_DEVICE, -1, gpu));
                 }
             }
-            Map<String, Object> facts = new LinkedHashMap<>();
-            facts.put("tensors", tensors.size());
-            facts.put("bytes_per_gpu", total);
-            facts.put("gpus", gpus);
-            progress.put("device_tensors", facts);
+            progress.report(r -> r.withDeviceTensors(new LoadReport.DeviceTensorsFact(tensors.size(), total, gpus)));
         } finally {
             staging.forEach(Mapping::close);
         }

@@ -18,12 +18,13 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
 
     private final Fingerprint served;
     private final String sha;
-    /** The served fingerprint's canonical bytes, made once, at the first large expectation. */
-    private byte[] encoded;
+    /** The served fingerprint's canonical bytes: the catalog's manifests carry the same array. */
+    private final byte[] encoded;
 
-    FingerprintMatch(Fingerprint served) {
+    FingerprintMatch(Fingerprint served, byte[] canonical) {
         this.served = served;
         this.sha = served.sha256Hex();
+        this.encoded = canonical;
     }
 
     @Override
@@ -38,7 +39,7 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
             case STRUCTURED -> {
                 if (expectation.bytes().length > DETAILED_EXPECTATION) {
                     try {
-                        yield Fingerprint.differencesFromEncoded(expectation.bytes(), encoded());
+                        yield Fingerprint.differencesFromEncoded(expectation.bytes(), encoded);
                     } catch (RuntimeException e) {
                         throw new ProtocolException("IMPORT: the expected structured fingerprint is malformed: "
                                 + e.getMessage());
@@ -54,12 +55,5 @@ final class FingerprintMatch implements Catalog.FingerprintCheck {
                 yield expected.differences(served, ErrorReply.MAX_LISTED);
             }
         };
-    }
-
-    private synchronized byte[] encoded() {
-        if (encoded == null) {
-            encoded = served.canonicalBytes();
-        }
-        return encoded;
     }
 }

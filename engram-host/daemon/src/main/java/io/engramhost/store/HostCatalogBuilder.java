@@ -1,18 +1,17 @@
 package io.engramhost.store;
 
-import io.engramhost.checkpoint.CheckpointException;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.numa.CpuList;
 import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -40,12 +39,6 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     static final long OWN_REGION_BYTES = 64L << 20;
     /** Packed regions are closed at this size. */
     static final long PACK_LIMIT_BYTES = 1L << 30;
-    /**
-     * TEST ONLY: {@code before-read:PATH} holds the load before its first read, {@code after-chunk:PATH} after
-     * each chunk read (so after the first), until PATH exists; the daemon says so once on stderr. Tests use
-     * it to change a checkpoint at a known point of a load; nothing else should set it.
-     */
-    public static final String TEST_LOAD_GATE = "ENGRAM_HOST_TEST_LOAD_GATE";
     /** What a load that found its checkpoint changed says after the file and the change. */
     static final String CHANGED_CONSEQUENCE = "refusing to serve it; restart the daemon once the file is stable";
     private static final System.Logger LOG = System.getLogger(HostCatalogBuilder.class.getName());
@@ -57,10 +50,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private final String backend;
     private final DeviceTensors deviceTensors;
     private final int threads;
+    private final DaemonHooks hooks;
     private final RegionPlan plan;
 
     HostCatalogBuilder(OpenCheckpoint source, List<TensorInfo> tensors, Fingerprint fingerprint,
-            HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads) {
+            HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads, DaemonHooks hooks) {
         this.source = source;
         this.tensors = List.copyOf(tensors);
         this.fingerprint = fingerprint;
@@ -68,6 +62,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         this.backend = backend;
         this.deviceTensors = deviceTensors;
         this.threads = threads;
+        this.hooks = hooks;
         this.plan = RegionPlan.plan(this.tensors.stream().map(TensorInfo::length).toList(), OWN_REGION_BYTES,
                 PACK_LIMIT_BYTES, (int) Posix.pageSize(), factory.granule());
     }
@@ -81,11 +76,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         return plan.regionSizes().size() + (deviceTensors == null ? 0 : deviceTensors.regionCount());
     }
 
-    /** The loader the daemon uses, held at each chunk while a test gate says so ({@link #TEST_LOAD_GATE}). */
-    static CheckpointLoader loader(int threads, LoadProgress progress) {
-        CheckpointLoader loader = new CheckpointLoader(threads, CheckpointLoader.DEFAULT_PIECE,
-                (done, all) -> progress.done(done));
-        return testGate("after-chunk") ? loader.withAfterChunkHook(HostCatalogBuilder::holdAtTestGate) : loader;
+    /** The loader the daemon uses: its progress goes to {@code progress}, and each piece read to {@code hooks}. */
+    static CheckpointLoader loader(int threads, LoadProgress progress, DaemonHooks hooks) {
+        return new CheckpointLoader(threads, CheckpointLoader.DEFAULT_PIECE, (done, all) -> {
+            progress.done(done);
+            hooks.reached(DaemonHooks.Point.LOAD_AFTER_CHUNK);
+        });
     }
 
     /**
@@ -94,17 +90,16 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      * it ({@code load_threads}). With no such node, or CPUs this process may not use, the threads run anywhere.
      */
     private CheckpointLoader loaderOnNode(int threads, LoadProgress progress) {
-        CheckpointLoader loader = loader(threads, progress);
+        CheckpointLoader loader = loader(threads, progress, hooks);
         int node = factory.loadNode();
         java.util.Optional<io.engramhost.numa.NumaNode> n = node < 0 ? java.util.Optional.empty()
                 : io.engramhost.numa.Topology.read().node(node);
         if (n.isEmpty() || n.get().cpus().isEmpty()) {
-            progress.put("load_threads", Map.of("threads", threads, "cpus", "any"));
+            progress.report(r -> r.withLoadThreads(new LoadReport.LoadThreads(threads, null, "any", null)));
             return loader;
         }
         List<Integer> cpus = n.get().cpus();
-        progress.put("load_threads", Map.of("threads", threads, "node", node, "cpus",
-                io.engramhost.numa.CpuList.format(cpus)));
+        progress.report(r -> r.withLoadThreads(new LoadReport.LoadThreads(threads, node, CpuList.format(cpus), null)));
         java.util.concurrent.atomic.AtomicBoolean warned = new java.util.concurrent.atomic.AtomicBoolean();
         return loader.withThreadStart(() -> {
             try {
@@ -113,23 +108,16 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 if (warned.compareAndSet(false, true)) {
                     LOG.log(System.Logger.Level.WARNING, "the load threads run on any CPU, not node " + node + "'s ("
                             + e.getMessage() + ")");
-                    progress.put("load_threads", Map.of("threads", threads, "node", node, "cpus", "any",
-                            "why", String.valueOf(e.getMessage())));
+                    progress.report(r -> r.withLoadThreads(new LoadReport.LoadThreads(threads, node, "any",
+                            String.valueOf(e.getMessage()))));
                 }
             }
         });
     }
 
-    private static boolean testGate(String when) {
-        return TestGate.names(TEST_LOAD_GATE, when);
-    }
-
-    /** TEST ONLY: waits until the gate's path exists ({@link #TEST_LOAD_GATE}). */
-    private static void holdAtTestGate() {
-        String gate = System.getenv(TEST_LOAD_GATE);
-        if (!TestGate.hold(TEST_LOAD_GATE, gate.substring(0, gate.indexOf(':')), "load")) {
-            throw new CheckpointException("load interrupted while held by " + TEST_LOAD_GATE);
-        }
+    @Override
+    public void close() {
+        source.close();
     }
 
     @Override
@@ -145,9 +133,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             long createNanos = 0;
             CheckpointLoader.Result read;
             try (CheckpointLoader.Session session = loaderOnNode(threads, progress).start(source, total)) {
-                if (testGate("before-read")) {
-                    holdAtTestGate();
-                }
+                hooks.reached(DaemonHooks.Point.LOAD_BEFORE_READ);
                 List<List<Integer>> byRegion = new ArrayList<>();
                 sizes.forEach(size -> byRegion.add(new ArrayList<>()));
                 List<TensorInfo> empty = new ArrayList<>();
@@ -202,12 +188,13 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                         s.offset(), read.digest(t), factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
             }
             if (deviceTensors != null) {
-                deviceTensors.load(source, manifests, owned, progress, threads);
+                deviceTensors.load(source, manifests, owned, progress, threads, hooks);
             }
             progress.phase(LoadProgress.CHECK, "checking the checkpoint is unchanged", 0);
             source.checkUnchanged("during the load", CHANGED_CONSEQUENCE);
-            return new Catalog(manifests.build(), fingerprint.sha256Hex(), new FingerprintMatch(fingerprint), backend,
-                    owned);
+            Map<Integer, Catalog.Served> served = manifests.build();
+            return new Catalog(served, fingerprint.sha256Hex(),
+                    new FingerprintMatch(fingerprint, served.get(-1).manifest().fingerprint()), backend, owned);
         } catch (Exception e) {
             owned.closeAfter(e);
             throw e;
@@ -272,12 +259,8 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                     .orElse(factory.node());
             byRegion.get(i).forEach((n, c) -> pagesByNode.merge(n, c, Long::sum));
         }
-        Map<String, Object> placement = new LinkedHashMap<>();
-        pagesByNode.forEach((n, c) -> placement.put("node" + n + "_pages", c));
-        if (unverified.get() != null) {
-            placement.put("unverified", unverified.get());
-        }
-        progress.put("placement", placement);
+        LoadReport.Placement placement = new LoadReport.Placement(pagesByNode, unverified.get());
+        progress.report(r -> r.withPlacement(placement));
         return node;
     }
 

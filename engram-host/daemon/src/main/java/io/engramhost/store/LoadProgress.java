@@ -1,8 +1,6 @@
 package io.engramhost.store;
 
 import io.engramhost.util.Bytes;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 
@@ -39,7 +37,7 @@ public final class LoadProgress {
     private final AtomicLong done = new AtomicLong();
     private volatile long total;
     private volatile long phaseStart = System.nanoTime();
-    private final Map<String, Object> facts = new LinkedHashMap<>();
+    private LoadReport report = LoadReport.EMPTY;
     private LoadTimings loadTimings;
 
     public LoadProgress(Consumer<String> log) {
@@ -47,7 +45,7 @@ public final class LoadProgress {
     }
 
     /**
-     * A new phase {@code name} ({@link #CREATE}...) of {@code totalBytes} (0: not counted in bytes);
+     * A new phase {@code name} ({@link #READ}...) of {@code totalBytes} (0: not counted in bytes);
      * {@code detail} is what the log line and {@link #text()} say.
      */
     public void phase(String name, String detail, long totalBytes) {
@@ -81,10 +79,10 @@ public final class LoadProgress {
         done.accumulateAndGet(bytes, Math::max);
     }
 
-    /** Records the host tables' load timings: STATUS's {@code load} object ({@link LoadTimings#toMap()}). */
+    /** Records the host tables' load timings: STATUS's {@code load} object. */
     public synchronized void loadTimings(LoadTimings timings) {
         this.loadTimings = timings;
-        facts.put("load", timings.toMap());
+        report = report.withLoad(timings.toReport());
     }
 
     /** The host tables' load timings, or null before they are loaded. */
@@ -92,16 +90,17 @@ public final class LoadProgress {
         return loadTimings;
     }
 
-    /** Records a fact for status: a timing, the placement, the GPU tensors... */
-    public synchronized void put(String key, Object value) {
-        facts.put(key, value);
+    /** Records what the load found out (the placement, the load's threads, the GPU tensors...) for STATUS. */
+    public synchronized void report(java.util.function.UnaryOperator<LoadReport> change) {
+        report = change.apply(report);
     }
 
-    public synchronized Map<String, Object> facts() {
-        return new LinkedHashMap<>(facts);
+    /** What the load has found out so far. */
+    public synchronized LoadReport report() {
+        return report;
     }
 
-    /** The phase's short name: {@link #CREATE}, {@link #READ}... */
+    /** The phase's short name: {@link #READ}, {@link #VERIFY}... */
     public String phase() {
         return phase;
     }

@@ -2,9 +2,6 @@ package io.engramhost.store;
 
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Lap;
-import java.util.Collections;
-import java.util.LinkedHashMap;
-import java.util.Map;
 
 /**
  * Where the daemon's load of its host tables spent its time, in nanoseconds. The regions are created one after
@@ -38,19 +35,10 @@ public record LoadTimings(long createNanos, long createBytes, long readNanos, lo
         return nanos > 0 ? bytes / Lap.seconds(nanos) / GIB : 0.0;
     }
 
-    /**
-     * STATUS's {@code load} object, in this order: {@code create_s}, {@code create_gib_s}, {@code read_s},
-     * {@code read_gib_s}, {@code read_direct_bytes}, {@code verify_seal_s} (seconds, GiB/s, bytes).
-     */
-    public Map<String, Object> toMap() {
-        Map<String, Object> m = new LinkedHashMap<>();
-        m.put("create_s", Lap.seconds(createNanos));
-        m.put("create_gib_s", createGibPerSecond());
-        m.put("read_s", Lap.seconds(readNanos));
-        m.put("read_gib_s", readGibPerSecond());
-        m.put("read_direct_bytes", directBytes);
-        m.put("verify_seal_s", Lap.seconds(verifySealNanos));
-        return Collections.unmodifiableMap(m);
+    /** STATUS's {@code load} object ({@link LoadReport.Timings}): seconds, GiB/s and bytes. */
+    public LoadReport.Timings toReport() {
+        return new LoadReport.Timings(Lap.seconds(createNanos), createGibPerSecond(), Lap.seconds(readNanos),
+                readGibPerSecond(), directBytes, Lap.seconds(verifySealNanos));
     }
 
     /** One line for the log: each phase's time and rate. */

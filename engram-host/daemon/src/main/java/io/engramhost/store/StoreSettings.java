@@ -1,5 +1,6 @@
 package io.engramhost.store;
 
+import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import java.nio.file.Path;
 import java.util.List;
@@ -15,12 +16,14 @@ import java.util.Objects;
  * @param gpus          the GPUs that get the device tensors (null: every GPU)
  * @param memoryBudget  {@code serve --memory-budget}: the bytes of ordinary memory the operator says the tables may
  *                      use where the policy puts them, checked instead of MemFree + file cache (null: none)
+ * @param hooks         where the load lets its starter step in ({@link DaemonHooks#NONE}: nowhere)
  */
 public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
-        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget) {
+        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks) {
 
     public StoreSettings {
         Objects.requireNonNull(backend, "backend");
+        Objects.requireNonNull(hooks, "hooks");
         checkpoints = List.copyOf(checkpoints);
         tables = List.copyOf(tables);
         deviceTensors = List.copyOf(deviceTensors);

@@ -7,7 +7,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.daemon.Daemon;
+import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.DaemonContext;
+import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ErrorCode;
@@ -17,6 +20,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
@@ -30,15 +34,14 @@ import org.junit.jupiter.api.io.TempDir;
 /** The client library's contract, against a real daemon (in this JVM) serving a generated checkpoint. */
 @Timeout(60)
 class ClientApiTest {
-    private static DaemonContext context(Path checkpoint) {
-        return new DaemonContext(List.of(checkpoint), List.of(), Backend.MEMFD, "none", null, null, null, Set.of(), 2, 2000,
-                List.of(), null).conclude();
+    private static DaemonContext context(Path checkpoint, Path socket) {
+        return new DaemonContext().checkpoints(List.of(checkpoint)).socket(socket).numa("none").threads(2)
+                .limits(ConnectionLimits.defaults().withRequestTimeout(2000));
     }
 
     private static Daemon serve(Path dir, Path checkpoint) throws Exception {
-        DaemonContext ctx = context(checkpoint);
-        Daemon d = Daemon.start(ctx, dir.resolve("run/c.sock"));
-        d.load(CatalogFactory.prepare(ctx.store()).builder());
+        Daemon d = DaemonLauncher.start(context(checkpoint, dir.resolve("run/c.sock")), DaemonLauncher.Environment.none());
+        d.awaitReady();
         return d;
     }
 
@@ -145,27 +148,40 @@ class ClientApiTest {
     }
 
     private static void loadWhileClientsWait(Path dir, Path ckpt) throws Exception {
-        DaemonContext ctx = context(ckpt);
-        try (Daemon d = Daemon.start(ctx, dir.resolve("run/l.sock"))) {
+        CountDownLatch held = new CountDownLatch(1);
+        DaemonHooks holdTheLoad = new DaemonHooks() {
+            @Override
+            public void reached(Point point) {
+                if (point == Point.LOAD_BEFORE_READ) {
+                    try {
+                        held.await();
+                    } catch (InterruptedException e) {
+                        throw new IllegalStateException(e);
+                    }
+                }
+            }
+        };
+        try (Daemon d = DaemonLauncher.start(context(ckpt, dir.resolve("run/l.sock")).hooks(holdTheLoad),
+                DaemonLauncher.Environment.none())) {
             String status = EngramClient.status(d.socket(), ClientOptions.defaults());
             assertTrue(status.contains("\"state\":\"loading\"") && status.contains("\"progress\""), status);
             EngramClientException e = assertThrows(EngramClientException.class,
                     () -> EngramClient.connect(d.socket(), Expectation.any(), ClientOptions.defaults()));
             assertEquals(ErrorCode.NOT_READY, e.code());
-            Thread loader = new Thread(() -> {
+            Thread opener = new Thread(() -> {
                 try {
                     Thread.sleep(300);
-                    d.load(CatalogFactory.prepare(ctx.store()).builder());
-                } catch (Exception ex) {
+                    held.countDown();
+                } catch (InterruptedException ex) {
                     throw new IllegalStateException(ex);
                 }
             });
-            loader.start();
+            opener.start();
             try (ImportedTables t = EngramClient.connect(d.socket(), Expectation.any(),
                     ClientOptions.defaults().withNotReadyWait(10_000))) {
                 assertEquals(4, t.tables().size(), "waited through loading");
             }
-            loader.join();
+            opener.join();
         }
     }
 }

@@ -40,10 +40,9 @@ import org.junit.jupiter.api.io.TempDir;
 class DaemonClientTest {
     private static final jnr.ffi.Pointer MEM = jnr.ffi.Pointer.wrap(LibCHolder.RUNTIME, 0L);
 
-    private static DaemonContext context() {
-        return new DaemonContext(List.of(Path.of("unused")), List.of(), Backend.MEMFD, "none", null, null, null, Set.of(), 2,
-                new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
-                null).conclude();
+    /** A ready daemon on {@code socket} serving {@link #catalog}. */
+    private static Daemon ready(Path socket) throws Exception {
+        return TestDaemons.ready(TestDaemons.context(socket, p -> catalog(), Set.of()));
     }
 
     /** One memfd holding two tables: rows of 8 bytes with value row*3, and an empty table. */
@@ -65,13 +64,15 @@ class DaemonClientTest {
     void shouldServeTablesAndEndLeasesOnClose(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("run/d.sock");
         int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
-        try (Daemon daemon = Daemon.start(context(), socket)) {
+        TestDaemons.Held held = new TestDaemons.Held(DaemonClientTest::catalog);
+        try (Daemon daemon = TestDaemons.start(TestDaemons.context(socket, held, Set.of()))) {
             assertEquals("rw-------", java.nio.file.attribute.PosixFilePermissions.toString(Files.getPosixFilePermissions(socket)));
             EngramClientException notReady = assertThrows(EngramClientException.class,
                     () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()));
             assertEquals(ErrorCode.NOT_READY, notReady.code());
             assertFalse(Files.exists(SocketPaths.readyFile(socket)), "no ready file while loading");
-            daemon.load(p -> catalog());
+            held.open();
+            daemon.awaitReady();
             assertEquals(Integer.toString(daemon.pid()), ReadyFile.read(SocketPaths.readyFile(socket)).get("pid"));
 
             CountDownLatch gone = new CountDownLatch(1);
@@ -111,8 +112,7 @@ class DaemonClientTest {
     void shouldTellTheDaemonIsGoneWithoutACallbackThread(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("w.sock");
         ImportedTables tables;
-        try (Daemon daemon = Daemon.start(context(), socket)) {
-            daemon.load(p -> catalog());
+        try (Daemon daemon = ready(socket)) {
             tables = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults());
             assertEquals(null, tables.daemonGoneReason(), "the daemon is there");
         }
@@ -127,11 +127,11 @@ class DaemonClientTest {
     }
 
     @Test
-    void shouldRefuseASecondDaemonNamingThePid(@TempDir Path dir) {
+    void shouldRefuseASecondDaemonNamingThePid(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("d.sock");
-        try (Daemon daemon = Daemon.start(context(), socket)) {
+        try (Daemon daemon = TestDaemons.start(TestDaemons.context(socket, p -> catalog(), Set.of()))) {
             DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
-                    () -> Daemon.start(context(), socket));
+                    () -> TestDaemons.start(TestDaemons.context(socket, p -> catalog(), Set.of())));
             assertEquals("engram-host is already running (pid=" + daemon.pid() + ") on " + socket, e.getMessage());
         }
     }
@@ -146,8 +146,7 @@ class DaemonClientTest {
         org.junit.jupiter.api.Assumptions.assumeFalse(io.engramhost.cuda.Cuda.available(), "this machine has CUDA");
         Path socket = dir.resolve("g.sock");
         ClientOptions gpu = ClientOptions.defaults().withGpu(0, false);
-        try (Daemon daemon = Daemon.start(context(), socket)) {
-            daemon.load(p -> catalog());
+        try (Daemon daemon = ready(socket)) {
             String expected = "CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause();
             EngramClient.prepareCudaDriver();
             EngramClient.prepare(gpu);
@@ -174,8 +173,7 @@ class DaemonClientTest {
     void shouldSurviveGarbageAndSilence(@TempDir Path dir) throws Exception {
         Path socket = dir.resolve("d.sock");
         int fdsBefore = io.engramhost.os.ProcessProbe.countOpenFds();
-        try (Daemon daemon = Daemon.start(context(), socket)) {
-            daemon.load(p -> catalog());
+        try (Daemon daemon = ready(socket)) {
             try (var c = io.engramhost.os.UnixConnection.connect(socket)) {
                 c.send(java.nio.ByteBuffer.wrap("garbage!".getBytes()), List.of());
             }

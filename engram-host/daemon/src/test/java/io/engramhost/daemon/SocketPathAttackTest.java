@@ -53,14 +53,14 @@ class SocketPathAttackTest {
     private int ownedFds;
     private int openFds = -2;
 
-    private static DaemonContext context(Set<Integer> allowUids) {
-        return new DaemonContext(List.of(Path.of("unused")), List.of(), Backend.MEMFD, "none", null, null, null, allowUids, 2,
-                new ConnectionLimits(64, 32, 1000, 2000, 60_000, ConnectionLimits.DEFAULT_REQUEST_MEMORY, 2), List.of(),
-                null).conclude();
+    /** A daemon on {@code socket} admitting {@code allowUids}, loading until {@code held} opens. */
+    private static Daemon start(Path socket, Set<Integer> allowUids, TestDaemons.Held held) {
+        return TestDaemons.start(TestDaemons.context(socket, held, allowUids));
     }
 
-    private static DaemonContext context() {
-        return context(Set.of());
+    /** A daemon on {@code socket} that stays loading. */
+    private static Daemon loading(Path socket, Set<Integer> allowUids) {
+        return start(socket, allowUids, new TestDaemons.Held(SocketPathAttackTest::catalog));
     }
 
     /** One sealed memfd with one table. */
@@ -125,7 +125,7 @@ class SocketPathAttackTest {
     }
 
     private static IllegalStateException refused(Path socket, Set<Integer> allowUids) {
-        return assertThrows(IllegalStateException.class, () -> Daemon.start(context(allowUids), socket).close());
+        return assertThrows(IllegalStateException.class, () -> loading(socket, allowUids).close());
     }
 
     private static void assertContains(String message, String... parts) {
@@ -214,7 +214,7 @@ class SocketPathAttackTest {
     void shouldCreateAMissingDirectoryWithTheDocumentedMode() throws Exception {
         for (boolean others : new boolean[] {false, true}) {
             Path socket = base.resolve(others ? "shared/run/d.sock" : "private/run/d.sock");
-            try (Daemon d = Daemon.start(context(others ? Set.of(Attacker.UID) : Set.of()), socket)) {
+            try (Daemon d = loading(socket, others ? Set.of(Attacker.UID) : Set.of())) {
                 assertEquals(others ? "rwxr-xr-x" : "rwx------", mode(socket.getParent()));
                 assertEquals(others ? "rw-rw-rw-" : "rw-------", mode(socket));
                 assertEquals("rw-------", mode(SocketPaths.lockFile(socket)));
@@ -265,12 +265,14 @@ class SocketPathAttackTest {
                 Attacker.run("ln -s " + q(victim) + " " + q(p));
             }
             LogCapture log = new LogCapture();
-            try (Daemon d = Daemon.start(context(others ? Set.of(Attacker.UID) : Set.of()), socket)) {
+            TestDaemons.Held held = new TestDaemons.Held(SocketPathAttackTest::catalog);
+            try (Daemon d = start(socket, others ? Set.of(Attacker.UID) : Set.of(), held)) {
                 assertTrue((((Number) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS)).intValue()
                         & 0170000) == 0140000, "a socket, bound where the link was");
                 assertEquals(others ? "rw-rw-rw-" : "rw-------", mode(socket));
                 assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS), "the planted ready link was removed");
-                d.load(p -> catalog());
+                held.open();
+                d.awaitReady();
                 assertFalse(Files.isSymbolicLink(ready));
                 assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
                 assertFalse(Files.exists(tmp, LinkOption.NOFOLLOW_LINKS), "the temporary file was renamed");
@@ -291,9 +293,11 @@ class SocketPathAttackTest {
         Path socket = sticky.resolve("d.sock");
         Path ready = SocketPaths.readyFile(socket);
         Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
-        try (Daemon d = Daemon.start(context(), socket)) {
+        TestDaemons.Held held = new TestDaemons.Held(SocketPathAttackTest::catalog);
+        try (Daemon d = start(socket, Set.of(), held)) {
             Attacker.run("ln -s " + q(victim) + " " + q(tmp) + " && ln -s " + q(victim) + " " + q(ready));
-            d.load(p -> catalog());
+            held.open();
+            d.awaitReady();
             assertFalse(Files.isSymbolicLink(ready), "renameat replaced the link");
             assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
             assertEquals("0", Files.getAttribute(ready, "unix:uid").toString(), "the daemon's own file");
@@ -319,7 +323,7 @@ class SocketPathAttackTest {
         Path socket = sticky.resolve("d.sock");
         Path lock = Files.writeString(SocketPaths.lockFile(socket), "123\n");
         Files.setPosixFilePermissions(lock, PosixFilePermissions.fromString("rw-r--r--"));
-        try (Daemon d = Daemon.start(context(), socket)) {
+        try (Daemon d = loading(socket, Set.of())) {
             assertEquals("rw-------", mode(lock), "no one else can open it to hold it");
             String out = Attacker.run("flock -n -s " + q(lock) + " true 2>&1; echo rc=$?");
             assertTrue(out.contains("Permission denied") && !out.contains("rc=0"), out);
@@ -330,14 +334,14 @@ class SocketPathAttackTest {
     void shouldRemoveAnotherUsersFileAtTheSocketPathButRefuseADirectory() throws Exception {
         Path socket = sticky.resolve("d.sock");
         Attacker.run("echo squat > " + q(socket));
-        try (Daemon d = Daemon.start(context(), socket)) {
+        try (Daemon d = loading(socket, Set.of())) {
             assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"loading\"");
         }
         Path ready = SocketPaths.readyFile(socket);
         Attacker.run("mkdir " + q(ready));
         assertContains(refused(socket).getMessage(), "cannot take " + ready + ": it is a directory owned by uid 65534");
         Files.delete(ready);
-        Daemon.start(context(), socket).close(); // the refusal released the lock
+        loading(socket, Set.of()).close(); // the refusal released the lock
     }
 
     // --- the lock ---
@@ -371,14 +375,14 @@ class SocketPathAttackTest {
         try {
             assertEquals('r', holder.getInputStream().read());
             DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
-                    () -> Daemon.start(context(), socket).close());
+                    () -> loading(socket, Set.of()).close());
             assertEquals("engram-host is already running (pid=4242) on " + socket, e.getMessage());
         } finally {
             holder.destroyForcibly();
             holder.waitFor();
         }
         Files.writeString(lock, "not a pid, left by a dead daemon");
-        try (Daemon d = Daemon.start(context(), socket)) {
+        try (Daemon d = loading(socket, Set.of())) {
             assertEquals(d.pid() + "\n", Files.readString(lock), "the daemon's own lock file is rewritten");
         }
     }

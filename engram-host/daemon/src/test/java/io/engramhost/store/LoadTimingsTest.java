@@ -12,9 +12,11 @@ import org.junit.jupiter.api.Test;
 /** STATUS's {@code load} object keeps its fields (docs/protocol.md: seconds and GiB/s per phase). */
 class LoadTimingsTest {
     @Test
+    @SuppressWarnings("unchecked")
     void shouldReportSecondsAndRatePerPhase() {
         LoadTimings t = new LoadTimings(250_000_000, 1L << 30, 2_000_000_000, 4L << 30, 1L << 30, 125_000_000);
-        Map<String, Object> m = t.toMap();
+        Map<String, Object> m = LoadReport.EMPTY.withLoad(t.toReport()).toJson().get("load") instanceof Map<?, ?> l
+                ? new java.util.LinkedHashMap<>((Map<String, Object>) l) : Map.of();
         assertEquals(List.of("create_s", "create_gib_s", "read_s", "read_gib_s", "read_direct_bytes", "verify_seal_s"),
                 List.copyOf(m.keySet()));
         assertEquals(0.25, m.get("create_s"));
@@ -45,10 +47,10 @@ class LoadTimingsTest {
         LoadProgress progress = new LoadProgress(line -> { });
         assertNull(progress.loadTimings());
         LoadTimings t = new LoadTimings(1, 2, 3, 4, 5, 6);
-        progress.put("placement", Map.of("node0_pages", 1));
+        progress.report(r -> r.withPlacement(new LoadReport.Placement(Map.of(0, 1L), null)));
         progress.loadTimings(t);
         assertSame(t, progress.loadTimings());
-        assertEquals(List.of("placement", "load"), List.copyOf(progress.facts().keySet()));
-        assertEquals(t.toMap(), progress.facts().get("load"));
+        assertEquals(List.of("load", "placement"), List.copyOf(progress.report().toJson().keySet()));
+        assertEquals(t.toReport(), progress.report().load());
     }
 }

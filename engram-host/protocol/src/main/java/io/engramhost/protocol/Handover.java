@@ -152,10 +152,8 @@ public final class Handover {
     }
 
     /** One connection handed over: where it was in the conversation, its peer, and its lease if it is one. */
-    public record Connection(int phase, int version, int pid, int uid, int gid, long leaseId, long leaseSinceNanos) {
-        public static final int HELLO = 0;
-        public static final int SESSION = 1;
-        public static final int LEASE = 2;
+    public record Connection(ConnectionPhase phase, int version, int pid, int uid, int gid, long leaseId,
+            long leaseSinceNanos) {
     }
 
     /** HANDOVER_COMMIT. Its fds: fd 0 is the lock file, fd i+1 is connection i. */
@@ -163,7 +161,7 @@ public final class Handover {
         public byte[] encode() {
             FrameWriter w = new FrameWriter(MessageType.HANDOVER_COMMIT, 2).i64(nextLeaseId).i32(connections.size());
             for (Connection c : connections) {
-                w.u8(c.phase()).u16(c.version()).i32(c.pid()).i32(c.uid()).i32(c.gid()).i64(c.leaseId())
+                w.u8(c.phase().code()).u16(c.version()).i32(c.pid()).i32(c.uid()).i32(c.gid()).i64(c.leaseId())
                         .i64(c.leaseSinceNanos());
             }
             return sealed(w.toArray());
@@ -178,15 +176,12 @@ public final class Handover {
             }
             List<Connection> out = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
-                Connection c = new Connection(r.u8("phase"), r.u16("version"), r.i32("pid"), r.i32("uid"), r.i32("gid"),
+                Connection c = new Connection(ConnectionPhase.of(r.u8("phase")), r.u16("version"), r.i32("pid"), r.i32("uid"), r.i32("gid"),
                         r.i64("lease_id"), r.i64("lease_since_ns"));
-                if (c.phase() > Connection.LEASE) {
-                    throw new ProtocolException("HANDOVER_COMMIT: connection phase " + c.phase());
-                }
                 if (c.version() < ProtocolDescriptor.MIN_VERSION || c.version() > ProtocolDescriptor.MAX_VERSION) {
                     throw new ProtocolException("HANDOVER_COMMIT: connection version " + c.version());
                 }
-                if ((c.phase() == Connection.LEASE) != (c.leaseId() > 0) || c.leaseId() >= next) {
+                if ((c.phase() == ConnectionPhase.LEASE) != (c.leaseId() > 0) || c.leaseId() >= next) {
                     throw new ProtocolException("HANDOVER_COMMIT: lease id " + c.leaseId() + " (phase " + c.phase()
                             + ", next " + next + ")");
                 }

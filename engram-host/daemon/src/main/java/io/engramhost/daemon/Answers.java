@@ -1,0 +1,54 @@
+package io.engramhost.daemon;
+
+import io.engramhost.store.Catalog;
+import java.nio.ByteBuffer;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The answers a ready daemon gives from its catalog, made with the catalog (one of these per catalog, for its whole
+ * life) and shared by every request: each GPU's MANIFEST frame in each protocol version, and STATUS's
+ * {@code tables}. A mismatch's ERROR shares the catalog's fingerprint bytes ({@code catalog.manifest().fingerprint()}).
+ * Each is encoded at most once, at its first use: a manifest holds the fingerprint (up to 16 MiB) and STATUS's tables
+ * reach 17 MB at 100,000 tables, so encodings nobody asks for are never held on the daemon's bounded heap. Nothing here
+ * asks "the same catalog?": a new catalog comes with new answers.
+ */
+final class Answers {
+    private final Catalog catalog;
+    /** Key: device * 4 + version, for -1 and each GPU with a manifest of its own. */
+    private final ConcurrentHashMap<Long, byte[]> manifests = new ConcurrentHashMap<>();
+    private volatile byte[] statusTables;
+
+    Answers(Catalog catalog) {
+        this.catalog = catalog;
+    }
+
+    Catalog catalog() {
+        return catalog;
+    }
+
+    /** The MANIFEST frame for a client on GPU {@code device} (-1: none; a GPU without its own: the host tables'). */
+    byte[] manifest(int device, int version) {
+        int key = catalog.byDevice().containsKey(device) ? device : -1;
+        return manifests.computeIfAbsent((long) key * 4 + version, k -> {
+            ByteBuffer encoded = catalog.servedTo(key).manifest().encode(version);
+            byte[] b = new byte[encoded.remaining()];
+            encoded.get(b);
+            return b;
+        });
+    }
+
+    /** STATUS's {@code tables}: a JSON array. */
+    byte[] statusTables() {
+        byte[] t = statusTables;
+        if (t == null) {
+            synchronized (this) {
+                t = statusTables;
+                if (t == null) {
+                    t = StatusDocument.tablesJson(catalog);
+                    statusTables = t;
+                }
+            }
+        }
+        return t;
+    }
+}

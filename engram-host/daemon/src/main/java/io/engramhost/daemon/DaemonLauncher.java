@@ -1,0 +1,146 @@
+package io.engramhost.daemon;
+
+import static java.lang.System.Logger.Level.INFO;
+import static java.lang.System.Logger.Level.WARNING;
+
+import io.engramhost.checkpoint.WritableByOthers;
+import io.engramhost.os.Fd;
+import io.engramhost.os.Posix;
+import io.engramhost.os.UnixListener;
+import io.engramhost.store.CatalogBuilder;
+import io.engramhost.store.CatalogFactory;
+import io.engramhost.store.LoadReport;
+import io.engramhost.util.Bytes;
+import io.engramhost.util.Closer;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The one way a daemon starts ({@code serve}, tests and benchmarks alike): it gets its tables from systemd's fd
+ * store, else from a takeover (when asked), else prepares a load of the checkpoint, each of which yields one
+ * {@link Adoption}, and hands that to {@link Daemon#run}. Whatever fails on the way is one line, and leaves nothing
+ * open.
+ */
+public final class DaemonLauncher {
+    private static final System.Logger LOG = System.getLogger(DaemonLauncher.class.getName());
+
+    private DaemonLauncher() {
+    }
+
+    /** What a daemon reads of the process it runs in: its environment variables (systemd's among them). */
+    public record Environment(Map<String, String> variables) {
+        public Environment {
+            variables = Map.copyOf(variables);
+        }
+
+        /** This process's environment. */
+        public static Environment current() {
+            return new Environment(System.getenv());
+        }
+
+        /** No variables: not under systemd. */
+        public static Environment none() {
+            return new Environment(Map.of());
+        }
+    }
+
+    /**
+     * Starts the daemon {@code context} describes, in this process: serving once this returns (answering
+     * {@code loading} while a load runs; {@link Daemon#awaitReady} waits for it).
+     *
+     * @throws DaemonLock.AlreadyRunningException when a live daemon owns the socket path
+     * @throws RuntimeException with one line naming the input, when anything about it is wrong
+     */
+    public static Daemon start(DaemonContext context, Environment environment) {
+        context.conclude();
+        // Under systemd (docs/operating.md, "systemd"): the notify socket, and the fds a previous run left in the
+        // fd store (or a socket unit's listening socket), passed at 3, 4, ...
+        SystemdNotify notify = SystemdNotify.fromEnvironment(environment.variables());
+        FdStoreRestart.Passed passed = FdStoreRestart.fromEnvironment(environment.variables());
+        Adoption adoption = null;
+        Fd keptCatalog = null;
+        try {
+            if (passed != null && !context.takeover()) {
+                FdStoreRestart.Adopted adopted = FdStoreRestart.adopt(context, passed, notify);
+                if (adopted != null) {
+                    adoption = adopted.adoption();
+                    keptCatalog = adopted.catalogMemfd();
+                }
+            }
+            if (adoption == null && context.takeover()) {
+                try {
+                    adoption = Takeover.run(context);
+                } catch (Takeover.PredecessorGoneException e) {
+                    LOG.log(WARNING, e.getMessage() + "; loading the checkpoint instead");
+                }
+            }
+            if (adoption == null) {
+                adoption = prepareLoad(context, notify, passed);
+            }
+            Set<String> stale = passed == null ? Set.of() : passed.closeRest();
+            if (notify != null) {
+                adoption = adoption.supervised(new Adoption.Supervisor(notify, stale, keptCatalog));
+            } else if (keptCatalog != null) {
+                keptCatalog.close();
+            }
+        } catch (RuntimeException | Error e) {
+            if (passed != null) {
+                passed.closeRest();
+            }
+            Closer.closeAllAfter(e, notify, keptCatalog, adoption);
+            throw e;
+        }
+        return Daemon.run(adoption, context);
+    }
+
+    /**
+     * A daemon about to load: the checkpoint validated (or the tables the context makes), then the socket path
+     * claimed, serving on the listening socket systemd passed if there is one.
+     */
+    private static Adoption prepareLoad(DaemonContext context, SystemdNotify notify, FdStoreRestart.Passed passed) {
+        CatalogBuilder builder = context.catalog();
+        LoadReport report = LoadReport.EMPTY;
+        if (builder == null) {
+            CatalogFactory.Prepared prepared = CatalogFactory.prepare(context.store());
+            LOG.log(INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
+                    + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
+                    + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
+                    + prepared.budget());
+            prepared.spillWarning().ifPresent(w -> LOG.log(WARNING, "--numa " + context.numa() + ": " + w));
+            for (String w : WritableByOthers.of(prepared.checkpoint(), Posix.geteuid())) {
+                LOG.log(WARNING, "checkpoint: " + w + ": another user can change what a later load reads (this load"
+                        + " checks that the files did not change under it, and verify compares them afterwards;"
+                        + " docs/security.md)");
+            }
+            builder = prepared.builder();
+            report = report.withMemory(prepared.budget(), context.memoryBudget());
+            try {
+                if (notify != null) {
+                    notify.checkFdStore(prepared.regionCount());
+                }
+            } catch (RuntimeException e) {
+                Closer.closeAllAfter(e, prepared.builder());
+                throw e;
+            }
+        }
+        DaemonLock lock;
+        try {
+            lock = SocketClaim.lock(context.socket(), context.othersAdmitted());
+        } catch (RuntimeException e) {
+            Closer.closeAllAfter(e, builder);
+            throw e;
+        }
+        Fd handed = passed == null ? null : passed.takeListener(context.socket());
+        UnixListener listener;
+        try {
+            listener = SocketClaim.listen(lock, context.socket(), handed, context.othersAdmitted());
+        } catch (RuntimeException e) {
+            Closer.closeAllAfter(e, builder, lock);
+            throw e;
+        }
+        if (handed != null && handed.isOpen()) {
+            passed.keep(SystemdNotify.LISTEN_NAME);
+        }
+        return Adoption.toLoad(lock, listener, builder, report);
+    }
+}
