@@ -4,6 +4,8 @@
 # directory and runs it there with no Java reachable: `env -i` (no JAVA_HOME) and a PATH of a few tools, java not
 # among them. Checks:
 #   - `command -v java` fails in that environment;
+#   - LICENSE (the project's, Apache-2.0) is at the top, the same text as the repository's, and
+#     licenses/THIRD-PARTY.txt beside it;
 #   - `bin/engram-host --version` names the version, the commit and the protocol versions, with the AppCDS archive
 #     mapped (-Xshare:on fails otherwise);
 #   - `--help` of every command exits 0 and lists its options;
@@ -40,6 +42,12 @@ mkdir -p "$tmp/unpacked"
 tar -xzf "$tarball" -C "$tmp/unpacked"
 home=$(ls -d "$tmp"/unpacked/engram-host-*)
 [ -x "$home/bin/engram-host" ] && [ -x "$home/runtime/bin/java" ] || fail "bin/engram-host or runtime/bin/java missing"
+
+step "licences"
+cmp -s "$home/LICENSE" LICENSE || fail "the tarball's LICENSE is missing or differs from the repository's"
+grep -q 'Apache License' "$home/LICENSE" && grep -q 'Version 2.0, January 2004' "$home/LICENSE" \
+  || fail "LICENSE is not the Apache License 2.0"
+[ -s "$home/licenses/THIRD-PARTY.txt" ] || fail "licenses/THIRD-PARTY.txt missing"
 
 # A PATH without java: links to the few tools the launcher and these checks use.
 mkdir -p "$tmp/path"

@@ -12,6 +12,7 @@
 #                           jffi does not unpack a copy into java.io.tmpdir on every start
 #   app/engram-host.jsa     an AppCDS archive of the classes the commands load, dumped here by the bundled runtime
 #   share/bash-completion/completions/engram-host, share/zsh/engram-host-completion.zsh   Picocli's completion
+#   LICENSE                 engram-host's own licence (Apache-2.0)
 #   licenses/               THIRD-PARTY.txt and the licence texts of every bundled jar (scripts/third-party.py)
 #   README.md, docs/, deploy/ and python/ (when the repository has them), BUILD (version, commit, modules)
 # Usage: scripts/dist.sh     (x86-64 only; needs jlink and jdeps of a JDK 17, make, cc, python3)
@@ -69,7 +70,7 @@ echo "== licences ($(($(date +%s) - t0)) s)"
 python3 scripts/third-party.py "$DEPS" "$STAGE/app/lib" "$STAGE/licenses"
 
 echo "== docs ($(($(date +%s) - t0)) s)"
-cp README.md "$STAGE/"
+cp LICENSE README.md "$STAGE/"
 cp -r docs "$STAGE/docs"
 for d in deploy python; do
   if [ -d "$d" ]; then
