@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package's check (bin/test runs it): it installs offline into a fresh venv with
 # `pip install --no-build-isolation ./python` and runs there, then its tests run against real daemon processes
-# (the Java daemon, built by mvn, and native/c/protocol_peer.py). Counts go to the JSON file given (default
+# (the Java daemon, built by mvn, and conformance/protocol_peer.py). Counts go to the JSON file given (default
 # target/python-tests.json) for bin/test's summary line.
 # Usage: scripts/python-test.sh [COUNTS_JSON]
 set -euo pipefail

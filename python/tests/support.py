@@ -1,5 +1,5 @@
 """Real daemons for the tests: the Java daemon (bin/engram-host serve) as a separate process, generated
-checkpoints, and the scripted peer of native/c/protocol_peer.py. Nothing here stands in for the daemon."""
+checkpoints, and the scripted peer of conformance/protocol_peer.py. Nothing here stands in for the daemon."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Optional
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON_DIR = os.path.join(REPO, "python")
 LAUNCHER = os.environ.get("ENGRAM_HOST_LAUNCHER", os.path.join(REPO, "bin", "engram-host"))
-PEER = os.path.join(REPO, "native", "c", "protocol_peer.py")
+PEER = os.path.join(REPO, "conformance", "protocol_peer.py")
 
 
 def java_app_reason() -> Optional[str]:
@@ -177,7 +177,7 @@ class Daemon:
 
 
 class Peer:
-    """native/c/protocol_peer.py serving one connection with a scripted CASE."""
+    """conformance/protocol_peer.py serving one connection with a scripted CASE."""
 
     def __init__(self, case: str, directory: str, prefix: tuple = ()):
         self.socket = os.path.join(directory, f"peer-{case}.sock")
