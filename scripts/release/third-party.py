@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The licences of every third-party jar the release bundles (scripts/dist.sh).
+"""The licences of every third-party jar the release bundles (scripts/release/dist.sh).
 
-Usage: scripts/third-party.py DEPENDENCIES LIB_DIR OUT_DIR
+Usage: scripts/release/third-party.py DEPENDENCIES LIB_DIR OUT_DIR
 
 DEPENDENCIES is the cli module's runtime dependency list (engram-host/cli/target/app-dependencies.txt, written by
 maven-dependency-plugin's list goal at package). For each artifact it reads the licences its POM declares (walking
 up the parent POMs in the local Maven repository, $M2_REPO or ~/.m2/repository), copies the licence and notice
 files the jar itself carries (META-INF/LICENSE*, NOTICE*, COPYING*, licenses/*), and adds the text of each
-declared licence from scripts/licenses/ (texts taken from Maven Central artifacts; their README says which).
+declared licence from scripts/release/licenses/ (texts taken from Maven Central artifacts; their README says which).
 Writes OUT_DIR/THIRD-PARTY.txt (artifact, version, licences, files) and OUT_DIR/<artifact>-<version>/..., and
 OUT_DIR/texts/<SPDX>.txt. Fails when an artifact declares no licence, or only licences with no text here.
 """
@@ -17,8 +17,7 @@ import sys
 import xml.etree.ElementTree as ET
 import zipfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEXTS = os.path.join(ROOT, "scripts", "licenses")
+TEXTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "licenses")
 NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 # The licence names (and URLs) found in the POMs, mapped to SPDX ids; an unknown one fails the build so that a new
@@ -89,7 +88,7 @@ def main():
             ident = spdx(name, url)
             if ident is None:
                 raise SystemExit(f"third-party: {g}:{a}:{v}: licence '{name}' ({url}) is not known here: add it to"
-                                 " scripts/third-party.py and its text to scripts/licenses/")
+                                 " scripts/release/third-party.py and its text to scripts/release/licenses/")
             ids.append(ident)
         files = []
         own = os.path.join(out, f"{a}-{v}" + (f"-{classifier}" if classifier else ""))
@@ -114,7 +113,7 @@ def main():
                     d.write(s.read())
                 texts.append(os.path.relpath(dst, out))
         if not texts and not files:
-            raise SystemExit(f"third-party: {g}:{a}:{v} ({', '.join(ids)}): no licence text bundled or in scripts/licenses/")
+            raise SystemExit(f"third-party: {g}:{a}:{v} ({', '.join(ids)}): no licence text bundled or in scripts/release/licenses/")
         rows.append((f"{g}:{a}" + (f":{classifier}" if classifier else ""), v, ids, [n for n, _ in declared],
                      files + texts, jar))
     covered = {os.path.basename(r[5]) for r in rows}

@@ -3,9 +3,9 @@
 # `pip install --no-build-isolation ./python` and runs there, then its tests run against real daemon processes
 # (the Java daemon, built by mvn, and conformance/protocol_peer.py). Counts go to the JSON file given (default
 # target/python-tests.json) for bin/test's summary line.
-# Usage: scripts/python-test.sh [COUNTS_JSON]
+# Usage: scripts/ci/python-test.sh [COUNTS_JSON]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 counts=${1:-target/python-tests.json}
 mkdir -p "$(dirname "$counts")"
 python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "the Python package needs Python 3.10+")'

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs a command under a seccomp filter that fails the NUMA policy calls with EPERM, as a container runtime's
 default profile does for a container without CAP_SYS_NICE (Docker's gates mbind, set_mempolicy and get_mempolicy on
-that capability). The two-node checks (scripts/numa-guest-checks.sh) use it to show what `serve --numa 1` says
+that capability). The two-node checks (scripts/numa/numa-guest-checks.sh) use it to show what `serve --numa 1` says
 there, and that `--numa none` serves.
 
     seccomp-deny.py [--calls mbind,set_mempolicy,get_mempolicy,move_pages] -- COMMAND [ARGS...]

@@ -11,10 +11,10 @@
 #   2. Kubernetes: every deploy/kubernetes/**/*.yaml against the Kubernetes schemas, offline, with unknown fields
 #      refused (deploy/kubernetes/check/validate.mjs; `npm ci` there once, into its git-ignored node_modules).
 #   3. Slurm: bash -n of deploy/slurm/*.sh.
-# The tarball: the newest dist/engram-host-*.tar.gz, else scripts/dist.sh builds one from what `mvn package` built.
-# Usage: scripts/deploy-check.sh [TARBALL]   (prints its duration at the end)
+# The tarball: the newest dist/engram-host-*.tar.gz, else scripts/release/dist.sh builds one from what `mvn package` built.
+# Usage: scripts/ci/deploy-check.sh [TARBALL]   (prints its duration at the end)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 t0=$(date +%s)
 step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
@@ -29,11 +29,11 @@ if [ $# -ge 1 ]; then
 else
   tarball=$(ls -t dist/engram-host-*-linux-x86_64.tar.gz 2>/dev/null | head -1 || true)
   if [ -z "$tarball" ]; then
-    step "no tarball in dist/: scripts/dist.sh"
+    step "no tarball in dist/: scripts/release/dist.sh"
     if ! ls engram-host/cli/target/app/lib/engram-cli-*.jar >/dev/null 2>&1; then
       mvn -B -ntp -q -DskipTests package
     fi
-    scripts/dist.sh
+    scripts/release/dist.sh
     tarball=$(ls -t dist/engram-host-*-linux-x86_64.tar.gz | head -1)
   fi
 fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The two-node checks, run INSIDE the guest of scripts/numa-vm.sh (ENGRAM_NUMA_VM=1) by scripts/numa-two-node.sh,
+# The two-node checks, run INSIDE the guest of scripts/numa/numa-vm.sh (ENGRAM_NUMA_VM=1) by scripts/numa/numa-two-node.sh,
 # which prepares target/numa-vm/ first (checkpoint, digests sidecar, CDS archives, the numa tests' class path).
 # Real daemon and client processes, the guest's real sysfs and syscalls; docs/numa.md, "Two nodes, emulated".
 #
-#   scripts/numa-guest-checks.sh [--quick|--ci]
+#   scripts/numa/numa-guest-checks.sh [--quick|--ci]
 #
 # Each check prints PASS/FAIL/SKIP and a line of what it saw; results.txt and every log go to $ENGRAM_NUMA_VM_OUT.
 # --quick: the placement policies, the refusals, the checks without CAP_SYS_NICE and under a seccomp filter that
@@ -13,7 +13,7 @@
 # its budget on 2 TCG cores).
 # Exit status: 0 when no check failed.
 set -uo pipefail
-[ "${ENGRAM_NUMA_VM:-}" = 1 ] || { echo "numa-guest-checks: runs inside scripts/numa-vm.sh's guest (ENGRAM_NUMA_VM=1)" >&2; exit 2; }
+[ "${ENGRAM_NUMA_VM:-}" = 1 ] || { echo "numa-guest-checks: runs inside scripts/numa/numa-vm.sh's guest (ENGRAM_NUMA_VM=1)" >&2; exit 2; }
 QUICK=0
 CI=0
 [ "${1:-}" = --quick ] && QUICK=1
@@ -80,7 +80,7 @@ PY
 
 # policy NAME EXPECT [serve options...]: a daemon; a client process that imports the tables, checks every table's
 # SHA-256 (sha256-tree-v1 against the sidecar) and asks STATUS; the placement histogram of STATUS against EXPECT.
-# The client is scripts/numa-client.py (the Python package), or with CLIENT=java the Java CLI's import and status.
+# The client is scripts/numa/numa-client.py (the Python package), or with CLIENT=java the Java CLI's import and status.
 policy() {
   local name=$1 expect=$2; shift 2
   if ! serve "$name" "$@"; then
@@ -93,7 +93,7 @@ policy() {
     eh status --socket "$SOCK" --json > "$OUT/$name.status.json" 2>> "$OUT/$name.client.err"; st=$?
     sha=$(python3 -c 'import json,sys; print("Java import: %d tables sha256-verified" % json.load(open(sys.argv[1]))["content_check"]["verified"])' "$OUT/$name.import.json" 2>/dev/null)
   else
-    python3 scripts/numa-client.py "$SOCK" "$CK" "$SIDECAR" "$OUT/$name.status.json" 2> "$OUT/$name.client.err"; imp=$?
+    python3 scripts/numa/numa-client.py "$SOCK" "$CK" "$SIDECAR" "$OUT/$name.status.json" 2> "$OUT/$name.client.err"; imp=$?
     sha=$(python3 -c 'import json,sys; print("Python import: %d tables sha256-verified" % json.load(open(sys.argv[1]))["content_check"]["verified"])' "$OUT/$name.status.json" 2>/dev/null)
   fi
   stop_daemon
@@ -151,7 +151,7 @@ nosysnice_checks() {
         DPID=$!
         for _ in $(seq 1 1200); do grep -q ' ready: ' "$OUT/$n.daemon.log" && break; kill -0 $DPID 2>/dev/null || break; sleep 0.25; done
         if grep -q ' ready: ' "$OUT/$n.daemon.log"; then
-          python3 scripts/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
+          python3 scripts/numa/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
           stop_daemon
           h=$(histogram "$n" "$([ $p = 1 ] && echo node1 || echo spill)"); hrc=$?
           [ $p = none ] && hrc=0
@@ -173,17 +173,17 @@ nosysnice_checks() {
 
 }
 
-# Under a seccomp filter that fails mbind, set_mempolicy and get_mempolicy with EPERM (scripts/seccomp-deny.py), as a
+# Under a seccomp filter that fails mbind, set_mempolicy and get_mempolicy with EPERM (scripts/numa/seccomp-deny.py), as a
 # container runtime's default profile does without CAP_SYS_NICE: --numa 1 must fail with the documented message,
 # --numa none must serve.
 seccomp_check() {
   local p=$1 n=seccomp-$1 h msg
-  ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" python3 scripts/seccomp-deny.py -- bin/engram-host serve --checkpoint "$CK" \
+  ENGRAM_HOST_JVM_OPTS="$DAEMON_OPTS" python3 scripts/numa/seccomp-deny.py -- bin/engram-host serve --checkpoint "$CK" \
     --socket /run/$n.sock --threads 2 --numa "$p" > "$OUT/$n.daemon.log" 2>&1 &
   DPID=$!
   for _ in $(seq 1 1200); do grep -q ' ready: ' "$OUT/$n.daemon.log" && break; kill -0 $DPID 2>/dev/null || break; sleep 0.25; done
   if grep -q ' ready: ' "$OUT/$n.daemon.log"; then
-    python3 scripts/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
+    python3 scripts/numa/numa-client.py /run/$n.sock "$CK" "$SIDECAR" "$OUT/$n.status.json" 2> "$OUT/$n.client.err"
     local crc=$?
     stop_daemon
     h=$(histogram "$n" spill)

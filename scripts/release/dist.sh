@@ -4,7 +4,7 @@
 # Java on the machine and no network:
 #   bin/engram-host         the launcher (the repository's own: it finds app/ and runtime/ next to bin/)
 #   bin/engram-attach       the C client of the wire protocol (make -C native engram-attach)
-#   runtime/                a jlink runtime of the modules the jars need (scripts/jlink-runtime.sh)
+#   runtime/                a jlink runtime of the modules the jars need (scripts/release/jlink-runtime.sh)
 #   app/lib/*.jar           the CLI, daemon and client jars and their dependencies
 #   app/classpath           the jars in the order the launcher puts them on the class path
 #   app/jvm.options, app/daemon.jvm.options   the JVM flags (parent pom: engram.jvm.flags, engram.daemon.jvm.flags)
@@ -13,11 +13,11 @@
 #   app/engram-host.jsa     an AppCDS archive of the classes the commands load, dumped here by the bundled runtime
 #   share/bash-completion/completions/engram-host, share/zsh/engram-host-completion.zsh   Picocli's completion
 #   LICENSE                 engram-host's own licence (Apache-2.0)
-#   licenses/               THIRD-PARTY.txt and the licence texts of every bundled jar (scripts/third-party.py)
+#   licenses/               THIRD-PARTY.txt and the licence texts of every bundled jar (scripts/release/third-party.py)
 #   README.md, docs/, deploy/ and python/ (when the repository has them), BUILD (version, commit, modules)
-# Usage: scripts/dist.sh     (x86-64 only; needs jlink and jdeps of a JDK 17, make, cc, python3)
+# Usage: scripts/release/dist.sh     (x86-64 only; needs jlink and jdeps of a JDK 17, make, cc, python3)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 APP=engram-host/cli/target/app
 DEPS=engram-host/cli/target/app-dependencies.txt
@@ -50,7 +50,7 @@ cp -r "$APP/jni/x86_64-Linux" "$STAGE/app/jni/"
 cp bin/engram-host "$STAGE/bin/"
 
 echo "== runtime ($(($(date +%s) - t0)) s)"
-scripts/jlink-runtime.sh "$STAGE/runtime" "$STAGE"/app/lib/*.jar
+scripts/release/jlink-runtime.sh "$STAGE/runtime" "$STAGE"/app/lib/*.jar
 MODULES=$(sed -n 's/^MODULES="\(.*\)"$/\1/p' "$STAGE/runtime/release" | tr ' ' ,)
 JAVA="$STAGE/runtime/bin/java"
 read -r -a FLAGS < "$APP/jvm.options"
@@ -67,7 +67,7 @@ mkdir -p "$STAGE/share/bash-completion/completions" "$STAGE/share/zsh"
 cp "$STAGE/share/bash-completion/completions/engram-host" "$STAGE/share/zsh/engram-host-completion.zsh"
 
 echo "== licences ($(($(date +%s) - t0)) s)"
-python3 scripts/third-party.py "$DEPS" "$STAGE/app/lib" "$STAGE/licenses"
+python3 scripts/release/third-party.py "$DEPS" "$STAGE/app/lib" "$STAGE/licenses"
 
 echo "== docs ($(($(date +%s) - t0)) s)"
 cp LICENSE README.md "$STAGE/"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 15 on the two-GPU H200 (nvidia-h200-x2), as an operator runs it: the release tarball (scripts/dist.sh), no
+# Issue 15 on the two-GPU H200 (nvidia-h200-x2), as an operator runs it: the release tarball (scripts/release/dist.sh), no
 # Java on the machine, one part per device call (each under 9 minutes). Run from the repository root:
-#   TARBALL=dist/engram-host-*-linux-x86_64.tar.gz [GIB=100] PART=... bash scripts/gpu-scale-run.sh OUT_DIR
+#   TARBALL=dist/engram-host-*-linux-x86_64.tar.gz [GIB=100] PART=... bash scripts/gpu/gpu-scale-run.sh OUT_DIR
 # Parts:
 #   env      the machine: GPUs and their NUMA nodes (sysfs, nvidia-smi topo), NUMA nodes, MemTotal now; how many
 #            2 MiB huge pages can be reserved of the GIB GiB asked (then given back)
@@ -23,7 +23,7 @@
 set -uo pipefail
 OUT=${1:?usage: gpu-scale-run.sh OUT_DIR}
 mkdir -p "$OUT"
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GIB=${GIB:-100}
 PART=${PART:-serve}
 IMPORTS=${IMPORTS:-3}
@@ -40,7 +40,7 @@ GPU=0; command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && GPU=
 # The release, unpacked once per machine (a warm machine keeps it)
 if [ ! -x "$W/engram-host/bin/engram-host" ]; then
     TARBALL=$(ls ${TARBALL:-$ROOT/dist/engram-host-*-linux-x86_64.tar.gz} 2>/dev/null | head -1)
-    [ -f "$TARBALL" ] || { echo "gpu-scale-run: no release tarball (scripts/dist.sh makes it; TARBALL=...)" >&2; exit 2; }
+    [ -f "$TARBALL" ] || { echo "gpu-scale-run: no release tarball (scripts/release/dist.sh makes it; TARBALL=...)" >&2; exit 2; }
     rm -rf "$W/engram-host" "$W"/engram-host-*/
     tar -xzf "$TARBALL" -C "$W" && mv "$W"/engram-host-*/ "$W/engram-host"
 fi

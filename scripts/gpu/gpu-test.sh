@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the bundle that scripts/gpu-bundle.sh built: the gpu-tagged tests
-# (JUnit console launcher). The attach benchmarks, Java against C, are JMH's (scripts/bench-gpu-bundle.sh).
+# Runs on the GPU machine, from the bundle that scripts/gpu/gpu-bundle.sh built: the gpu-tagged tests
+# (JUnit console launcher). The attach benchmarks, Java against C, are JMH's (scripts/gpu/bench-gpu-bundle.sh).
 # Results go to $OUT:
 #   env.txt            date, kernel, driver, GPU
 #   junit-console.txt  the launcher's tree and summary (also the tests' stdout: timings, child logs)

@@ -36,7 +36,7 @@ Output: one JSON line per check ({"check": ..., "kind": ..., "ok": ...}), per pr
 and per step ({"info": ...}), on stdout and in OUT/results.jsonl with --out OUT. Exit status 0 only if every check
 passes.
 
-Usage:  python3 scripts/gpu-fact-handover.py [--out DIR] [--kinds host_numa,device,memfd,memfd_hugetlb]
+Usage:  python3 bench/experiments/gpu-fact-handover.py [--out DIR] [--kinds host_numa,device,memfd,memfd_hugetlb]
                                             [--host-mib 1024] [--device-mib 256] [--memfd-mib 256] [--huge-mib 64]
         (echo 64 > /proc/sys/vm/nr_hugepages first for memfd_hugetlb.) Needs numpy or torch for the patterns;
         torch for kernel reads. The roles (creator, holder, successor) are this script run with that word first.
@@ -64,7 +64,7 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "python"))
 
 MiB = 1 << 20

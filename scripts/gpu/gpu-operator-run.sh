@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What an operator does on a GPU node with no Java, from the release tarball (issue 13), and a live takeover
 # under a GPU client's lease for every backend (issue 12). Run on the GPU machine from the repository root:
-#   TARBALL=dist/engram-host-*.tar.gz GIB=4 bash scripts/gpu-operator-run.sh OUT_DIR
+#   TARBALL=dist/engram-host-*.tar.gz GIB=4 bash scripts/gpu/gpu-operator-run.sh OUT_DIR
 # For each backend (memfd, memfd-hugetlb, cuda-vmm):
 #   serve --metrics-port; status --ready; import --gpu --verify while /metrics is scraped; verify --checkpoint;
 #   a Python engine (PyTorch) holds a lease with GPU tensors; serve --takeover; the old daemon exits 0; the

@@ -14,11 +14,11 @@
 #   4. runs each module's tests on the arm64 java with the console launcher, gpu tag excluded; the tree of
 #      results (with every skip's reason) goes to target/arm64-qemu/<module>.log, the XML reports beside it.
 #
-# Usage: scripts/arm64-qemu-test.sh [module ...]     (default: native numa memfd-backend)
+# Usage: scripts/ci/arm64-qemu-test.sh [module ...]     (default: native numa memfd-backend)
 # Exit status: 0 when no test failed in any module.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SYSROOT=${ARM64_ROOT:-/var/tmp/engram-arm64-root}
 MODULES=("$@")
 [ ${#MODULES[@]} -gt 0 ] || MODULES=(native numa memfd-backend)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A client process of the two-node checks (scripts/numa-guest-checks.sh), with the Python package of this checkout:
+"""A client process of the two-node checks (scripts/numa/numa-guest-checks.sh), with the Python package of this checkout:
 imports the tables from the daemon on SOCKET expecting CHECKPOINT's fingerprint, checks every table's sha256-tree-v1
 digest over the mapped bytes against SIDECAR, then asks STATUS. Writes one JSON object (content summary, STATUS) to
 OUT and exits 1 on any failure. A Python process starts in seconds in the TCG guest, where a JVM takes tens of them.
@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import engram_host  # noqa: E402
 from engram_host import client  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from the bundle scripts/bench-gpu-bundle.sh built: the jmh module's gpu-tagged
+# Runs on the GPU machine, from the bundle scripts/gpu/bench-gpu-bundle.sh built: the jmh module's gpu-tagged
 # tests (every GPU benchmark's setup, measured methods and teardown called directly, their results checked,
 # nothing leaked) with the JUnit console launcher. Output: $OUT/bench-junit.txt and bench-junit.xml.
 # Usage: OUT=/some/dir bash bench-gpu-test.sh

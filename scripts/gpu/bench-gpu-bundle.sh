@@ -9,9 +9,9 @@
 #                    (bench-gpu.sh names it with -Dengram.python.path; PyTorch comes from the machine's python3)
 #   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
 #   test-classes/, lib-test/, bench-gpu-test.sh   the jmh module's gpu-tagged tests and the JUnit console
-# Usage: scripts/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
+# Usage: scripts/gpu/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEST=${1:-$ROOT/bench/tmp/gpu-bundle}
 cd "$ROOT"
 mvn -B -o -q -pl jmh -am package -DskipTests
@@ -20,7 +20,7 @@ mvn -B -o -q dependency:copy -Dartifact=org.junit.platform:junit-platform-consol
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 make -s -C native engram-attach engram-attach-bench-lib
-cp jmh/target/benchmarks.jar scripts/bench-gpu.sh scripts/bench-gpu-pass.sh scripts/bench-gpu-test.sh \
+cp jmh/target/benchmarks.jar scripts/gpu/bench-gpu.sh scripts/gpu/bench-gpu-pass.sh scripts/gpu/bench-gpu-test.sh \
     native/build/engram-attach native/build/libengram-attach-bench.so "$STAGE/"
 mkdir -p "$STAGE/test-classes"
 cp -r jmh/target/test-classes "$STAGE/test-classes/jmh"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Java runtime engram-host ships where there is no Java: one list of JDK modules and one jlink call, for
-# scripts/gpu-bundle.sh (the GPU test bundle) and scripts/dist.sh (the release tarball).
+# scripts/gpu/gpu-bundle.sh (the GPU test bundle) and scripts/release/dist.sh (the release tarball).
 #
 # Modules: those jdeps finds in the given jars, always including java.base, java.logging, java.management,
 # java.naming and jdk.unsupported (Chronicle and jnr reach some of them only by reflection), and never
@@ -8,7 +8,7 @@
 # engram-host reaches them (the GPU test runs use a runtime without it: docs/gpu-runs.md). jdk.httpserver is
 # listed too: serve --metrics-port needs it (jdeps finds it as well; the list says so whatever jdeps does).
 #
-# Usage: scripts/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
+# Usage: scripts/release/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
 #   --print      only print the module list (comma-separated) and make nothing
 #   --add        more modules (e.g. java.xml for the JUnit reports of the GPU bundle)
 #   --compress   jlink's --compress level (default 0: the release's tar.gz compresses it anyway, and an

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 14's cold-start benchmarks on the GPU machine, from the repository root, with the bench bundle
-# (scripts/bench-gpu-bundle.sh, carried as bench/tmp/gpu-bundle). Generates one checkpoint in the V4.1 layout
+# (scripts/gpu/bench-gpu-bundle.sh, carried as bench/tmp/gpu-bundle). Generates one checkpoint in the V4.1 layout
 # (4 layers x ROWS rows x 264 B) for every fork (ENGRAM_BENCH_CHECKPOINT), then one JMH run:
 #   CACHE=warm (default): ColdStartBench readIntoRegions (every backend), preadIntoAnonymous and memcpy, and
 #                         DaemonRestartBench.reload (every backend): the read phase and process start to ready
@@ -8,7 +8,7 @@
 # Huge pages for memfd-hugetlb are reserved first and given back at the end. Results in OUT_DIRECTORY/NAME.
 # BACKENDS, THREADS (comma lists) and BENCHES (one JMH regex) narrow the run; SHOTS (default 3) measured shots;
 # JMH's own log goes to OUT_DIRECTORY/NAME.log.
-# Usage: [ROWS=32537631] [CACHE=warm|cold] [NAME=coldstart] bash scripts/gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]
+# Usage: [ROWS=32537631] [CACHE=warm|cold] [NAME=coldstart] bash scripts/gpu/gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]
 set -uo pipefail
 OUT=${1:?usage: gpu-coldstart-bench.sh OUT_DIRECTORY [JMH args]}; shift
 B=$(pwd)/bench/tmp/gpu-bundle

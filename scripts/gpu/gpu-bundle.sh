@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on this (GPU-less) machine, everything the GPU machine needs to run the gpu-tagged tests
-# without Java, Maven or network there (the benchmarks have their own bundle: scripts/bench-gpu-bundle.sh):
-#   jre.tar.gz      jlink runtime (scripts/jlink-runtime.sh: the modules of the jars, plus java.xml for the
+# without Java, Maven or network there (the benchmarks have their own bundle: scripts/gpu/bench-gpu-bundle.sh):
+#   jre.tar.gz      jlink runtime (scripts/release/jlink-runtime.sh: the modules of the jars, plus java.xml for the
 #                   XML reports), --compress=2
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
@@ -13,11 +13,11 @@
 #   engram-host     a launcher of the CLI on the bundle's runtime (the Python GPU tests start daemons with it)
 #   python/         the Python package and its tests (python/tests/gpu runs there, with PyTorch)
 #   gpu-test.sh     what to run there
-# Usage: scripts/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB)
+# Usage: scripts/gpu/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB)
 # MVN_ONLINE=1 lets Maven fetch the console launcher once if ~/.m2 lacks it.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEST=${1:-/work/main/.bundle}
 MVN=(mvn -B -q)
 [ "${MVN_ONLINE:-0}" = 1 ] || MVN+=(-o)
@@ -70,11 +70,11 @@ cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
 mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
 
 echo "== jlink runtime"
-scripts/jlink-runtime.sh --add java.xml --compress 2 "$STAGE/jre" "$STAGE"/lib/*.jar
+scripts/release/jlink-runtime.sh --add java.xml --compress 2 "$STAGE/jre" "$STAGE"/lib/*.jar
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
 
-cp scripts/gpu-test.sh "$STAGE/"
+cp scripts/gpu/gpu-test.sh "$STAGE/"
 git rev-parse HEAD > "$STAGE/COMMIT" 2>/dev/null || true
 
 rm -rf "$DEST"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI check of the release tarball: builds it from what `mvn verify` (or `mvn package`) already built
-# (scripts/dist.sh; a `mvn -DskipTests package` first only when nothing is built), unpacks it into a temporary
+# (scripts/release/dist.sh; a `mvn -DskipTests package` first only when nothing is built), unpacks it into a temporary
 # directory and runs it there with no Java reachable: `env -i` (no JAVA_HOME) and a PATH of a few tools, java not
 # among them. Checks:
 #   - `command -v java` fails in that environment;
@@ -13,9 +13,9 @@
 #   - jffi loads its stub library from app/jni, not from a copy unpacked into the temporary directory;
 #   - `bin/engram-attach --self-test-sha256` runs;
 #   - `bin/engram-host demo` ends with "demo ok".
-# Usage: scripts/dist-check.sh [TARBALL]   (default: build it; prints its duration at the end)
+# Usage: scripts/ci/dist-check.sh [TARBALL]   (default: build it; prints its duration at the end)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 t0=$(date +%s)
 step() { echo "== $* ($(($(date +%s) - t0)) s)"; }
@@ -30,7 +30,7 @@ else
     mvn -B -ntp -q -DskipTests package
   fi
   step "building the tarball"
-  scripts/dist.sh
+  scripts/release/dist.sh
   tarball=$(ls -t dist/engram-host-*-linux-x86_64.tar.gz | head -1)
 fi
 [ -f "$tarball" ] || fail "no tarball at $tarball"

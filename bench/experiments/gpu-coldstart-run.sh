@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 14's operator-level cold start on the GPU machine, from the gpu bundle (scripts/gpu-bundle.sh, carried as
+# Issue 14's operator-level cold start on the GPU machine, from the gpu bundle (scripts/gpu/gpu-bundle.sh, carried as
 # .bundle): a generated checkpoint in the V4.1 layout (4 layers x ROWS rows x 264 B; 40 M rows = 39.3 GiB), and
 # per backend (BACKENDS, default all three): `serve --threads 16` from a cold page cache, then from a warm one,
 # each timed from the process's start to its "ready" line, with STATUS's `load` phases; then the Java CLI's
-# `import --gpu` wall time, 3 times. Optionally first the probe of bench/probes/coldstart_probe.c (PROBE_GIB > 0).
+# `import --gpu` wall time, 3 times. Optionally first the probe of bench/experiments/coldstart_probe.c (PROBE_GIB > 0).
 # Run from the repository root on the GPU machine, as root (it drops the page cache and reserves huge pages):
-#   [PROBE_GIB=16] [ROWS=40000000] [BACKENDS="memfd memfd-hugetlb cuda-vmm"] bash scripts/gpu-coldstart-run.sh OUT
+#   [PROBE_GIB=16] [ROWS=40000000] [BACKENDS="memfd memfd-hugetlb cuda-vmm"] bash bench/experiments/gpu-coldstart-run.sh OUT
 set -uo pipefail
 OUT=${1:?usage: gpu-coldstart-run.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -23,7 +23,7 @@ mkdir -p "$RUN"
 
 if [ "${PROBE_GIB:-0}" -gt 0 ]; then
     echo $(( PROBE_GIB * 512 + 64 )) > /proc/sys/vm/nr_hugepages
-    gcc -O2 -pthread -o "$WORK/probe" bench/probes/coldstart_probe.c -ldl 2>"$OUT/probe-build.txt" \
+    gcc -O2 -pthread -o "$WORK/probe" bench/experiments/coldstart_probe.c -ldl 2>"$OUT/probe-build.txt" \
         || cp "$B/coldstart_probe" "$WORK/probe"
     "$WORK/probe" /var/tmp/probe.bin "$PROBE_GIB" "$THREADS" 4 cuda cold > "$OUT/probe.txt" 2>&1
     rm -f /var/tmp/probe.bin
