@@ -5,7 +5,7 @@
 # Modules: those jdeps finds in the given jars, always including java.base, java.logging, java.management,
 # java.naming and jdk.unsupported (Chronicle and jnr reach some of them only by reflection), and never
 # java.desktop: only Chronicle's CPU-cooler toy (java.beans) and JNA's AWT helpers reference it, and no path of
-# engram-host reaches them (the GPU test runs use a runtime without it: docs/gpu-runs.md). jdk.httpserver is
+# engram-host reaches them (the GPU test runs use a runtime without it: bench/gpu-runs.md). jdk.httpserver is
 # listed too: serve --metrics-port needs it (jdeps finds it as well; the list says so whatever jdeps does).
 #
 # Usage: scripts/release/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
