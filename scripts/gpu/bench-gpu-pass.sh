@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The full GPU pass, run on the GPU machine from the bundle (scripts/gpu/bench-gpu-bundle.sh), in parts that
 # each fit one 10-minute command there. Each part is one BenchMain run writing NAME.json, NAME.meta.json
-# and NAME.log into $OUT; copy them to bench/results/<date>-<machine>/ and run scripts/bench/bench-report.py.
+# and NAME.log into $OUT; copy $OUT back and record it: scripts/bench/bench-report.py --record --label H200 OUT.
 #   smoke     every GPU benchmark once on small tables (about 2 min): do the paths work at all?
 #   attach    AttachBench (Java and its C baseline) at 1, 4 and 16 GiB   (about 4 min)
 #   attach32  AttachBench at 32 GiB                                     (about 5 min)

@@ -2,8 +2,8 @@
 # Runs on a GPU machine, from the bundle scripts/gpu/bench-gpu-bundle.sh built: the GPU suite (AttachBench,
 # GpuGatherBench, RestartBench) with the bundled runtime, C client (ENGRAM_ATTACH), C attach library
 # (ENGRAM_ATTACH_LIB) and Python client (-Dengram.python.path=$B/python, run by python3 on PATH or
-# $ENGRAM_HOST_PYTHON). Results: $OUT/gpu.json and $OUT/gpu.meta.json (copy them to
-# bench/results/<date>-<host>/ and run scripts/bench/bench-report.py); bench-gpu-pass.sh runs the whole pass in
+# $ENGRAM_HOST_PYTHON). Results: $OUT/gpu.json and $OUT/gpu.meta.json (copy them back and record them:
+# scripts/bench/bench-report.py --record --label H200 DIR); bench-gpu-pass.sh runs the whole pass in
 # parts. Extra arguments go to BenchMain/JMH, e.g. -p tableMiB=1024,4096,16384,32768. HUGEPAGES=N first
 # reserves N 2 MiB pages (root only) for the hugetlb path; without them that benchmark fails naming the sysctl.
 # SUITE=cpu runs CPU benchmarks there instead (name them, e.g. HandshakeBench).
