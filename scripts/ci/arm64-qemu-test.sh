@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the unit tests of native, numa and memfd-backend on an arm64 (aarch64) JVM under qemu-user, on this
 # x86-64 machine: the aarch64 syscall numbers, struct layouts and page-size handling, executed for real.
-# Not part of CI (it takes several minutes). Record what it says in docs/arm64.md.
+# Not part of CI (it takes several minutes). Record what it says in bench/arm64-runs.md.
 #
 #   1. installs qemu-user-static (Debian) if missing and registers its aarch64 binfmt handler, so that the
 #      arm64 JVM can start child JVMs and jspawnhelper (needs root; mounts binfmt_misc if needed);
