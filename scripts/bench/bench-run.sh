@@ -15,7 +15,7 @@ record=()
 args=()
 suite=cpu
 name=
-out="bench/tmp/results/$(date +%F)-$(hostname | tr -c 'A-Za-z0-9._-\n' _)"
+out="bench/tmp/results/$(date +%F)-$(hostname | tr -c 'A-Za-z0-9._\n-' _)"
 while [ $# -gt 0 ]; do
     case "$1" in
         --record) record+=(--record) ;;
