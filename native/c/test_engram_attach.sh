@@ -14,7 +14,7 @@
 #      `engram-host inspect --write-digests` (every table "ok"), and refusals (exit 1, the table and both digests
 #      named) of a sidecar with one digest altered, one lacking a table, and malformed ones;
 #   4. stops the daemon (engram-host stop) and checks it exited 0;
-#   5. with python3 >= 3.9, runs native/c/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
+#   5. with python3 >= 3.9, runs conformance/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
 #      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
 #      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; the socket path's template and defaults; and
 #      malformed answers, each of which must fail (exit 1) with a named cause. The cases that need another uid run
@@ -190,7 +190,7 @@ peer() {  # peer CASE EXPECTED_RC PATTERN [engram-attach options]
     local case=$1 want=$2 pattern=$3 rc=0 prc=0 pout
     shift 3
     rm -f "$psock"
-    "${peer_as[@]}" "$py" native/c/protocol_peer.py "$psock" "$case" >"$tmp/peer.out" 2>&1 &
+    "${peer_as[@]}" "$py" conformance/protocol_peer.py "$psock" "$case" >"$tmp/peer.out" 2>&1 &
     local pp=$!
     for _ in $(seq 250); do [ -S "$psock" ] && break; sleep 0.02; done
     [ -S "$psock" ] || { kill "$pp" 2>/dev/null || true; fail "peer $case: no socket at $psock: $(cat "$tmp/peer.out")"; }

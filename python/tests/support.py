@@ -1,5 +1,5 @@
 """Real daemons for the tests: the Java daemon (bin/engram-host serve) as a separate process, generated
-checkpoints, and the scripted peer of native/c/protocol_peer.py. Nothing here stands in for the daemon."""
+checkpoints, and the scripted peer of conformance/protocol_peer.py. Nothing here stands in for the daemon."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ PYTHON_DIR = os.path.join(REPO, "python")
 LAUNCHER = os.environ.get("ENGRAM_HOST_LAUNCHER", os.path.join(REPO, "bin", "engram-host"))
 # The checkout's test launcher: the CLI with the test jar's hooks (ENGRAM_HOST_TEST_* gates); bin/engram-host ignores them.
 TEST_LAUNCHER = os.environ.get("ENGRAM_HOST_TEST_LAUNCHER", os.path.join(REPO, "bin", "engram-host-test"))
-PEER = os.path.join(REPO, "native", "c", "protocol_peer.py")
+PEER = os.path.join(REPO, "conformance", "protocol_peer.py")
 
 
 def java_app_reason() -> Optional[str]:
@@ -189,7 +189,7 @@ class Daemon:
 
 
 class Peer:
-    """native/c/protocol_peer.py serving one connection with a scripted CASE."""
+    """conformance/protocol_peer.py serving one connection with a scripted CASE."""
 
     def __init__(self, case: str, directory: str, prefix: tuple = ()):
         self.socket = os.path.join(directory, f"peer-{case}.sock")

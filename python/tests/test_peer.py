@@ -1,4 +1,4 @@
-"""The client against native/c/protocol_peer.py, a scripted daemon side of docs/protocol.md: the paths the real
+"""The client against conformance/protocol_peer.py, a scripted daemon side of docs/protocol.md: the paths the real
 daemon cannot be made to take cheaply (hundreds of fds over fillers, parts, every error code, malformed frames,
 memfds without seals). Each case is a separate peer process."""
 

@@ -42,7 +42,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * connects; the shot is from its go to its ready file: the request, the catalog and fds, the checks, the commit.
  * The target is 100 ms.</li>
  * <li>{@link #takeoverWithJvm}: the same, the successor's process start included.</li>
- * <li>{@link #fdStoreRestart}: under systemd's side played by {@code native/c/systemd_emulator.py} (the daemon
+ * <li>{@link #fdStoreRestart}: under systemd's side played by {@code conformance/systemd_emulator.py} (the daemon
  * SIGKILLed in the setup, not timed), from the emulator's restart (its gate, polled every 10 ms) to the new process's
  * ready file: the JVM's start, the fds at 3, 4, ..., the catalog's and the fds' checks, the fingerprint of the
  * checkpoint on disk. The target is 1 s.</li>
@@ -61,7 +61,7 @@ import org.openjdk.jmh.infra.BenchmarkParams;
 public class DaemonRestartBench {
     static final long READY_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(300);
     /** The emulator's path from the repository root (the bench runs there, or below it). */
-    static final String EMULATOR = "native/c/systemd_emulator.py";
+    static final String EMULATOR = "conformance/systemd_emulator.py";
 
     @Param({"1024", "4096"})
     public long checkpointMiB;

@@ -21,7 +21,7 @@ import java.util.stream.Stream;
  * How {@link RestartBench} starts its Java client the way the release's launcher ({@code bin/engram-host}) starts
  * the installed CLI: the project's JVM flags ({@code jvm.options}), jffi's stub library loaded from a directory
  * (the launcher's {@code -Djffi.boot.library.path=app/jni}) and, for {@code javaClient}, a static AppCDS archive of
- * the classes the client's command loads, made the way {@code scripts/dist.sh} makes the release's: the command runs
+ * the classes the client's command loads, made the way {@code scripts/release/dist.sh} makes the release's: the command runs
  * once with {@code -XX:DumpLoadedClassList}, {@code -Xshare:dump} writes the archive from that list, and a run of
  * {@code --version} with {@code -Xshare:on} checks that it maps; the shots then run with it and {@code -Xshare:auto},
  * as the launcher does. All of it happens before the first shot (not timed).

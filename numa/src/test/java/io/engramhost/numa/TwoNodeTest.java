@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * This machine's own topology and placement on it. Everywhere: the topology read from {@code /} is consistent
  * (every online node has a distance to every other, 10 to itself). Inside the two-node guest of
- * scripts/numa-vm.sh ({@code ENGRAM_NUMA_VM=1}, set by the script): there are exactly two nodes with memory and
+ * scripts/numa/numa-vm.sh ({@code ENGRAM_NUMA_VM=1}, set by the script): there are exactly two nodes with memory and
  * CPUs, bind puts every page on the chosen node, interleave about half on each, preferred on the preferred node,
  * and the budget of a bind counts that node alone. Elsewhere the two-node tests are skipped, saying so.
  */
@@ -103,7 +103,8 @@ class TwoNodeTest {
     }
 
     private void requireGuest() {
-        Assumptions.assumeTrue(IN_GUEST, "not in the two-node guest of scripts/numa-vm.sh (ENGRAM_NUMA_VM is not 1)");
+        Assumptions.assumeTrue(IN_GUEST,
+                "not in the two-node guest of scripts/numa/numa-vm.sh (ENGRAM_NUMA_VM is not 1)");
     }
 
     private void requireGuestNuma() {

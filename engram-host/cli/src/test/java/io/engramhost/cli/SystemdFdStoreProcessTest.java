@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The daemon under systemd (docs/operating.md, "systemd"), with systemd's side played by native/c/systemd_emulator.py
+ * The daemon under systemd (docs/operating.md, "systemd"), with systemd's side played by conformance/systemd_emulator.py
  * (a datagram NOTIFY_SOCKET that keeps the fd store, and a restart that passes the stored fds at 3, 4, ... with
  * LISTEN_FDS, LISTEN_PID set after the fork, and LISTEN_FDNAMES): READY=1, the fd store, WATCHDOG=1, a SIGKILL
  * survived without reading the checkpoint while a client waits in the backlog, a changed checkpoint reloaded, and a
@@ -37,7 +37,7 @@ import org.junit.jupiter.api.io.TempDir;
 class SystemdFdStoreProcessTest {
     /** user.dir is this module, engram-host/cli. */
     private static final Path EMULATOR = Path.of(System.getProperty("user.dir")).getParent().getParent()
-            .resolve("native/c/systemd_emulator.py");
+            .resolve("conformance/systemd_emulator.py");
     private static final ClientOptions PATIENT = new ClientOptions(60_000, 0, false, "fd-store-test", -1, false, true,
             Set.of(), System.err::println);
 

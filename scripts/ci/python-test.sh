@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The Python package's check (bin/test runs it): it installs offline into a fresh venv with
+# `pip install --no-build-isolation ./python` and runs there, then its tests run against real daemon processes
+# (the Java daemon, built by mvn, and conformance/protocol_peer.py). Counts go to the JSON file given (default
+# target/python-tests.json) for bin/test's summary line.
+# Usage: scripts/ci/python-test.sh [COUNTS_JSON]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+counts=${1:-target/python-tests.json}
+mkdir -p "$(dirname "$counts")"
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "the Python package needs Python 3.10+")'
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+python3 -m venv "$tmp/venv"
+"$tmp/venv/bin/pip" install -q --no-index --no-build-isolation ./python
+(cd "$tmp" && "$tmp/venv/bin/python" -m engram_host --version \
+    && "$tmp/venv/bin/python" -c 'import engram_host, sys; assert "/venv/" in engram_host.__file__, engram_host.__file__')
+echo "python-test: installed offline into a venv with pip install --no-build-isolation ./python"
+python3 python/tests/run_all.py "$counts"
