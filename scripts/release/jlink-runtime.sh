@@ -3,10 +3,11 @@
 # scripts/gpu/gpu-bundle.sh (the GPU test bundle) and scripts/release/dist.sh (the release tarball).
 #
 # Modules: those jdeps finds in the given jars, always including java.base, java.logging, java.management,
-# java.naming and jdk.unsupported (Chronicle and jnr reach some of them only by reflection), and never
-# java.desktop: only Chronicle's CPU-cooler toy (java.beans) and JNA's AWT helpers reference it, and no path of
-# engram-host reaches them (the GPU test runs use a runtime without it: bench/gpu-runs.md). jdk.httpserver is
-# listed too: serve --metrics-port needs it (jdeps finds it as well; the list says so whatever jdeps does).
+# java.naming and jdk.unsupported (jnr reaches some of them only by reflection, and so does Chronicle in the GPU
+# test bundle; the release bundles no Chronicle), and never java.desktop: only Chronicle's CPU-cooler toy
+# (java.beans) and JNA's AWT helpers reference it, and no path of engram-host reaches them (the GPU test runs use
+# a runtime without it: bench/gpu-runs.md). jdk.httpserver is listed too: serve --metrics-port needs it (jdeps finds
+# it as well; the list says so whatever jdeps does).
 #
 # Usage: scripts/release/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
 #   --print      only print the module list (comma-separated) and make nothing

@@ -21,7 +21,7 @@ import org.openjdk.jmh.runner.options.CommandLineOptions;
 import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
- * Runs the benchmarks with the project's JVM flags in every fork, writes the JMH results as JSON and a
+ * Runs the benchmarks with the project's JVM flags and Chronicle's in every fork, writes the JMH results as JSON and a
  * metadata file beside them (machine, JVM, version, commit, comparisons). Exit status 0 only when every
  * selected benchmark ran.
  */

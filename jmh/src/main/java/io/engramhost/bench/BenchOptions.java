@@ -1,6 +1,5 @@
 package io.engramhost.bench;
 
-import io.engramhost.os.JvmFlags;
 import java.nio.file.Path;
 import java.time.LocalDate;
 import java.util.ArrayList;
@@ -18,7 +17,8 @@ import org.openjdk.jmh.runner.options.TimeValue;
 /**
  * BenchMain's command line: its own flags ({@code --suite}, {@code --out}, {@code --name}) and, after
  * them or mixed in, any JMH option or benchmark regexp, which win over the suite's presets. Every fork
- * gets the project's JVM flags appended; results are JSON in {@code <out>/<name>.json}.
+ * gets the project's JVM flags and Chronicle's appended ({@link BenchProperties#forkJvmFlags}); results are JSON in
+ * {@code <out>/<name>.json}.
  */
 final class BenchOptions {
     static final String USAGE = """
@@ -113,7 +113,7 @@ final class BenchOptions {
             suite.includes().forEach(b::include);
         }
         suite.excludes().forEach(b::exclude);
-        List<String> append = new ArrayList<>(JvmFlags.get());
+        List<String> append = new ArrayList<>(BenchProperties.forkJvmFlags());
         if (cli.getJvmArgsAppend().hasValue()) {
             append.addAll(cli.getJvmArgsAppend().get());
         }

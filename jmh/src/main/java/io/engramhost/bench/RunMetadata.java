@@ -1,9 +1,7 @@
 package io.engramhost.bench;
 
 import io.engramhost.json.JsonWriter;
-import io.engramhost.os.JvmFlags;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
 import java.net.InetAddress;
@@ -15,7 +13,6 @@ import java.time.temporal.ChronoUnit;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.concurrent.TimeUnit;
 
 /** What a results file was measured on and with: machine, JVM, project version and commit, the comparisons. */
@@ -37,9 +34,9 @@ final class RunMetadata {
         m.put("java_version", System.getProperty("java.version"));
         m.put("java_vm", System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version") + " ("
                 + System.getProperty("java.vm.vendor") + ")");
-        m.put("project_version", projectVersion());
+        m.put("project_version", BenchProperties.version());
         m.put("git_commit", gitCommit());
-        m.put("jvm_flags", JvmFlags.get());
+        m.put("jvm_flags", BenchProperties.forkJvmFlags());
         m.put("host_jvm_args", ManagementFactory.getRuntimeMXBean().getInputArguments());
         m.put("comparisons", Comparisons.toJson());
         return m;
@@ -51,19 +48,6 @@ final class RunMetadata {
             Files.writeString(file, JsonWriter.write(metadata) + "\n", StandardCharsets.UTF_8);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write run metadata to " + file, e);
-        }
-    }
-
-    static String projectVersion() {
-        try (InputStream in = RunMetadata.class.getResourceAsStream("bench.properties")) {
-            if (in == null) {
-                return "unknown";
-            }
-            Properties p = new Properties();
-            p.load(in);
-            return p.getProperty("version", "unknown");
-        } catch (IOException e) {
-            return "unknown";
         }
     }
 

@@ -32,6 +32,8 @@ class BenchOptionsTest {
         assertEquals(ResultFormatType.JSON, o.getResultFormat().get());
         assertEquals(p.resultFile().toString(), o.getResult().get());
         assertTrue(new ArrayList<>(o.getJvmArgsAppend().get()).containsAll(JvmFlags.get()), "every fork gets the flags");
+        assertTrue(o.getJvmArgsAppend().get().contains("--add-opens=java.base/java.lang=ALL-UNNAMED"),
+                "and Chronicle's, for GatherBench's view");
         assertTrue(o.getJvmArgsAppend().get().contains("-Djnr.ffi.x86asm.enabled=false"));
         assertTrue(o.shouldFailOnError().get());
         assertTrue(o.getIncludes().contains(Suite.regexp(HandshakeBench.class)));

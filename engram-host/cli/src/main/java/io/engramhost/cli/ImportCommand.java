@@ -109,8 +109,8 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         if (gpu) {
             options = options.withGpu(socket.device == null ? 0 : socket.device, cpuView);
         }
-        // The codec's start-up and, with --gpu, the CUDA context: in the background from here, beside the
-        // expected fingerprint, the socket's path and the native bindings, instead of from the connect on.
+        // The SHA-256 of the manifest's check and, with --gpu, the CUDA context: in the background from here, beside
+        // the expected fingerprint, the socket's path and the native bindings, instead of from the connect on.
         EngramClient.prepare(options);
         Expectation expectation = expectation();
         long t0 = System.nanoTime();

@@ -23,17 +23,13 @@ public final class Main extends RootCommand {
      * {@code hooks} in any daemon that {@code serve} starts (the test launcher's; the shipped CLI passes none).
      */
     public static int launch(DaemonHooks hooks, String[] args) {
-        // Chronicle Bytes, the wire codec, binds its own libc interface through JNR when it starts (net.openhft.posix,
-        // 31 calls) for what engram-host does not use of it (memory-mapped files, affinity, clocks); its calls throw
-        // "POSIX implementation missing" instead. The client library leaves it alone: an engine may use it.
-        net.openhft.posix.PosixAPI.useNoOpPosixApi();
         if (ImportCommand.asksForGpuView(args)) {
             // Loading the CUDA driver (libcuda's binding, cuInit) does not depend on the other arguments: begun before
             // picocli parses them, it runs beside the parse. The device's context follows once the import knows it.
             io.engramhost.client.EngramClient.prepareCudaDriver();
         }
         int code = run(hooks, args);
-        io.engramhost.client.EngramClient.awaitWarmup(2000); // not cut off by the exit (it would print a trace)
+        io.engramhost.client.EngramClient.awaitGpuPreparation(2000); // a driver call is not cut off by the exit
         return code;
     }
 

@@ -112,7 +112,7 @@ final class StatusCommand implements Callable<Integer> {
         try {
             path = socket.resolve();
             if (!java.nio.file.Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
-                // answered without starting the client, whose warm-up thread may still be busy at a quick exit
+                // answered without starting the client
                 System.out.println(NOT_READY + ": no daemon: " + path + " does not exist");
                 return 1;
             }

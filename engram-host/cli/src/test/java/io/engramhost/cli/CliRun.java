@@ -16,7 +16,8 @@ record CliRun(int exit, String out, String err) {
         return new CliRun(p.exitValue(), outF.get(), errF.get());
     }
 
-    private static String read(java.io.InputStream in) {
+    /** All of {@code in}, as UTF-8 (a child's stdout or stderr). */
+    static String read(java.io.InputStream in) {
         try {
             return new String(in.readAllBytes(), StandardCharsets.UTF_8);
         } catch (java.io.IOException e) {

@@ -108,8 +108,8 @@ public final class EngramClient {
     }
 
     /**
-     * Starts, in the background, what a {@link #connect} with {@code options} needs before its attach: the wire
-     * codec's initialisation and, with a GPU view, the device's primary context and a rehearsal of the attach path.
+     * Starts, in the background, what a {@link #connect} with {@code options} needs before its attach: the SHA-256
+     * of the manifest's check and, with a GPU view, the device's primary context and a rehearsal of the attach path.
      * {@link #connect} starts them itself; a process that knows earlier that it will import (a command line once it
      * has parsed its arguments, an engine at its start) calls this first, so that the CUDA context is created while
      * the process still does its own work (its configuration, its native bindings, the socket's path) rather than
@@ -154,14 +154,11 @@ public final class EngramClient {
     }
 
     /**
-     * For a process about to exit: waits up to {@code millis} for the client's background warm-up (started by the
-     * first connect or {@link #prepare}) to end, so that the JVM's shutdown does not cut it off midway (Chronicle
-     * then prints a "Shutdown in progress" trace on stderr), and as long again for the driver's load of
-     * {@link #prepareCudaDriver} and a GPU preparation of {@link #prepare} that no connect took, so that the exit
-     * does not cut a driver call short.
+     * For a process about to exit: waits up to {@code millis} for the driver's load of {@link #prepareCudaDriver} and
+     * a GPU preparation of {@link #prepare} that no connect took, so that the exit does not cut a driver call short.
+     * Returns at once when neither was started.
      */
-    public static void awaitWarmup(long millis) {
-        Warmup.await(millis);
+    public static void awaitGpuPreparation(long millis) {
         GpuPreparation.awaitUntaken(millis);
     }
 

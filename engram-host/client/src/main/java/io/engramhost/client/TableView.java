@@ -14,6 +14,9 @@ import net.openhft.chronicle.bytes.PointerBytesStore;
  * index {@code i} along its first dimension.
  */
 public final class TableView {
+    /** A class of Chronicle Bytes, which only {@link #openBytes} needs (an optional dependency). */
+    private static final String CHRONICLE_BYTES = "net.openhft.chronicle.bytes.BytesStore";
+
     private final Manifest.Table table;
     private final long hostAddress;
     private final long rowBytes;
@@ -183,11 +186,28 @@ public final class TableView {
     /**
      * A Chronicle Bytes view of the whole table for bulk reads, bounded by the table's length. The
      * memory stays mapped while the view is open, even past the handle's close: close the view.
+     *
+     * <p>Chronicle Bytes is an optional dependency of engram-client: an engine that calls this declares
+     * {@code net.openhft:chronicle-bytes} itself (and gives its JVM the flags Chronicle asks for); nothing else in
+     * the client needs it.
+     *
+     * @throws IllegalStateException when Chronicle Bytes is not on the class path, or the handle is closed
      */
     public ChronicleView openBytes() {
+        try {
+            Class.forName(CHRONICLE_BYTES, false, TableView.class.getClassLoader());
+        } catch (ClassNotFoundException e) {
+            throw new IllegalStateException("TableView.openBytes needs Chronicle Bytes, an optional dependency of"
+                    + " engram-client: add net.openhft:chronicle-bytes to the engine's dependencies", e);
+        }
         check(0, table.bytes());
         guard.enter();
-        return new ChronicleView(this, guard);
+        try {
+            return new ChronicleView(this, guard);
+        } catch (RuntimeException | Error e) {
+            guard.exit(); // no view holds the guard
+            throw e;
+        }
     }
 
     long hostAddress() {

@@ -156,7 +156,7 @@ class DaemonClientTest {
                 assertEquals(expected, e.getMessage());
             }
             EngramClient.prepare(gpu);
-            EngramClient.awaitWarmup(5000); // one no connect takes: waited for, and quiet
+            EngramClient.awaitGpuPreparation(5000); // one no connect takes: waited for, and quiet
             try (ImportedTables cpu = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
                 assertEquals(15 * 3L, cpu.table("t.weight").getLong(15 * 8), "an import without a GPU view still works");
             }

@@ -5,18 +5,17 @@ import java.nio.ByteOrder;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import net.openhft.chronicle.bytes.Bytes;
 
 /**
- * Decodes one frame with Chronicle Bytes. Every read is checked against what is left, and a short
- * frame fails naming the message and the field rather than reading past the end.
+ * Decodes one frame: the header, then little-endian fields, read with a {@link ByteBuffer}. Every read is checked
+ * against what is left, and a short frame fails naming the message and the field rather than reading past the end.
  */
 public final class FrameReader {
-    private final Bytes<byte[]> bytes;
+    private final ByteBuffer bytes;
     private final MessageType type;
     private final int version;
 
-    private FrameReader(Bytes<byte[]> bytes, MessageType type, int version) {
+    private FrameReader(ByteBuffer bytes, MessageType type, int version) {
         this.bytes = bytes;
         this.type = type;
         this.version = version;
@@ -31,19 +30,16 @@ public final class FrameReader {
 
     /** Checks the header of the frame in {@code b}, which the reader then reads in place (no copy). */
     public static FrameReader of(byte[] b) {
-        if (ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN) {
-            throw new IllegalStateException("engram-host's protocol codec needs a little-endian machine");
-        }
-        Bytes<byte[]> bytes = Bytes.wrapForRead(b);
         if (b.length < ProtocolDescriptor.HEADER_BYTES) {
             throw new ProtocolException("frame of " + b.length + " bytes is shorter than the 8-byte header");
         }
-        int magic = bytes.readInt();
+        ByteBuffer bytes = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+        int magic = bytes.getInt();
         if (magic != ProtocolDescriptor.MAGIC) {
             throw new ProtocolException("bad magic 0x" + Integer.toHexString(magic) + ": not an engram-host frame");
         }
-        int version = bytes.readUnsignedShort();
-        MessageType type = MessageType.of(bytes.readUnsignedShort());
+        int version = Short.toUnsignedInt(bytes.getShort());
+        MessageType type = MessageType.of(Short.toUnsignedInt(bytes.getShort()));
         return new FrameReader(bytes, type, version);
     }
 
@@ -56,25 +52,25 @@ public final class FrameReader {
     }
 
     private void need(long n, String field) {
-        if (bytes.readRemaining() < n) {
+        if (bytes.remaining() < n) {
             throw new ProtocolException(type + ": truncated at " + field + " (needs " + n + " bytes, "
-                    + bytes.readRemaining() + " left)");
+                    + bytes.remaining() + " left)");
         }
     }
 
     public int u8(String field) {
         need(1, field);
-        return bytes.readUnsignedByte();
+        return Byte.toUnsignedInt(bytes.get());
     }
 
     public int u16(String field) {
         need(2, field);
-        return bytes.readUnsignedShort();
+        return Short.toUnsignedInt(bytes.getShort());
     }
 
     public int i32(String field) {
         need(4, field);
-        return bytes.readInt();
+        return bytes.getInt();
     }
 
     /** A u32 count, checked against {@code max}. */
@@ -88,13 +84,13 @@ public final class FrameReader {
 
     public long i64(String field) {
         need(8, field);
-        return bytes.readLong();
+        return bytes.getLong();
     }
 
     public byte[] raw(int n, String field) {
         need(n, field);
         byte[] b = new byte[n];
-        bytes.read(b);
+        bytes.get(b);
         return b;
     }
 
@@ -141,8 +137,8 @@ public final class FrameReader {
 
     /** Fails when bytes are left over: a frame must be consumed exactly. */
     public void end() {
-        if (bytes.readRemaining() != 0) {
-            throw new ProtocolException(type + ": " + bytes.readRemaining() + " unexpected trailing bytes");
+        if (bytes.remaining() != 0) {
+            throw new ProtocolException(type + ": " + bytes.remaining() + " unexpected trailing bytes");
         }
     }
 }

@@ -28,6 +28,42 @@ class FrameRoundTripTest {
         return a;
     }
 
+    /**
+     * A frame of some MiB, fields of every width falling across the writer's chunks and blobs larger than one: the
+     * same bytes as built field by field, and read back in order.
+     */
+    @Test
+    void shouldWriteAFrameOfManyChunksExactly() {
+        FrameWriter w = new FrameWriter(MessageType.STATUS_REPLY, 2);
+        Wire expected = Wire.frame(MessageType.STATUS_REPLY, 2);
+        byte[] big = new byte[(3 << 20) + 5];
+        for (int j = 0; j < big.length; j++) {
+            big[j] = (byte) (j * 31 + (j >> 16));
+        }
+        for (int i = 0; i < 150_000; i++) {
+            w.u8(i & 0xff).u16(i & 0xffff).i32(i).i64(-i);
+            expected.u8(i & 0xff).u16(i & 0xffff).i32(i).i64(-i);
+            if (i % 50_000 == 7) {
+                w.blob(big).shortString("s" + i);
+                expected.blob32(big).str16("s" + i);
+            }
+        }
+        byte[] frame = w.toArray();
+        assertArrayEquals(expected.bytes(), frame);
+        FrameReader r = FrameReader.of(frame);
+        for (int i = 0; i < 150_000; i++) {
+            assertEquals(i & 0xff, r.u8("u8"));
+            assertEquals(i & 0xffff, r.u16("u16"));
+            assertEquals(i, r.i32("i32"));
+            assertEquals(-i, r.i64("i64"));
+            if (i % 50_000 == 7) {
+                assertArrayEquals(big, r.blob("blob", ProtocolDescriptor.MAX_PAYLOAD));
+                assertEquals("s" + i, r.shortString("s"));
+            }
+        }
+        r.end();
+    }
+
     @Test
     void magicIsEgrmInByteOrder() {
         assertEquals(0x4D524745, ProtocolDescriptor.MAGIC);
