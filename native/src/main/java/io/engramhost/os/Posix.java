@@ -51,6 +51,8 @@ public final class Posix {
     public static final int MADV_POPULATE_WRITE = 23;
     // open
     public static final int O_RDONLY = 0;
+    /** O_NONBLOCK (the same on x86-64 and aarch64): an open of a fifo does not wait for a writer. */
+    public static final int O_NONBLOCK = 04000;
     public static final int O_RDWR = 2;
     public static final int O_CREAT = 0x40;
     public static final int O_TRUNC = 0x200;

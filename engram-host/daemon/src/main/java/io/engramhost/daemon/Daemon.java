@@ -167,7 +167,14 @@ public final class Daemon implements AutoCloseable {
                     Closer.closeAll(c);
                     return;
                 }
-                becomeReady(c);
+                try {
+                    becomeReady(c);
+                } catch (RuntimeException e) { // the ready file cannot be written: serve nothing
+                    catalog = null;
+                    Closer.closeAllAfter(e, c);
+                    failed(e);
+                    return;
+                }
             }
             announceReady();
         }
@@ -183,10 +190,10 @@ public final class Daemon implements AutoCloseable {
     /** The one way to ready: the catalog's answers made, the state, the ready file with this pid. */
     private void becomeReady(Catalog c) {
         catalog = c;
-        answers = new Answers(c);
-        state = DaemonState.READY;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 c.fingerprintSha256(), c.backend(), socket);
+        answers = new Answers(c);
+        state = DaemonState.READY;
         settled.countDown();
     }
 
@@ -258,9 +265,9 @@ public final class Daemon implements AutoCloseable {
             if (systemd != null) {
                 systemd.stopping("stopping" + (stopReason == null ? "" : " (" + stopReason + ")"));
             }
-            lock.dir().removeQuietly(SocketPaths.readyFile(socket).getFileName().toString());
+            lock.dir().removeOwn(SocketPaths.readyFile(socket).getFileName().toString(), false);
             if (systemd == null || !systemd.listenerStored()) {
-                lock.dir().removeQuietly(socket.getFileName().toString());
+                lock.dir().removeOwn(socket.getFileName().toString(), true);
             } // else systemd's fd store keeps the listening socket: clients queue in its backlog for the next daemon
         }
         Closer.closeAll(metrics);

@@ -18,7 +18,8 @@ import java.nio.file.Path;
  * {@code O_NOFOLLOW}, and used only when it is a regular file with one link that belongs to this
  * daemon's uid or root. A lock file of any other uid was put there by someone else: it is refused with
  * a message naming its owner, and its content (the pid it claims) is never repeated. The lock owns the
- * directory's fd and closes it last.
+ * directory's fd and closes it last. A lock file that holds anything but a pid is not a daemon's, and is refused
+ * and left as it is.
  */
 public final class DaemonLock implements AutoCloseable {
     /** The most of a lock file that is read for its pid. */
@@ -132,6 +133,13 @@ public final class DaemonLock implements AutoCloseable {
             throw new IllegalStateException("refusing the lock file " + lockFile + ": it has " + st.nlink() + " hard links,"
                     + " so another name points at the same file and writing it would change that file too; remove "
                     + lockFile);
+        }
+        String content = st.size() > PID_BYTES ? null
+                : new String(DirFd.readUpTo(fd, PID_BYTES), StandardCharsets.US_ASCII);
+        if (content == null || !content.matches("(\\d{1,10}\n?)?")) {
+            throw new IllegalStateException("refusing the lock file " + lockFile + ": it holds " + st.size() + " bytes"
+                    + " that are not a daemon's pid, so it is not an engram-host lock file and writing it would change"
+                    + " it; remove it yourself if it is not needed, or give --socket another path");
         }
     }
 

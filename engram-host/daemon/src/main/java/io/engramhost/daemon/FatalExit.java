@@ -37,9 +37,9 @@ final class FatalExit implements Thread.UncaughtExceptionHandler {
         try {
             LOG.log(ERROR, "fatal: thread " + thread.getName() + " died of " + error + "; the daemon exits with status "
                     + STATUS);
-            dir.removeQuietly(readyName);
+            dir.removeOwn(readyName, false);
             if (!listenerStored.getAsBoolean()) {
-                dir.removeQuietly(socketName);
+                dir.removeOwn(socketName, true);
             }
         } finally {
             Runtime.getRuntime().halt(STATUS);

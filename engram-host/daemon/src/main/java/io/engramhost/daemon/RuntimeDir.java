@@ -6,6 +6,7 @@ import static java.lang.System.Logger.Level.WARNING;
 import io.engramhost.os.DirFd;
 import io.engramhost.os.FileStat;
 import io.engramhost.os.NativeException;
+import io.engramhost.protocol.ReadyFile;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -218,32 +219,55 @@ public final class RuntimeDir implements AutoCloseable {
     }
 
     /**
-     * Removes {@code name} (the socket or the ready file) before the daemon takes it: a file left by a daemon
-     * that is gone, or anything else planted there (a symlink is removed, not followed). Call only while
-     * holding the lock.
+     * Clears the socket path {@code name} before the daemon binds it, while holding the lock: a socket there (a
+     * daemon's that is gone) is removed; anything else is refused and left as it is, since it is not the daemon's to
+     * remove (a user's file given as --socket by mistake, or something planted in a shared directory).
      *
-     * @throws IllegalStateException when it cannot be removed (a directory; in a sticky directory, another
-     *     uid's file this daemon may not remove), naming its type and owner
+     * @throws IllegalStateException naming what is there and the fix
      */
-    void removeStale(String name) {
+    void clearSocket(String name) {
         FileStat st = dir.statAt(name);
         if (st == null) {
             return;
         }
         Path p = dir.resolve(name);
-        if (st.isDirectory()) {
-            throw new IllegalStateException("cannot take " + p + ": it is a directory owned by " + who(st.uid(), p)
-                    + "; remove it");
+        if (!st.isSocket()) {
+            throw new IllegalStateException(p + " is " + st.typeName() + " owned by " + who(st.uid(), p)
+                    + ", not a socket: refusing to remove it; give --socket a path where nothing is, or remove it"
+                    + " yourself if it is not needed");
         }
+        unlinkStale(name, st, p);
+    }
+
+    /**
+     * Clears the ready file {@code name} before the daemon writes its own, while holding the lock: one in the
+     * daemon's own format ({@link ReadyFile#isReadyFile}), a regular file of this uid or root, is removed; anything
+     * else is refused and left as it is.
+     *
+     * @throws IllegalStateException naming what is there and the fix
+     */
+    void clearReady(String name) {
+        FileStat st = dir.statAt(name);
+        if (st == null) {
+            return;
+        }
+        Path p = dir.resolve(name);
+        String notOurs = ReadyFile.notOurs(dir, name);
+        if (notOurs != null) {
+            throw new IllegalStateException(notOurs);
+        }
+        unlinkStale(name, st, p);
+    }
+
+    private void unlinkStale(String name, FileStat st, Path p) {
         try {
             dir.unlink(name);
         } catch (NativeException e) {
             throw new IllegalStateException("cannot remove " + p + " (" + st.typeName() + " owned by " + who(st.uid(), p)
                     + "): " + e.getMessage() + "; remove it, or use a private socket directory", e);
         }
-        boolean daemonsFile = trusted(st.uid()) && (st.isSocket() || st.isRegular());
-        LOG.log(INFO, "removed " + p + (daemonsFile ? ", left by a daemon that is gone"
-                : " (" + st.typeName() + " owned by uid " + st.uid() + ", not a daemon's file)"));
+        LOG.log(INFO, "removed " + p + ", " + st.typeName() + " left by a daemon that is gone"
+                + (trusted(st.uid()) ? "" : " (owned by uid " + st.uid() + ")"));
     }
 
     /**
@@ -264,10 +288,19 @@ public final class RuntimeDir implements AutoCloseable {
         }
     }
 
-    /** Removes {@code name} if it is there (on stop); a failure is logged, not thrown. */
-    void removeQuietly(String name) {
+    /**
+     * Removes the daemon's own file {@code name} as it stops: the socket ({@code socket} true; removed only while it
+     * is a socket of this uid) or the ready file (only while it is in the daemon's own format). Anything else there
+     * now is left alone; a failure is logged, not thrown.
+     */
+    void removeOwn(String name, boolean socket) {
         try {
-            dir.unlink(name);
+            FileStat st = dir.statAt(name);
+            boolean own = st != null && (socket ? st.isSocket() && st.uid() == DirFd.geteuid()
+                    : ReadyFile.notOurs(dir, name) == null);
+            if (own) {
+                dir.unlink(name);
+            }
         } catch (RuntimeException e) {
             LOG.log(WARNING, "cannot remove " + dir.path().resolve(name) + ": " + e.getMessage());
         }

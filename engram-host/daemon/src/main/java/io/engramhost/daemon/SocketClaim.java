@@ -65,12 +65,13 @@ final class SocketClaim {
     /**
      * The listening socket, once {@code lock} is held: {@code handed} (from systemd's fd store or a socket unit)
      * when it listens on {@code socket} and the file there is a socket (the previous daemon left it for the
-     * clients queued in the backlog); otherwise anything stale is removed and a new socket bound. The ready file
-     * is always removed. Owns {@code handed} (null: none).
+     * clients queued in the backlog); otherwise a stale socket there is removed (anything else is refused) and a new
+     * socket bound. A stale ready file is removed first (one not in the daemon's format is refused). Owns
+     * {@code handed} (null: none).
      */
     static UnixListener listen(DaemonLock lock, Path socket, Fd handed, boolean othersAdmitted) {
         String name = socket.getFileName().toString();
-        lock.dir().removeStale(SocketPaths.readyFile(socket).getFileName().toString());
+        lock.dir().clearReady(SocketPaths.readyFile(socket).getFileName().toString());
         if (handed != null) {
             FileStat st = lock.dir().fd().statAt(name);
             if (st != null && st.isSocket() && st.uid() == Posix.geteuid()) {
@@ -88,13 +89,13 @@ final class SocketClaim {
                         + (st == null ? "gone" : "not this daemon's socket") + ": binding a new one");
             }
         }
-        lock.dir().removeStale(name);
+        lock.dir().clearSocket(name);
         UnixListener l = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
         try {
             lock.dir().protectSocket(name, othersAdmitted);
         } catch (RuntimeException e) {
             l.close();
-            lock.dir().removeQuietly(name);
+            lock.dir().removeOwn(name, true);
             throw e;
         }
         return l;

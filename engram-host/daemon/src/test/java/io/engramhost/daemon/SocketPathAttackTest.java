@@ -255,67 +255,50 @@ class SocketPathAttackTest {
                 + ", which belongs to uid 65534 (nobody) (a fifo)");
     }
 
+    /**
+     * Nothing planted at the socket path or the ready file's is removed, followed or replaced: the daemon refuses to
+     * start, in one line naming it, and leaves it as it was (only a socket, or a ready file in the daemon's own
+     * format, is the daemon's to clear).
+     */
     @Test
-    void shouldStartSafelyPastSymlinksAtTheSocketAndReadyFiles() throws Exception {
+    void shouldRefuseSymlinksAtTheSocketAndReadyFilesAndLeaveThemAlone() throws Exception {
         for (boolean others : new boolean[] {false, true}) {
             Path socket = sticky.resolve(others ? "o.sock" : "p.sock");
             Path ready = SocketPaths.readyFile(socket);
-            Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
-            for (Path p : List.of(socket, ready, tmp)) {
-                Attacker.run("ln -s " + q(victim) + " " + q(p));
-            }
-            LogCapture log = new LogCapture();
-            TestDaemons.Held held = new TestDaemons.Held(SocketPathAttackTest::catalog);
-            try (Daemon d = start(socket, others ? Set.of(Attacker.UID) : Set.of(), held)) {
-                assertTrue((((Number) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS)).intValue()
-                        & 0170000) == 0140000, "a socket, bound where the link was");
-                assertEquals(others ? "rw-rw-rw-" : "rw-------", mode(socket));
-                assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS), "the planted ready link was removed");
-                held.open();
-                d.awaitReady();
-                assertFalse(Files.isSymbolicLink(ready));
-                assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
-                assertFalse(Files.exists(tmp, LinkOption.NOFOLLOW_LINKS), "the temporary file was renamed");
-                assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"ready\"");
-            } finally {
-                log.close();
-            }
-            assertContains(log.text(), "removed " + socket + " (a symbolic link owned by uid 65534,"
-                    + " not a daemon's file)", "removed " + ready + " (a symbolic link");
-            assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS));
-            assertFalse(Files.exists(ready, LinkOption.NOFOLLOW_LINKS));
+            Attacker.run("ln -s " + q(victim) + " " + q(socket));
+            assertContains(refused(socket, others ? Set.of(Attacker.UID) : Set.of()).getMessage(), socket
+                    + " is a symbolic link owned by uid 65534 (nobody), not a socket: refusing to remove it");
+            assertTrue(Files.isSymbolicLink(socket), "the planted link is left as it was");
+            Attacker.run("rm -f " + q(socket) + " && ln -s " + q(victim) + " " + q(ready));
+            assertContains(refused(socket, others ? Set.of(Attacker.UID) : Set.of()).getMessage(), ready
+                    + " is a symbolic link, not an engram-host ready file: refusing to replace it");
+            assertTrue(Files.isSymbolicLink(ready), "the planted link is left as it was");
+            assertFalse(Files.exists(socket, LinkOption.NOFOLLOW_LINKS), "no socket bound");
+            Attacker.run("rm -f " + q(ready));
             assertVictimUntouched();
         }
     }
 
+    /** A link planted at the ready file while the daemon loads is not replaced: the daemon fails, serving nothing. */
     @Test
-    void shouldNotFollowSymlinksPlantedWhileLoading() throws Exception {
+    void shouldNotReplaceALinkPlantedWhileLoading() throws Exception {
         Path socket = sticky.resolve("d.sock");
         Path ready = SocketPaths.readyFile(socket);
-        Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
         TestDaemons.Held held = new TestDaemons.Held(SocketPathAttackTest::catalog);
         try (Daemon d = start(socket, Set.of(), held)) {
-            Attacker.run("ln -s " + q(victim) + " " + q(tmp) + " && ln -s " + q(victim) + " " + q(ready));
+            Attacker.run("ln -s " + q(victim) + " " + q(ready));
             held.open();
-            d.awaitReady();
-            assertFalse(Files.isSymbolicLink(ready), "renameat replaced the link");
-            assertEquals(Integer.toString(d.pid()), ReadyFile.read(ready).get("pid"));
-            assertEquals("0", Files.getAttribute(ready, "unix:uid").toString(), "the daemon's own file");
+            IllegalStateException e = assertThrows(IllegalStateException.class, d::awaitReady);
+            assertContains(e.getMessage(), ready + " is a symbolic link, not an engram-host ready file");
+            assertEquals(io.engramhost.protocol.DaemonState.FAILED, d.state());
+            assertTrue(Files.isSymbolicLink(ready), "the planted link is left as it was");
+            try (var files = Files.list(sticky)) {
+                assertEquals(List.of(), files.filter(f -> f.getFileName().toString().contains(".tmp")).toList(),
+                        "the daemon's temporary file is gone");
+            }
         }
+        assertTrue(Files.isSymbolicLink(ready), "and stays after the daemon stops");
         assertVictimUntouched();
-    }
-
-    @Test
-    void shouldNeverBindThroughASymlinkPlantedAtTheSocketPath() throws Exception {
-        // The window between removing a stale entry and bind: whatever appears there makes bind fail.
-        Path socket = sticky.resolve("d.sock");
-        Path target = base.resolve("made-by-bind");
-        Attacker.run("ln -s " + q(target) + " " + q(socket));
-        io.engramhost.os.NativeException e = assertThrows(io.engramhost.os.NativeException.class,
-                () -> io.engramhost.os.UnixListener.bind(socket, 1).close());
-        assertEquals(io.engramhost.os.Errno.EADDRINUSE, e.errno());
-        assertFalse(Files.exists(target, LinkOption.NOFOLLOW_LINKS), "bind did not create the link's target");
-        assertTrue(Files.isSymbolicLink(socket));
     }
 
     @Test
@@ -330,18 +313,46 @@ class SocketPathAttackTest {
         }
     }
 
+    /** Another user's file at the socket path, or a directory at the ready file's, is refused and left as it is. */
     @Test
-    void shouldRemoveAnotherUsersFileAtTheSocketPathButRefuseADirectory() throws Exception {
+    void shouldRefuseAnotherUsersFileAtTheSocketPathAndADirectoryAtTheReadyFile() throws Exception {
         Path socket = sticky.resolve("d.sock");
         Attacker.run("echo squat > " + q(socket));
-        try (Daemon d = loading(socket, Set.of())) {
-            assertContains(EngramClient.status(socket, ClientOptions.defaults()), "\"state\":\"loading\"");
-        }
+        assertContains(refused(socket).getMessage(), socket + " is a regular file owned by uid 65534 (nobody), not a"
+                + " socket: refusing to remove it");
+        assertEquals("squat\n", Files.readString(socket), "left as it was");
+        Attacker.run("rm -f " + q(socket));
         Path ready = SocketPaths.readyFile(socket);
         Attacker.run("mkdir " + q(ready));
-        assertContains(refused(socket).getMessage(), "cannot take " + ready + ": it is a directory owned by uid 65534");
+        assertContains(refused(socket).getMessage(), ready + " is a directory, not an engram-host ready file");
         Files.delete(ready);
         loading(socket, Set.of()).close(); // the refusal released the lock
+    }
+
+    /** A ready file of this uid in another format (a user's notes.txt.ready, say) is not the daemon's to replace. */
+    @Test
+    void shouldRefuseAReadyFileNotInTheDaemonsFormat() throws Exception {
+        Path socket = sticky.resolve("notes.txt");
+        Path ready = SocketPaths.readyFile(socket);
+        Files.writeString(ready, "my notes\n");
+        assertContains(refused(socket).getMessage(), ready + " is not an engram-host ready file (it holds 9 bytes of"
+                + " other content): refusing to replace it");
+        assertEquals("my notes\n", Files.readString(ready));
+        Files.writeString(ready, "pid=999999\nfingerprint=" + "ab".repeat(32) + "\nbackend=memfd\nsocket=" + socket
+                + "\n");
+        loading(socket, Set.of()).close(); // a dead daemon's ready file is removed
+        assertFalse(Files.exists(ready));
+    }
+
+    /** A lock file that holds anything but a pid is not a daemon's: refused, not truncated. */
+    @Test
+    void shouldRefuseALockFileThatIsNotADaemons() throws Exception {
+        Path socket = sticky.resolve("notes.txt");
+        Path lock = SocketPaths.lockFile(socket);
+        Files.writeString(lock, "dear diary\n");
+        assertContains(refused(socket).getMessage(), "refusing the lock file " + lock + ": it holds 11 bytes that are"
+                + " not a daemon's pid");
+        assertEquals("dear diary\n", Files.readString(lock));
     }
 
     // --- the lock ---
@@ -381,7 +392,7 @@ class SocketPathAttackTest {
             holder.destroyForcibly();
             holder.waitFor();
         }
-        Files.writeString(lock, "not a pid, left by a dead daemon");
+        Files.writeString(lock, "4242\n"); // left by a daemon that is gone
         try (Daemon d = loading(socket, Set.of())) {
             assertEquals(d.pid() + "\n", Files.readString(lock), "the daemon's own lock file is rewritten");
         }

@@ -18,13 +18,17 @@ import java.util.Map;
  * removed at start-up and on stop, so it never reports ready too early. Lines of {@code key=value}:
  * pid, fingerprint (SHA-256 hex), backend, socket.
  *
- * <p>The writer never follows a symlink: it works through the socket directory's fd. It removes a stale
- * {@code <socket>.ready.tmp} with {@code unlinkat} (a symlink there is removed, not followed), creates a
- * fresh one with {@code O_CREAT|O_EXCL|O_NOFOLLOW}, writes and fsyncs it, and renames it over
- * {@code <socket>.ready} with {@code renameat} (which replaces a symlink there rather than writing through
- * it).
+ * <p>The writer never follows a symlink and never replaces what is not its own: it works through the socket
+ * directory's fd, creates a temporary file of a name of its own ({@code <socket>.ready.tmp-PID-N}) with
+ * {@code O_CREAT|O_EXCL|O_NOFOLLOW}, writes and fsyncs it, and renames it over {@code <socket>.ready} with
+ * {@code renameat} only while nothing is there or what is there is a ready file ({@link #notOurs}); anything else
+ * there is refused and left alone.
  */
 public final class ReadyFile {
+    /** The most a ready file holds: four short lines. */
+    private static final int MAX_BYTES = 4096;
+    private static final java.util.concurrent.atomic.AtomicLong TMP = new java.util.concurrent.atomic.AtomicLong();
+
     private ReadyFile() {
     }
 
@@ -32,21 +36,13 @@ public final class ReadyFile {
      * Writes the ready file {@code name} in the directory {@code dir} (the daemon's checked socket
      * directory).
      *
-     * @throws IllegalStateException naming the file and the failed call; a stale temporary file that cannot
-     *     be removed is named with its type and owner
+     * @throws IllegalStateException naming the file and the failed call, or what is at {@code name} that is not a
+     *     ready file (left as it is)
      */
     public static void write(DirFd dir, String name, int pid, String fingerprintSha256, String backend, Path socket) {
         String text = "pid=" + pid + "\nfingerprint=" + fingerprintSha256 + "\nbackend=" + backend + "\nsocket=" + socket
                 + "\n";
-        String tmp = name + ".tmp";
-        try {
-            dir.unlink(tmp);
-        } catch (NativeException e) {
-            FileStat st = dir.statAt(tmp);
-            throw new IllegalStateException("cannot write ready file " + dir.resolve(name) + ": cannot remove the stale "
-                    + dir.resolve(tmp) + (st == null ? "" : " (" + st.typeName() + " owned by uid " + st.uid() + ")") + ": "
-                    + e.getMessage(), e);
-        }
+        String tmp = name + ".tmp-" + Posix.getpid() + "-" + TMP.incrementAndGet();
         boolean created = false;
         try {
             try (Fd fd = dir.openFile(tmp, DirFd.O_WRONLY | Posix.O_CREAT | DirFd.O_EXCL, 0644)) {
@@ -54,8 +50,12 @@ public final class ReadyFile {
                 DirFd.writeFully(fd, text.getBytes(StandardCharsets.UTF_8), 0);
                 DirFd.fsync(fd);
             }
+            String notOurs = notOurs(dir, name);
+            if (notOurs != null) {
+                throw new IllegalStateException(notOurs);
+            }
             dir.rename(tmp, name);
-        } catch (NativeException e) {
+        } catch (NativeException | IllegalStateException e) {
             if (created) {
                 try {
                     dir.unlink(tmp);
@@ -63,8 +63,61 @@ public final class ReadyFile {
                     e.addSuppressed(suppressed);
                 }
             }
-            throw new IllegalStateException("cannot write ready file " + dir.resolve(name) + ": " + e.getMessage(), e);
+            throw e instanceof IllegalStateException ise ? ise
+                    : new IllegalStateException("cannot write ready file " + dir.resolve(name) + ": " + e.getMessage(), e);
         }
+    }
+
+    /**
+     * Why the file at {@code name} in {@code dir} is not a ready file the daemon may replace or remove (null: nothing
+     * is there, or it is one: a regular file of this uid or root, at most 4 KiB, of {@code key=value} lines with the
+     * keys pid, fingerprint, backend and socket, each once). A symlink is not followed.
+     */
+    public static String notOurs(DirFd dir, String name) {
+        FileStat st = dir.statAt(name);
+        if (st == null) {
+            return null;
+        }
+        Path p = dir.resolve(name);
+        String refuse = ": refusing to replace it; remove it yourself if it is not needed, or give --socket another"
+                + " path";
+        if (!st.isRegular()) {
+            return p + " is " + st.typeName() + ", not an engram-host ready file" + refuse;
+        }
+        if (st.uid() != DirFd.geteuid() && st.uid() != 0) {
+            return p + " belongs to uid " + st.uid() + ", not to this daemon's uid or root" + refuse;
+        }
+        if (st.size() > MAX_BYTES) {
+            return p + " holds " + st.size() + " bytes, not an engram-host ready file" + refuse;
+        }
+        byte[] b;
+        try (Fd fd = dir.openFile(name, Posix.O_RDONLY | Posix.O_NONBLOCK, 0)) {
+            b = DirFd.readUpTo(fd, MAX_BYTES);
+        } catch (NativeException e) {
+            return "cannot read " + p + " to tell whether it is a ready file: " + e.getMessage() + refuse;
+        }
+        java.util.Set<String> keys = new java.util.HashSet<>();
+        String text = new String(b, StandardCharsets.UTF_8);
+        for (String line : text.split("\n", -1)) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            int eq = line.indexOf('=');
+            String key = eq > 0 ? line.substring(0, eq) : "";
+            String value = eq > 0 ? line.substring(eq + 1) : "";
+            boolean valid = switch (key) {
+                case "pid" -> value.matches("\\d{1,10}");
+                case "fingerprint" -> value.matches("[0-9a-f]{64}");
+                case "backend" -> value.matches("[a-z0-9-]{1,32}");
+                case "socket" -> !value.isEmpty();
+                default -> false;
+            };
+            if (!valid || !keys.add(key)) {
+                return p + " is not an engram-host ready file (it holds " + b.length + " bytes of other content)"
+                        + refuse;
+            }
+        }
+        return keys.contains("pid") ? null : p + " is not an engram-host ready file (no pid line)" + refuse;
     }
 
     /** The file's keys and values; empty when it does not exist. */
