@@ -181,7 +181,7 @@ final class ConnectionTable {
     /** Takes {@code c} out of the table without closing its socket (a takeover's connection leaves the loop). */
     void detach(Connection c) {
         if (remove(c) && !c.busy) {
-            c.inbound.release(memory);
+            c.inbound.release(memory, c);
         }
     }
 
@@ -194,7 +194,7 @@ final class ConnectionTable {
             return;
         }
         if (!c.busy) {
-            c.inbound.release(memory);
+            c.inbound.release(memory, c);
         }
         if (c.phase == ConnectionPhase.LEASE) {
             services.leases().end(c.leaseId, leaseEnd == null ? "ended by the daemon" : leaseEnd);

@@ -13,8 +13,9 @@ import java.util.function.LongSupplier;
 
 /**
  * One peer's next message, put together from whatever each non-blocking read brings. The 8-byte
- * header is checked against the connection's limit before any payload byte is read; the payload
- * buffer grows only as bytes arrive, each growth drawn from the daemon's {@link RequestMemory}.
+ * header is checked against the connection's limit before any payload byte is read. A small message's buffer
+ * grows only as bytes arrive, each growth drawn from the small pool of the daemon's {@link RequestMemory}; a large
+ * one waits its turn for a reservation of its whole announced size, then gets a buffer of that size at once.
  * A client sends no fds: any that arrive are closed and the message refused.
  */
 final class Inbound {
@@ -46,6 +47,22 @@ final class Inbound {
         return reserved;
     }
 
+    /** The payload bytes the message's header announced (-1 before the header is in). */
+    long announced() {
+        return payloadLength;
+    }
+
+    /** Whether the message is large: it reserves its announced size from the large pool ({@link RequestMemory}). */
+    boolean large() {
+        return payloadLength > RequestMemory.SMALL_MESSAGE;
+    }
+
+    /** The large pool reserved {@code size} bytes for this message: its buffer, of the whole announced size. */
+    void granted(long size) {
+        reserved = size;
+        payload = new byte[(int) size];
+    }
+
     /**
      * Reads what the socket has, up to the end of the message.
      *
@@ -55,8 +72,9 @@ final class Inbound {
      * @throws PeerClosedException at end of stream (mid-message or not)
      * @throws ProtocolException when the message breaks a limit (the caller answers BAD_REQUEST)
      */
-    Progress read(int fd, NonBlocking.Scratch scratch, int maxPayload, FrameCheck frameCheck, RequestMemory memory,
-            LongSupplier clock) {
+    Progress read(Connection owner, NonBlocking.Scratch scratch, int maxPayload, FrameCheck frameCheck,
+            RequestMemory memory, LongSupplier clock) {
+        int fd = owner.fd.get();
         List<Fd> stray = new ArrayList<>(0);
         try {
             while (true) {
@@ -77,7 +95,8 @@ final class Inbound {
                     if (payloadLength == payloadGot) {
                         return Progress.COMPLETE;
                     }
-                    if (payloadGot == payload.length && !grow(memory)) {
+                    if (large() ? !memory.admitLarge(owner, payloadLength)
+                            : payloadGot == payload.length && !grow(owner, memory)) {
                         return Progress.NO_MEMORY;
                     }
                     n = NonBlocking.recv(fd, scratch, payload, payloadGot, payload.length - payloadGot, stray);
@@ -129,11 +148,11 @@ final class Inbound {
         payload = new byte[0];
     }
 
-    private boolean grow(RequestMemory memory) {
+    private boolean grow(Connection owner, RequestMemory memory) {
         int next = payload.length == 0 ? Math.min(payloadLength, FIRST_CHUNK)
                 : (int) Math.min(payloadLength, Math.max(FIRST_CHUNK, 2L * payload.length));
         long delta = next - payload.length;
-        if (!memory.take(delta)) {
+        if (!memory.takeSmall(owner, delta)) {
             return false;
         }
         reserved += delta;
@@ -153,11 +172,16 @@ final class Inbound {
         return p;
     }
 
-    /** Gives back what a dropped message held. */
-    void release(RequestMemory memory) {
-        memory.give(reserved);
+    /** Gives back what a dropped message held, and its place in line. */
+    void release(RequestMemory memory, Connection owner) {
+        memory.forget(owner);
+        long held = reserved;
+        boolean wasLarge = large();
         reserved = 0;
         payload = null;
+        if (held > 0) {
+            memory.give(held, wasLarge);
+        }
     }
 
     /** A check of a frame's header the moment it arrives (limits that depend on the type). */

@@ -52,7 +52,7 @@ final class SessionLoop implements AutoCloseable {
         void abandoned();
     }
 
-    private record Completion(Connection connection, Answer answer, long reserved) {
+    private record Completion(Connection connection, Answer answer, long reserved, boolean large) {
     }
 
     private final Services services;
@@ -88,7 +88,7 @@ final class SessionLoop implements AutoCloseable {
         this.handler = handler;
         this.detach = detach;
         this.workers = workers;
-        this.memory = new RequestMemory(limits.requestMemory());
+        this.memory = new RequestMemory(limits.requestMemory(), c -> c.starved = false);
         this.table = new ConnectionTable(limits, services, memory, deadlines, this::sendNow, detach::abandoned);
         this.thread = services.threads().thread(this::run, "engram-sessions");
         this.heartbeat = services.clock().getAsLong();
@@ -254,7 +254,7 @@ final class SessionLoop implements AutoCloseable {
         boolean lease = c.phase == ConnectionPhase.LEASE;
         Inbound.Progress p;
         try {
-            p = c.inbound.read(c.fd.get(), scratch, maxPayload(c.phase),
+            p = c.inbound.read(c, scratch, maxPayload(c.phase),
                     (frame, length) -> FrameHeader.checkRequest(c.phase, c.version, frame, length), memory,
                     services.clock());
         } catch (PeerClosedException e) {
@@ -267,7 +267,7 @@ final class SessionLoop implements AutoCloseable {
             }
             services.stats().badRequests.incrementAndGet();
             services.stats().warnOnce(c.peer, "bad-request", "closed " + c + ": " + e.getMessage());
-            c.inbound.release(memory);
+            c.inbound.release(memory, c);
             answer(c, Answer.error(ErrorReply.of(ErrorCode.BAD_REQUEST, e.getMessage()), Answer.Next.CLOSE,
                     c.frameVersion()));
             return;
@@ -278,7 +278,7 @@ final class SessionLoop implements AutoCloseable {
         switch (p) {
             case COMPLETE -> {
                 if (lease) {
-                    c.inbound.release(memory);
+                    c.inbound.release(memory, c);
                     c.inbound.take();
                     table.close(c, "released");
                 } else {
@@ -300,6 +300,7 @@ final class SessionLoop implements AutoCloseable {
 
     private void dispatch(Connection c) {
         long reserved = c.inbound.reserved();
+        boolean large = c.inbound.large();
         byte[] payload = c.inbound.take();
         c.busy = true;
         c.lastActivityNanos = services.clock().getAsLong();
@@ -318,17 +319,17 @@ final class SessionLoop implements AutoCloseable {
                 services.fatal().uncaughtException(Thread.currentThread(), t);
                 return;
             }
-            completions.add(new Completion(c, a, reserved));
+            completions.add(new Completion(c, a, reserved, large));
             wakeup.signal();
         });
     }
 
     private void drainCompletions() {
-        boolean freed = false;
         Completion done;
         while ((done = completions.poll()) != null) {
-            memory.give(done.reserved());
-            freed |= done.reserved() > 0;
+            if (done.reserved() > 0) {
+                memory.give(done.reserved(), done.large()); // wakes who now fits
+            }
             Connection c = done.connection();
             if (!table.contains(c)) {
                 if (done.answer().onWritten() != null) {
@@ -339,11 +340,6 @@ final class SessionLoop implements AutoCloseable {
             c.busy = false;
             answer(c, done.answer());
             refile(c);
-        }
-        if (freed) {
-            for (Connection c : table.all()) {
-                c.starved = false;
-            }
         }
     }
 

@@ -40,8 +40,9 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(30)
 class SessionLoopTest {
     private static final long MS = 1_000_000L;
+    /** Request memory at its floor: one largest request at a time. */
     private static final ConnectionLimits LIMITS = new ConnectionLimits(3, 3, 1000, 2000, 60_000,
-            ConnectionLimits.DEFAULT_REQUEST_MEMORY, 1);
+            io.engramhost.protocol.ProtocolDescriptor.MAX_REQUEST, 1);
 
     @TempDir
     Path dir;
@@ -307,5 +308,48 @@ class SessionLoopTest {
         rounds();
         assertEquals(ErrorCode.TIMED_OUT, nextError(quiet).code(), "serving again: its idle deadline had passed");
         assertEquals(1, loop.connections().size(), "the connection that waited in the backlog is accepted");
+    }
+
+    /** The header of the largest request and the first {@code bytes} of its payload (a valid IMPORT frame header). */
+    private static byte[] largeStart(int bytes) {
+        return ByteBuffer.allocate(8 + bytes).order(ByteOrder.LITTLE_ENDIAN)
+                .putInt(io.engramhost.protocol.ProtocolDescriptor.MAX_REQUEST).putInt(0)
+                .putInt(io.engramhost.protocol.ProtocolDescriptor.MAGIC).putShort((short) 2).putShort((short) 3).array();
+    }
+
+    /** Sends what the socket takes now of {@code b} from {@code at}; returns the new position. */
+    private static int sendSome(UnixConnection c, byte[] b, int at, NonBlocking.Scratch scratch) {
+        int n = NonBlocking.send(c.rawFd(), scratch, b, at, b.length - at, new int[0]);
+        return n == NonBlocking.WOULD_BLOCK ? at : at + n;
+    }
+
+    @Test
+    void aLargeRequestWaitsItsTurnAndIsWokenWhenAClosedOneGivesItsMemoryBack() {
+        UnixConnection first = session();
+        UnixConnection second = session();
+        NonBlocking.Scratch scratch = new NonBlocking.Scratch(256 << 10);
+        byte[] start = largeStart(8);
+        assertEquals(start.length, sendSome(first, start, 0, scratch)); // admitted: the whole floor is its
+        rounds();
+        byte[] whole = new byte[8 + io.engramhost.protocol.ProtocolDescriptor.MAX_REQUEST];
+        System.arraycopy(start, 0, whole, 0, start.length);
+        int sent = sendSome(second, whole, 0, scratch);
+        rounds();
+        Connection waiting = loop.connections().get(1);
+        assertTrue(waiting.starved, "the second waits in line, its bytes in the socket");
+        assertEquals(io.engramhost.protocol.ProtocolDescriptor.MAX_REQUEST, loop.requestMemoryUsed(),
+                "the first holds the floor, the second nothing");
+        UnixConnection small = session(); // a small message never waits for the large pool
+        assertTrue(small.isOpen());
+        first.close();
+        rounds();
+        assertFalse(waiting.starved, "the close woke it");
+        while (sent < whole.length) {
+            sent = sendSome(second, whole, sent, scratch);
+            loop.runOnce(0);
+        }
+        rounds();
+        assertEquals(MessageType.MANIFEST, nextType(second), "its turn came: answered");
+        assertEquals(0, loop.requestMemoryUsed(), "and it gave the memory back");
     }
 }
