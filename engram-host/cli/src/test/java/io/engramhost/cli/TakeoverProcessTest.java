@@ -216,7 +216,10 @@ class TakeoverProcessTest {
                     }
                     String what = c[0] + " killed at '" + c[2] + "'";
                     assertTrue(survivor.process.isAlive(), what + ": " + survivor.log());
-                    assertEquals((int) survivor.pid(), readyPid(socket), what);
+                    assertEquals((int) survivor.pid(), readyPid(socket), what + ": the ready file names the survivor");
+                    assertEquals(Long.toString(survivor.pid()), Files.readString(
+                            io.engramhost.protocol.SocketPaths.lockFile(socket)).strip(), what
+                            + ": the lock file names the survivor");
                     assertEquals((long) survivor.pid(), ((Number) status(socket).get("pid")).longValue(), what);
                     assertServesTheCheckpoint(socket, ckpt);
                     if (killSuccessor) {
@@ -227,6 +230,37 @@ class TakeoverProcessTest {
                     Files.writeString(gate, "go"); // nothing holds at the gate any more; open it for tidiness
                 }
             }
+        }
+    }
+
+    /**
+     * Two successors asking at once: one takes over, the other is refused BUSY (or, if it asks only after the first
+     * committed, takes over from it in turn); either way exactly one daemon serves at the end, and the lock and ready
+     * files name it.
+     */
+    @Test
+    void twoSuccessorsAtOnceLeaveExactlyOneDaemon(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("run/two.sock");
+        try (DaemonProcess a = serve(socket, dir.resolve("a.log"), ckpt, Map.of()).awaitReady();
+                DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--takeover");
+                DaemonProcess c = serve(socket, dir.resolve("c.log"), ckpt, Map.of(), "--takeover")) {
+            assertTrue(a.process.waitFor(60, TimeUnit.SECONDS), "the first daemon hands over and exits: " + a.log());
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (b.process.isAlive() && c.process.isAlive() && System.nanoTime() < deadline) {
+                Thread.sleep(50); // the one refused, or taken over from, exits
+            }
+            DaemonProcess serving = b.process.isAlive() ? b : c;
+            DaemonProcess other = serving == b ? c : b;
+            assertTrue(other.process.waitFor(60, TimeUnit.SECONDS), "one of the two ends: " + other.log());
+            assertTrue(serving.process.isAlive(), serving.log());
+            String said = other.log();
+            assertTrue(other.process.exitValue() == 0 && said.contains("handed over to pid " + serving.pid())
+                    || other.process.exitValue() == 1 && said.contains("another takeover is under way"), said);
+            assertEquals((int) serving.pid(), readyPid(socket));
+            assertEquals(Long.toString(serving.pid()), Files.readString(io.engramhost.protocol.SocketPaths.lockFile(socket))
+                    .strip());
+            assertServesTheCheckpoint(socket, ckpt);
         }
     }
 

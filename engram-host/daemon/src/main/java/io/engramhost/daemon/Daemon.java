@@ -395,6 +395,7 @@ public final class Daemon implements AutoCloseable {
 
         @Override
         public void resume() {
+            lock.claim(); // a successor that failed before the commit point may have written its pid
             loop.resume();
         }
 

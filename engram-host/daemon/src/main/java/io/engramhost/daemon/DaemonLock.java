@@ -55,9 +55,9 @@ public final class DaemonLock implements AutoCloseable {
                 if ((DirFd.stat(fd).mode() & 0077) != 0) {
                     DirFd.chmod(fd, 0600); // no one else may open it, and so hold it with a read-only fd
                 }
-                Posix.ftruncate(fd, 0);
-                DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
-                return new DaemonLock(fd, lockFile, dir);
+                DaemonLock lock = new DaemonLock(fd, lockFile, dir);
+                lock.claim();
+                return lock;
             } catch (RuntimeException e) {
                 fd.close();
                 throw e;
@@ -71,8 +71,10 @@ public final class DaemonLock implements AutoCloseable {
     /**
      * Takes over the lock a predecessor daemon handed over with its fd ({@code lockFd}, which shares the
      * predecessor's open file and so its flock): it must be the lock file of {@code socket} in {@code dir}, pass
-     * the checks of {@link #acquire}, and hold the lock. Writes this process's pid into it. Owns {@code lockFd}
-     * and {@code dir} from here on (closing both when this fails).
+     * the checks of {@link #acquire}, and hold the lock. It does not write this process's pid: until the commit
+     * point the predecessor may still be the daemon, so the file keeps naming it; the successor writes its own pid
+     * once it has confirmed ({@link #claim}). Owns {@code lockFd} and {@code dir} from here on (closing both when this
+     * fails).
      */
     public static DaemonLock adopt(Fd lockFd, RuntimeDir dir, Path socket) {
         try {
@@ -85,14 +87,21 @@ public final class DaemonLock implements AutoCloseable {
             if (!Posix.flock(lockFd, Posix.LOCK_EX | Posix.LOCK_NB)) {
                 throw new IllegalStateException("the lock handed over for " + lockFile + " is not held by it");
             }
-            Posix.ftruncate(lockFd, 0);
-            DirFd.writeFully(lockFd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
             return new DaemonLock(lockFd, lockFile, dir);
         } catch (RuntimeException e) {
             lockFd.close();
             dir.close();
             throw e;
         }
+    }
+
+    /**
+     * Writes this process's pid into the lock file: it is the daemon now (a new one, a successor past its commit
+     * point, or a predecessor serving again after a takeover that failed before it).
+     */
+    void claim() {
+        Posix.ftruncate(fd, 0);
+        DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
     }
 
     /** The lock file's fd, to hand over to a successor (which then shares the lock); this lock keeps owning it. */

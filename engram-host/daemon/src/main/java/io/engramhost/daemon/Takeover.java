@@ -221,6 +221,7 @@ final class Takeover {
         } catch (PeerClosedException e) {
             LOG.log(WARNING, "the predecessor pid " + predecessor + " is gone since it committed; serving on");
         }
+        lock.claim(); // past the commit point: the lock file names this process from here on
         LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER, predecessor, t0, null);
         LOG.log(INFO, "took over from pid " + predecessor + " in " + origin.handoverMillis() + " ms: "
                 + catalog.allTables().size() + " tables, " + connections.size() + " connections (" + leases
