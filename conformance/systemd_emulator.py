@@ -2,7 +2,7 @@
 """Plays systemd's side of a Type=notify service with an fd store, for tests (no systemd in CI).
 
     systemd_emulator.py --events FILE [--fdstore-max N] [--watchdog-usec U] [--restart-gate PATH]
-                        [--restarts N] -- COMMAND...
+                        [--restarts N] [--deaf-until PATH] -- COMMAND...
 
 What it does, as systemd (src/core/service.c, sd_notify(3), sd_listen_fds(3)) does:
   * a datagram NOTIFY_SOCKET (a path in a private directory, SO_PASSCRED on); with NotifyAccess=main a message is
@@ -16,7 +16,10 @@ What it does, as systemd (src/core/service.c, sd_notify(3), sd_listen_fds(3)) do
     WATCHDOG_PID; when it ends by a signal or a nonzero status (Restart=on-failure) it is started again, at most
     --restarts times, once --restart-gate exists: fork, the stored fds dup2'ed to 3, 4, ... (without CLOEXEC),
     LISTEN_PID set to the child's own pid after the fork, LISTEN_FDS and LISTEN_FDNAMES (':'-joined), then execve;
-  * SIGTERM to the emulator: SIGTERM to the service, wait, exit (the fd store is dropped with it).
+  * SIGTERM to the emulator: SIGTERM to the service, wait, exit (the fd store is dropped with it);
+  * --deaf-until PATH: the notify socket is not read until PATH exists, and its queue is full from the start (the
+    emulator fills it with datagrams of its own before the service starts, recorded later as "ignored"): a systemd
+    that stopped reading long ago, so the service's very first datagram gets EAGAIN.
 
 Every event is one JSON line in --events: {"event": "spawn", "pid": P, "listen_fds": N, "names": [...]},
 {"event": "notify", "pid": P, "fields": {...}, "fds": K}, {"event": "stored", "name": ..., "poll": bool},
@@ -107,6 +110,7 @@ def main():
     ap.add_argument("--watchdog-usec", type=int, default=0)
     ap.add_argument("--restart-gate")
     ap.add_argument("--restarts", type=int, default=1)
+    ap.add_argument("--deaf-until")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command and a.command[0] == "--" else a.command
@@ -178,15 +182,28 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
+    if a.deaf_until:
+        filler = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        filler.setblocking(False)
+        try:
+            while True:
+                filler.sendto(b"X_ENGRAM_FILLER=1", path)
+        except BlockingIOError:
+            pass
+        filler.close()
     spawn()
     restarts = 0
     bufsize = 64 << 10
     fdspace = socket.CMSG_SPACE(253 * 4) + socket.CMSG_SPACE(12)
     while True:
-        try:
-            r, _, _ = select.select([ns], [], [], 0.05)
-        except InterruptedError:
+        if a.deaf_until and not os.path.exists(a.deaf_until):
+            time.sleep(0.05)  # not reading, as a systemd that stopped
             r = []
+        else:
+            try:
+                r, _, _ = select.select([ns], [], [], 0.05)
+            except InterruptedError:
+                r = []
         if r:
             data, anc, flags, _ = ns.recvmsg(bufsize, fdspace, socket.MSG_CMSG_CLOEXEC)
             fds, sender = [], None

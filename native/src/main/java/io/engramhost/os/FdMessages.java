@@ -33,6 +33,7 @@ public final class FdMessages {
     private static final int SCM_RIGHTS = 1;
     private static final int MSG_CTRUNC = 0x8;
     private static final int MSG_NOSIGNAL = 0x4000;
+    private static final int MSG_DONTWAIT = 0x40;
     private static final int MSG_CMSG_CLOEXEC = 0x40000000;
     private static final int MSGHDR_BYTES = 56;
     private static final int IOVEC_BYTES = 16;
@@ -182,21 +183,26 @@ public final class FdMessages {
 
     /**
      * One datagram: {@code data} with {@code fds} (at most 253, the caller keeps owning them) sent on the unbound
-     * SOCK_DGRAM {@code socket} to the address {@code name} ({@code nameLength} bytes of a sockaddr). A datagram
-     * goes whole or not at all; EINTR is retried.
+     * SOCK_DGRAM {@code socket} to the address {@code name} ({@code nameLength} bytes of a sockaddr), without waiting
+     * (MSG_DONTWAIT). A datagram goes whole or not at all; EINTR is retried. False when the receiver's queue is full
+     * (EAGAIN): nothing was sent.
      */
-    static void sendDatagram(int socket, Pointer name, int nameLength, byte[] data, int[] fds, String peer) {
+    static boolean sendDatagram(int socket, Pointer name, int nameLength, byte[] data, int[] fds, String peer) {
         Pointer buf = Memory.allocateDirect(RUNTIME, SCRATCH_HEADER_BYTES + Math.max(1, data.length), true);
         prepare(buf, data, 0, data.length, fds);
         buf.putAddress(0, name.address());
         buf.putInt(8, nameLength);
-        while (LIBC.sendmsg(socket, buf, MSG_NOSIGNAL) < 0) {
+        while (LIBC.sendmsg(socket, buf, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
             int errno = LibCHolder.errno();
+            if (errno == Errno.EAGAIN) {
+                return false;
+            }
             if (errno != Errno.EINTR) {
                 throw new NativeException("sendmsg(" + peer + ", " + data.length + " bytes, fds=" + fds.length + ")",
                         errno);
             }
         }
+        return true;
     }
 
     /** Lays out {@code buf} (a scratch buffer) for one sendmsg of {@code src[off, off+len)} with {@code fds}. */

@@ -51,6 +51,7 @@ public final class Posix {
     public static final int MADV_POPULATE_WRITE = 23;
     // open
     public static final int O_RDONLY = 0;
+    private static final int F_DUPFD_CLOEXEC = 1030;
     /** O_NONBLOCK (the same on x86-64 and aarch64): an open of a fifo does not wait for a writer. */
     public static final int O_NONBLOCK = 04000;
     public static final int O_RDWR = 2;
@@ -133,6 +134,15 @@ public final class Posix {
     }
 
     /** Sets FD_CLOEXEC on {@code fd} (an fd inherited across exec, as systemd passes them, has it clear). */
+    /** fcntl(F_DUPFD_CLOEXEC): a second fd of the same open file, owned by the caller. */
+    public static Fd dup(FdRef fd) {
+        int n = LIBC.fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
+        if (n < 0) {
+            throw fail("fcntl(" + fd.what() + ", F_DUPFD_CLOEXEC)");
+        }
+        return Fd.adopt(n, fd.what() + " (a copy)");
+    }
+
     public static void setCloexec(FdRef fd) {
         int flags = LIBC.fcntl(fd.get(), F_GETFD, 0);
         if (flags < 0 || LIBC.fcntl(fd.get(), F_SETFD, flags | FD_CLOEXEC) != 0) {

@@ -141,13 +141,15 @@ public final class UnixSockets {
      * (raw numbers, at most {@link FdMessages#MAX_FDS_PER_SENDMSG}: one of {@link FdMessages#batches}) ride along as
      * SCM_RIGHTS; the caller keeps owning them.
      *
-     * @throws NativeException naming sendmsg and the kernel's errno (ENOENT, ECONNREFUSED, EAGAIN...)
+     * It never waits: false when the receiver's queue is full (EAGAIN), and nothing was sent.
+     *
+     * @throws NativeException naming sendmsg and the kernel's errno (ENOENT, ECONNREFUSED...)
      */
-    public static void sendDatagram(FdRef socket, String address, byte[] data, int[] fds) {
+    public static boolean sendDatagram(FdRef socket, String address, byte[] data, int[] fds) {
         String call = "sendmsg(" + address + ")";
         SockAddr addr = address.startsWith("@") ? SockAddr.abstractName(address.substring(1), call)
                 : SockAddr.of(Path.of(address), call);
-        FdMessages.sendDatagram(socket.get(), addr.struct(), addr.length(), data, fds, address);
+        return FdMessages.sendDatagram(socket.get(), addr.struct(), addr.length(), data, fds, address);
     }
 
     /** A connected pair of SOCK_STREAM sockets (CLOEXEC), named {@code name[0]} and {@code name[1]}. */

@@ -12,6 +12,7 @@ import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.json.JsonReader;
 import io.engramhost.protocol.Expectation;
+import io.engramhost.protocol.SocketPaths;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -49,11 +50,19 @@ class SystemdFdStoreProcessTest {
 
         Unit(Path dir, Path socket, Path ckpt, int fdStoreMax, long watchdogUsec, Path gate, int restarts)
                 throws Exception {
+            this(dir, socket, ckpt, fdStoreMax, watchdogUsec, gate, restarts, List.of());
+        }
+
+        /** {@code emulatorArgs}: more of the emulator's options (--deaf-until PATH). */
+        Unit(Path dir, Path socket, Path ckpt, int fdStoreMax, long watchdogUsec, Path gate, int restarts,
+                List<String> emulatorArgs) throws Exception {
             events = dir.resolve("events.jsonl");
             output = dir.resolve("unit.log");
             List<String> cmd = new ArrayList<>(List.of("python3", EMULATOR.toString(), "--events", events.toString(),
                     "--fdstore-max", String.valueOf(fdStoreMax), "--watchdog-usec", String.valueOf(watchdogUsec),
-                    "--restarts", String.valueOf(restarts), "--restart-gate", gate.toString(), "--"));
+                    "--restarts", String.valueOf(restarts), "--restart-gate", gate.toString()));
+            cmd.addAll(emulatorArgs);
+            cmd.add("--");
             cmd.addAll(TestJvm.command("serve", "--socket", socket.toString(), "--numa", "none", "--checkpoint",
                     ckpt.toString()));
             process = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(output.toFile()).start();
@@ -238,6 +247,37 @@ class SystemdFdStoreProcessTest {
             }
             assertEquals(List.of("engram-region-0", "engram-catalog"), removed, "the old tables leave the store");
             assertEquals(List.of("engram-listen", "engram-region-0", "engram-catalog"), stored(u, second));
+        }
+    }
+
+    /**
+     * A systemd that does not read its notify socket holds up nothing (issue 27): the daemon loads and serves, says
+     * so once, and once systemd reads again gets READY=1, the fd store's entries and the latest STATUS= there, in
+     * order; WATCHDOG=1 pings wait coalesced.
+     */
+    @Test
+    void aNotifySocketNobodyReadsHoldsUpNothing(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir, 3000);
+        Path socket = dir.resolve("run/deaf.sock");
+        Path hearing = dir.resolve("systemd-reads-again");
+        try (Unit u = new Unit(dir, socket, ckpt, 64, 400_000, dir.resolve("gate"), 0,
+                List.of("--deaf-until", hearing.toString()))) {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (!Files.exists(SocketPaths.readyFile(socket)) && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            assertTrue(Files.exists(SocketPaths.readyFile(socket)), "ready while systemd reads nothing: " + u.log());
+            assertEquals(4, verifiedTables(socket, ckpt), "and serving");
+            String log = u.log();
+            assertTrue(log.contains("systemd is not reading its notify socket"), log);
+            assertEquals(1, log.split("systemd is not reading its notify socket", -1).length - 1, "said once: " + log);
+            Files.createFile(hearing);
+            long pid = u.spawned(1);
+            u.awaitNotify(pid, "READY", "1");
+            assertEquals(List.of("engram-listen", "engram-region-0", "engram-catalog"), stored(u, pid));
+            Thread.sleep(1000);
+            assertTrue(u.events().stream().anyMatch(e -> "notify".equals(e.get("event"))
+                    && e.get("fields") instanceof Map<?, ?> f && "1".equals(f.get("WATCHDOG"))), "pings go on");
         }
     }
 

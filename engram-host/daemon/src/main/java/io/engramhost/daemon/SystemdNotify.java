@@ -14,6 +14,8 @@ import io.engramhost.store.LoadReport;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
@@ -29,7 +31,12 @@ import java.util.Map;
  * <li>{@value #CATALOG_NAME}: a memfd holding the catalog as HANDOVER_CATALOG encodes it (with its checksum),
  * sealed against any change, {@code FDPOLL=0}.</li>
  * </ul>
- * Sending is best effort: a failure is logged once and the daemon serves on (systemd, not the daemon, decides what
+ * Sending never waits: the socket is written without blocking, so a systemd that does not read its notify socket
+ * holds up neither the load, nor the loop, nor serving. What the socket does not take at once waits in a queue that
+ * a thread of its own ({@code engram-notify}) sends, in order, as soon as it can: STATUS= lines are coalesced (the
+ * newest stands for those before it) and WATCHDOG=1 pings too; READY=1, STOPPING=1, the fd store's FDSTORE and
+ * FDSTOREREMOVE messages are retried until they go, never dropped (a queued message holds copies of its fds). The
+ * log says so once. Any other failure is logged once and the daemon serves on (systemd, not the daemon, decides what
  * a missing READY=1 or WATCHDOG=1 means).
  */
 public final class SystemdNotify implements AutoCloseable {
@@ -51,6 +58,18 @@ public final class SystemdNotify implements AutoCloseable {
     private volatile boolean failed;
     private volatile boolean listenerStored;
     private volatile Thread watchdog;
+    /** Messages the socket did not take at once, oldest first; each owns copies of its fds. */
+    private final ArrayDeque<Pending> queue = new ArrayDeque<>();
+    private Thread sender;
+    private boolean backlogSaid;
+    private boolean closing;
+
+    /** How long {@link #close} goes on sending what is queued (STOPPING=1 among it) before it gives up. */
+    private static final long CLOSE_FLUSH_MILLIS = 1000;
+
+    /** A message waiting to be sent; {@code coalesce}: STATUS or WATCHDOG, replaced by a newer one of its kind. */
+    private record Pending(String state, List<Fd> fds, String coalesce) {
+    }
 
     private SystemdNotify(String address, Integer fdStoreMax, long watchdogMicros) {
         this.address = address;
@@ -139,7 +158,7 @@ public final class SystemdNotify implements AutoCloseable {
     }
 
     public void status(String status) {
-        send("STATUS=" + oneLine(status), NO_FDS);
+        send("STATUS=" + oneLine(status), NO_FDS, List.of(), "STATUS");
     }
 
     public void stopping(String status) {
@@ -199,7 +218,7 @@ public final class SystemdNotify implements AutoCloseable {
             try {
                 while (true) {
                     if (System.nanoTime() - heartbeat.getAsLong() < staleNanos) {
-                        send("WATCHDOG=1", NO_FDS);
+                        send("WATCHDOG=1", NO_FDS, List.of(), "WATCHDOG");
                         quiet = false;
                     } else if (!quiet) {
                         quiet = true;
@@ -220,18 +239,94 @@ public final class SystemdNotify implements AutoCloseable {
     /** One name's fds, in datagrams of at most 253 fds each ({@link FdMessages#batches}: no header, no fillers). */
     private void store(String name, List<? extends FdRef> fds, boolean poll) {
         String head = "FDSTORE=1\nFDNAME=" + name + (poll ? "" : "\nFDPOLL=0");
-        for (int[] batch : FdMessages.batches(FdMessages.raw(fds))) {
-            send(head, batch);
+        for (int at = 0; at < fds.size(); at += FdMessages.MAX_FDS_PER_SENDMSG) {
+            List<? extends FdRef> batch = fds.subList(at, Math.min(fds.size(), at + FdMessages.MAX_FDS_PER_SENDMSG));
+            send(head, FdMessages.raw(batch), batch, null);
         }
     }
 
     private void send(String state, int[] fds) {
+        send(state, fds, List.of(), null);
+    }
+
+    /**
+     * Sends {@code state} with {@code fds} (raw numbers of {@code refs}) now if the socket takes it and nothing is
+     * queued before it; otherwise queues it for the sender thread, with copies of the fds.
+     */
+    private void send(String state, int[] fds, List<? extends FdRef> refs, String coalesce) {
+        synchronized (queue) {
+            if (queue.isEmpty() && !closing && trySend(state, fds)) {
+                return;
+            }
+            if (coalesce != null) {
+                queue.removeIf(p -> {
+                    boolean same = coalesce.equals(p.coalesce());
+                    if (same) {
+                        p.fds().forEach(Fd::close);
+                    }
+                    return same;
+                });
+            }
+            List<Fd> copies = new ArrayList<>();
+            for (FdRef r : refs) {
+                copies.add(Posix.dup(r));
+            }
+            queue.add(new Pending(state, copies, coalesce));
+            if (!backlogSaid) {
+                backlogSaid = true;
+                LOG.log(WARNING, "systemd is not reading its notify socket " + address + " (its queue is full): the"
+                        + " daemon serves on; STATUS= lines are coalesced, and READY=1, STOPPING=1, WATCHDOG=1 and the"
+                        + " fd store's messages are sent, in order, once it reads again");
+            }
+            if (sender == null) {
+                sender = new Thread(this::drain, "engram-notify");
+                sender.setDaemon(true);
+                sender.start();
+            }
+            queue.notifyAll();
+        }
+    }
+
+    /** One datagram without waiting: true once it went, or failed for good (logged once); false while the queue is full. */
+    private boolean trySend(String state, int[] fds) {
         try {
-            UnixSockets.sendDatagram(socket, address, state.getBytes(StandardCharsets.UTF_8), fds);
+            return UnixSockets.sendDatagram(socket, address, state.getBytes(StandardCharsets.UTF_8), fds);
         } catch (RuntimeException e) {
             if (!failed) {
                 failed = true;
                 LOG.log(WARNING, "notifying systemd on " + address + " failed (" + e.getMessage() + "); serving on");
+            }
+            return true; // not deliverable: dropped, as before
+        }
+    }
+
+    /** The sender thread: the queue's head, again and again until the socket takes it, then the next. */
+    private void drain() {
+        while (true) {
+            Pending p;
+            synchronized (queue) {
+                while (queue.isEmpty()) {
+                    if (closing) {
+                        return;
+                    }
+                    try {
+                        queue.wait();
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+                p = queue.peek();
+                int[] raw = FdMessages.raw(p.fds());
+                if (trySend(p.state(), raw)) {
+                    queue.poll();
+                    p.fds().forEach(Fd::close);
+                    continue;
+                }
+                try {
+                    queue.wait(20); // systemd reads again: try once more
+                } catch (InterruptedException e) {
+                    return;
+                }
             }
         }
     }
@@ -254,11 +349,38 @@ public final class SystemdNotify implements AutoCloseable {
         return s.replace('\n', ' ');
     }
 
+    /**
+     * Stops the watchdog, sends what is still queued for up to {@value #CLOSE_FLUSH_MILLIS} ms (a systemd that reads
+     * nothing gets nothing more), then closes the socket and the copies of fds that did not go.
+     */
     @Override
     public void close() {
         Thread t = watchdog;
         if (t != null) {
             t.interrupt();
+        }
+        Thread s;
+        synchronized (queue) {
+            closing = true;
+            queue.notifyAll();
+            s = sender;
+        }
+        if (s != null) {
+            try {
+                s.join(CLOSE_FLUSH_MILLIS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            s.interrupt();
+            try {
+                s.join(1000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        synchronized (queue) {
+            queue.forEach(p -> p.fds().forEach(Fd::close));
+            queue.clear();
         }
         socket.close();
     }
