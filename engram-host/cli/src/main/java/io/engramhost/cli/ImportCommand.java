@@ -38,12 +38,25 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     ContentVerifyOptions content;
 
     static final class Expect {
-        @Option(names = "--expect", paramLabel = "SHA256", description = "Expected fingerprint (short form).")
+        @Option(names = "--expect", paramLabel = "SHA256", converter = Sha256Converter.class,
+                description = "Expected fingerprint (short form): the 64 hex digits of its SHA-256.")
         String sha;
 
         @Option(names = "--expect-checkpoint", arity = "1..*", paramLabel = "PATH",
                 description = "Compute the expected fingerprint from this checkpoint.")
         List<Path> checkpoint;
+    }
+
+    /** {@code --expect}: 64 hex digits, or a usage error (exit 2) naming the option. */
+    static final class Sha256Converter implements picocli.CommandLine.ITypeConverter<String> {
+        @Override
+        public String convert(String value) {
+            if (!value.matches("[0-9a-fA-F]{64}")) {
+                throw new picocli.CommandLine.TypeConversionException("--expect takes the 64 hex digits of a"
+                        + " fingerprint's SHA-256 (engram-host status shows the daemon's), got '" + value + "'");
+            }
+            return value.toLowerCase(java.util.Locale.ROOT);
+        }
     }
 
     @ArgGroup(exclusive = true)
@@ -113,9 +126,10 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         // the expected fingerprint, the socket's path and the native bindings, instead of from the connect on.
         EngramClient.prepare(options);
         Expectation expectation = expectation();
+        Path path = socket.resolveForClient();
         long t0 = System.nanoTime();
-        try (ImportedTables imported = fallback == null ? EngramClient.connect(socket.resolve(), expectation, options)
-                : EngramClient.connectOrLoad(socket.resolve(), expectation, options, fallback, tables,
+        try (ImportedTables imported = fallback == null ? EngramClient.connect(path, expectation, options)
+                : EngramClient.connectOrLoad(path, expectation, options, fallback, tables,
                         Runtime.getRuntime().availableProcessors())) {
             double importMs = (System.nanoTime() - t0) / 1e6;
             ContentVerifyOptions.Outcome checked = content.verify(imported, json);

@@ -48,7 +48,7 @@ public final class Main extends RootCommand {
         cl.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
             PrintWriter err = commandLine.getErr();
             boolean verbose = parseResult.hasMatchedOption("--verbose");
-            err.println("engram-host " + commandLine.getCommandName() + ": " + oneLine(e));
+            err.println(who(commandLine) + ": " + oneLine(e));
             if (verbose) {
                 e.printStackTrace(err);
             }
@@ -57,8 +57,8 @@ public final class Main extends RootCommand {
         });
         cl.setParameterExceptionHandler((e, args2) -> {
             PrintWriter err = e.getCommandLine().getErr();
-            err.println("engram-host " + e.getCommandLine().getCommandName() + ": " + e.getMessage());
-            err.println("Try 'engram-host " + e.getCommandLine().getCommandName() + " --help'.");
+            err.println(who(e.getCommandLine()) + ": " + e.getMessage());
+            err.println("Try '" + who(e.getCommandLine()) + " --help'.");
             err.flush();
             return 2;
         });
@@ -91,6 +91,11 @@ public final class Main extends RootCommand {
             }
         }
         return null;
+    }
+
+    /** How a message names the command: {@code engram-host NAME}, or {@code engram-host} for the root itself. */
+    private static String who(CommandLine cl) {
+        return cl.getParent() == null ? "engram-host" : "engram-host " + cl.getCommandName();
     }
 
     static String oneLine(Throwable e) {

@@ -26,4 +26,17 @@ final class SocketOptions {
     Path resolve() {
         return SocketPaths.resolve(template(), instance, device, GpuInfo::uuidOf);
     }
+
+    /**
+     * The socket a client command talks to: {@link #resolve}, or, for a user whose own default holds no socket, the
+     * system daemon's when it has one ({@link SocketPaths#forClient}), said in one line on stderr.
+     */
+    Path resolveForClient() {
+        SocketPaths.ClientSocket c = SocketPaths.forClient(socket, System.getenv(), io.engramhost.os.Posix.geteuid(),
+                instance, device, GpuInfo::uuidOf);
+        if (c.note() != null) {
+            System.err.println("engram-host: " + c.note());
+        }
+        return c.path();
+    }
 }

@@ -50,7 +50,7 @@ final class StatusCommand implements Callable<Integer> {
         if (ready) {
             return probe(options);
         }
-        String doc = EngramClient.status(socket.resolve(), options);
+        String doc = EngramClient.status(socket.resolveForClient(), options);
         if (json) {
             System.out.println(doc);
             return 0;
@@ -110,7 +110,7 @@ final class StatusCommand implements Callable<Integer> {
         Path path;
         String doc;
         try {
-            path = socket.resolve();
+            path = socket.resolveForClient();
             if (!java.nio.file.Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
                 // answered without starting the client
                 System.out.println(NOT_READY + ": no daemon: " + path + " does not exist");

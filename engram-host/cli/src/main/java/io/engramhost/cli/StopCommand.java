@@ -18,7 +18,7 @@ final class StopCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        Path path = socket.resolve();
+        Path path = socket.resolveForClient();
         EngramClient.stop(path, trust.apply(ClientOptions.defaults().withName("engram-host stop")));
         System.out.println("stop acknowledged by the daemon on " + path);
         return 0;

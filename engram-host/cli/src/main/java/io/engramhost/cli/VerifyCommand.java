@@ -58,7 +58,7 @@ final class VerifyCommand implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         int n = threads > 0 ? threads : Runtime.getRuntime().availableProcessors();
-        Path path = socket.resolve();
+        Path path = socket.resolveForClient();
         ClientOptions options = trust.apply(ClientOptions.defaults().withName("engram-host verify"));
         Map<?, ?> status = (Map<?, ?>) JsonReader.parse(EngramClient.status(path, options));
         if (Backend.CUDA_VMM.wireName().equals(status.get("backend"))) {

@@ -1,6 +1,7 @@
 package io.engramhost.client;
 
 import io.engramhost.os.Errno;
+import io.engramhost.protocol.SocketPaths;
 import java.nio.file.Path;
 
 /**
@@ -20,7 +21,7 @@ public final class DaemonAbsentException extends RuntimeException {
 
     /** {@code connect(socket)} failed with {@code errno}, ENOENT or ECONNREFUSED. */
     public DaemonAbsentException(Path socket, int errno, Throwable cause) {
-        super("no engram-host daemon listens on " + socket + " (" + reason(errno) + ")" + hint(errno), cause);
+        super("no engram-host daemon listens on " + socket + " (" + reason(errno) + ")" + hint(socket, errno), cause);
         this.socket = socket;
         this.errno = errno;
     }
@@ -30,9 +31,26 @@ public final class DaemonAbsentException extends RuntimeException {
                 : Errno.describe(errno);
     }
 
-    private static String hint(int errno) {
+    private static String hint(Path socket, int errno) {
+        if (errno == Errno.ENOENT) {
+            return ": start one (engram-host serve), or name the running one's socket with --socket or "
+                    + SocketPaths.ENV;
+        }
+        if (errno == Errno.ECONNREFUSED && !java.nio.file.Files.isDirectory(socket)
+                && !isSocket(socket)) {
+            return ": it is not a socket (a file of some other kind is there): check --socket and " + SocketPaths.ENV;
+        }
         return errno == Errno.ECONNREFUSED ? ": the socket file is left from a daemon that is gone; the next daemon"
                 + " on this path removes it" : "";
+    }
+
+    private static boolean isSocket(Path p) {
+        try {
+            return ((Number) java.nio.file.Files.getAttribute(p, "unix:mode", java.nio.file.LinkOption.NOFOLLOW_LINKS))
+                    .intValue() >> 12 == 014;
+        } catch (java.io.IOException | RuntimeException e) {
+            return true; // cannot tell: say what a socket left behind would mean
+        }
     }
 
     public Path socket() {

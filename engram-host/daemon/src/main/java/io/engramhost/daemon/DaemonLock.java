@@ -195,7 +195,9 @@ public final class DaemonLock implements AutoCloseable {
         private final int pid;
 
         AlreadyRunningException(Path socket, int pid) {
-            super("engram-host is already running (pid=" + (pid < 0 ? "unknown" : pid) + ") on " + socket);
+            super("engram-host is already running (pid=" + (pid < 0 ? "unknown" : pid) + ") on " + socket + ": stop it"
+                    + " (engram-host stop --socket " + socket + "), take it over (serve --takeover, same flags), or serve"
+                    + " another --instance or --socket");
             this.pid = pid;
         }
 

@@ -132,7 +132,9 @@ class DaemonClientTest {
         try (Daemon daemon = TestDaemons.start(TestDaemons.context(socket, p -> catalog(), Set.of()))) {
             DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
                     () -> TestDaemons.start(TestDaemons.context(socket, p -> catalog(), Set.of())));
-            assertEquals("engram-host is already running (pid=" + daemon.pid() + ") on " + socket, e.getMessage());
+            assertEquals("engram-host is already running (pid=" + daemon.pid() + ") on " + socket + ": stop it"
+                    + " (engram-host stop --socket " + socket + "), take it over (serve --takeover, same flags), or"
+                    + " serve another --instance or --socket", e.getMessage());
         }
     }
 

@@ -387,7 +387,9 @@ class SocketPathAttackTest {
             assertEquals('r', holder.getInputStream().read());
             DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
                     () -> loading(socket, Set.of()).close());
-            assertEquals("engram-host is already running (pid=4242) on " + socket, e.getMessage());
+            assertEquals("engram-host is already running (pid=4242) on " + socket + ": stop it (engram-host stop --socket "
+                    + socket + "), take it over (serve --takeover, same flags), or serve another --instance or --socket",
+                    e.getMessage());
         } finally {
             holder.destroyForcibly();
             holder.waitFor();

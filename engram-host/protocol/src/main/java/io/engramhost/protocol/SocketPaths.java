@@ -102,6 +102,32 @@ public final class SocketPaths {
         return Path.of(path);
     }
 
+    /**
+     * A client's socket, and what to say about it (null: nothing): the path of {@link #template} and
+     * {@link #resolve}; but when that path is a non-root user's own default (no flag, no {@value #ENV}), nothing is
+     * there, and the system daemon's path ({@value #ROOT_TEMPLATE}) holds something, that path, with a line saying so.
+     */
+    public record ClientSocket(Path path, String note) {
+    }
+
+    /** {@link ClientSocket} for a process of effective uid {@code euid}. */
+    public static ClientSocket forClient(String flag, Map<String, String> env, int euid, String instance,
+            Integer device, IntFunction<String> uuidOfDevice) {
+        String template = template(flag, env, euid);
+        Path own = resolve(template, instance, device, uuidOfDevice);
+        boolean ownDefault = euid != 0 && (flag == null || flag.isBlank())
+                && (env.get(ENV) == null || env.get(ENV).isBlank());
+        if (!ownDefault || java.nio.file.Files.exists(own, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return new ClientSocket(own, null);
+        }
+        Path system = resolve(ROOT_TEMPLATE, instance, device, uuidOfDevice);
+        if (!java.nio.file.Files.exists(system, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return new ClientSocket(own, null);
+        }
+        return new ClientSocket(system, "no daemon socket at " + own + " (this user's default): using the system"
+                + " daemon's " + system + " (--socket or " + ENV + " chooses another)");
+    }
+
     private static int requireDevice(String template, Integer device, String placeholder) {
         if (device == null) {
             throw new IllegalArgumentException("socket template '" + template + "' uses " + placeholder

@@ -73,4 +73,40 @@ class SocketPathsTest {
                 () -> resolve(null, Map.of("XDG_RUNTIME_DIR", xdg), 1000, null));
         assertTrue(e.getMessage().contains("longer than 107 bytes"), e.getMessage());
     }
+
+    /**
+     * A user's client whose own default holds no socket reaches the system daemon's socket when one is there, and
+     * says so; with --socket, ENGRAM_HOST_SOCKET, or a socket of its own, nothing changes.
+     */
+    @Test
+    void aUsersClientFallsBackToTheSystemDaemonsSocket(@org.junit.jupiter.api.io.TempDir Path xdg) throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Posix.geteuid() == 0, "needs root to make a file in /run");
+        String instance = "sockpaths-test-" + ProcessHandle.current().pid();
+        Path system = Path.of("/run/engram-host/" + instance + ".sock");
+        Map<String, String> env = Map.of("XDG_RUNTIME_DIR", xdg.toString());
+        Path own = xdg.resolve("engram-host/" + instance + ".sock");
+        SocketPaths.ClientSocket none = SocketPaths.forClient(null, env, 1000, instance, null, d -> "x");
+        assertEquals(own, none.path(), "nothing at either: its own default");
+        assertEquals(null, none.note());
+        java.nio.file.Files.createDirectories(system.getParent());
+        java.nio.file.Files.createFile(system);
+        try {
+            SocketPaths.ClientSocket c = SocketPaths.forClient(null, env, 1000, instance, null, d -> "x");
+            assertEquals(system, c.path());
+            assertEquals("no daemon socket at " + own + " (this user's default): using the system daemon's " + system
+                    + " (--socket or ENGRAM_HOST_SOCKET chooses another)", c.note());
+            assertEquals(own, SocketPaths.forClient(own.toString(), env, 1000, instance, null, d -> "x").path(),
+                    "--socket is taken as given");
+            assertEquals(own, SocketPaths.forClient(null, Map.of("XDG_RUNTIME_DIR", xdg.toString(), "ENGRAM_HOST_SOCKET",
+                    own.toString()), 1000, instance, null, d -> "x").path(), "so is ENGRAM_HOST_SOCKET");
+            assertEquals(system, SocketPaths.forClient(null, env, 0, instance, null, d -> "x").path(),
+                    "root's default is the system path itself");
+            java.nio.file.Files.createDirectories(own.getParent());
+            java.nio.file.Files.createFile(own);
+            assertEquals(own, SocketPaths.forClient(null, env, 1000, instance, null, d -> "x").path(),
+                    "its own socket wins");
+        } finally {
+            java.nio.file.Files.deleteIfExists(system);
+        }
+    }
 }
