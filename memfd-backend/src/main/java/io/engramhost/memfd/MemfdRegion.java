@@ -12,14 +12,15 @@ import java.util.function.Consumer;
 
 /**
  * One memfd owned by the daemon. While loading it also owns a writable shared mapping of the
- * whole memfd; {@link #seal()} adds SHRINK, GROW, FUTURE_WRITE and SEAL, so every later mapping
- * (every client's) is read-only, the size is fixed and no seal can be added any more, then drops
- * the writable mapping. Clients refuse a memfd without all of them (docs/protocol.md).
+ * whole memfd; {@link #seal()} drops that mapping, then adds SHRINK, GROW, WRITE and SEAL: the kernel grants WRITE
+ * only while no writable mapping of the memfd exists anywhere, so a memfd that carries it can never be written
+ * again by anyone, through any mapping made before or after. The size is fixed and no seal can be added any more.
+ * Clients refuse a memfd without all of them (docs/protocol.md, docs/security.md).
  */
 public final class MemfdRegion implements AutoCloseable {
     /** The seals every served memfd carries; SEAL last of all, so the set is final. */
     public static final int SEALS = Posix.F_SEAL_SEAL | Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW
-            | Posix.F_SEAL_FUTURE_WRITE;
+            | Posix.F_SEAL_WRITE;
 
     private final Fd fd;
     private final long size;
@@ -106,11 +107,11 @@ public final class MemfdRegion implements AutoCloseable {
         return writable == null;
     }
 
-    /** Seals the memfd against writes, growth, shrinking and further seals, and unmaps the writable view. */
+    /** Unmaps the writable view, then seals the memfd against writes, growth, shrinking and further seals. */
     public void seal() {
-        Posix.addSeals(fd, SEALS);
         writable.close();
         writable = null;
+        Posix.addSeals(fd, SEALS); // EBUSY if any writable mapping of it were left: then nothing is served
     }
 
     @Override

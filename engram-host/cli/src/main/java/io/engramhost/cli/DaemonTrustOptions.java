@@ -8,7 +8,10 @@ import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
-/** --daemon-uid: whose daemon the client commands trust besides root's and their own (docs/protocol.md, "Transport"). */
+/**
+ * --daemon-uid and --accept-future-write-seal: whose daemon the client commands trust besides root's and their own
+ * (docs/protocol.md, "Transport"), and which memfd seals (docs/security.md).
+ */
 final class DaemonTrustOptions {
     @Spec(Spec.Target.MIXEE)
     CommandSpec spec;
@@ -18,6 +21,11 @@ final class DaemonTrustOptions {
                     + "A daemon of any other uid (SO_PEERCRED) is refused: it may be squatting the socket path.")
     List<Long> daemonUids = new ArrayList<>();
 
+    @Option(names = "--accept-future-write-seal",
+            description = "Also accept memfds sealed FUTURE_WRITE rather than WRITE, as daemons of builds before WRITE"
+                    + " seal them; only during an upgrade: FUTURE_WRITE leaves writable a mapping made before it.")
+    boolean futureWriteSeal;
+
     ClientOptions apply(ClientOptions options) {
         List<Integer> uids = new ArrayList<>();
         for (long uid : daemonUids) {
@@ -26,6 +34,6 @@ final class DaemonTrustOptions {
             }
             uids.add((int) uid);
         }
-        return options.withDaemonUids(uids);
+        return options.withDaemonUids(uids).withFutureWriteSealAccepted(futureWriteSeal);
     }
 }

@@ -46,7 +46,7 @@ final class StatusCommand implements Callable<Integer> {
         }
         ClientOptions d = trust.apply(ClientOptions.defaults().withName("engram-host status"));
         ClientOptions options = new ClientOptions(timeoutMillis, d.notReadyWaitMillis(), d.populate(), d.clientName(),
-                d.device(), d.gpuView(), d.cpuView(), d.daemonUids(), d.notices());
+                d.device(), d.gpuView(), d.cpuView(), d.daemonUids(), d.notices(), d.futureWriteSeal());
         if (ready) {
             return probe(options);
         }

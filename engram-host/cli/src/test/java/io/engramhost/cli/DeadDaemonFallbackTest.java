@@ -165,7 +165,7 @@ class DeadDaemonFallbackTest {
         try (Impostor silent = Impostor.start(dir, "silent", "silent", false)) {
             List<String> notices = new ArrayList<>();
             ClientOptions quick = new ClientOptions(500, 0, false, "fallback-test", -1, false, true, Set.of(),
-                    notices::add);
+                    notices::add, false);
             long t0 = System.nanoTime();
             EngramClientException e = assertThrows(EngramClientException.class, () -> EngramClient.connectOrLoad(
                     silent.socket, Expectation.any(), quick, List.of(ckpt), List.of(), 2));

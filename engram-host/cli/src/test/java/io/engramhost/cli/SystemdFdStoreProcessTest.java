@@ -40,7 +40,7 @@ class SystemdFdStoreProcessTest {
     private static final Path EMULATOR = Path.of(System.getProperty("user.dir")).getParent().getParent()
             .resolve("conformance/systemd_emulator.py");
     private static final ClientOptions PATIENT = new ClientOptions(60_000, 0, false, "fd-store-test", -1, false, true,
-            Set.of(), System.err::println);
+            Set.of(), System.err::println, false);
 
     /** The emulated systemd and the service it runs. */
     private static final class Unit implements AutoCloseable {

@@ -23,37 +23,41 @@ import java.util.function.Consumer;
  *                             refused before a byte is sent to it, since it may be squatting the socket path
  * @param notices              where the client says what it did on its own, in one line (today: that it
  *                             falls back to a disk load because no daemon listens); standard error by default
+ * @param futureWriteSeal      whether a memfd sealed FUTURE_WRITE instead of WRITE is accepted (a daemon of a build
+ *                             before WRITE); false by default, since FUTURE_WRITE leaves writable a mapping made
+ *                             before it (docs/security.md)
  */
 public record ClientOptions(int requestTimeoutMillis, int notReadyWaitMillis, boolean populate, String clientName,
-        int device, boolean gpuView, boolean cpuView, Set<Integer> daemonUids, Consumer<String> notices) {
+        int device, boolean gpuView, boolean cpuView, Set<Integer> daemonUids, Consumer<String> notices,
+        boolean futureWriteSeal) {
     public ClientOptions {
         daemonUids = Set.copyOf(daemonUids);
         Objects.requireNonNull(notices, "notices");
     }
 
     public static ClientOptions defaults() {
-        return new ClientOptions(10_000, 0, false, "engram-client", -1, false, true, Set.of(), System.err::println);
+        return new ClientOptions(10_000, 0, false, "engram-client", -1, false, true, Set.of(), System.err::println, false);
     }
 
     public ClientOptions withNotReadyWait(int millis) {
         return new ClientOptions(requestTimeoutMillis, millis, populate, clientName, device, gpuView, cpuView, daemonUids,
-                notices);
+                notices, futureWriteSeal);
     }
 
     public ClientOptions withPopulate(boolean p) {
         return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, p, clientName, device, gpuView, cpuView,
-                daemonUids, notices);
+                daemonUids, notices, futureWriteSeal);
     }
 
     public ClientOptions withName(String name) {
         return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, name, device, gpuView, cpuView,
-                daemonUids, notices);
+                daemonUids, notices, futureWriteSeal);
     }
 
     /** GPU views on {@code gpu}; a CPU view too only when {@code withCpuView}. */
     public ClientOptions withGpu(int gpu, boolean withCpuView) {
         return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, gpu, true, withCpuView,
-                daemonUids, notices);
+                daemonUids, notices, futureWriteSeal);
     }
 
     /**
@@ -62,12 +66,21 @@ public record ClientOptions(int requestTimeoutMillis, int notReadyWaitMillis, bo
      */
     public ClientOptions withDaemonUids(Collection<Integer> uids) {
         return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, device, gpuView, cpuView,
-                new TreeSet<>(uids), notices);
+                new TreeSet<>(uids), notices, futureWriteSeal);
+    }
+
+    /**
+     * Also accepts a memfd sealed FUTURE_WRITE rather than WRITE, as daemons of builds before WRITE seal them: only for
+     * such a daemon during an upgrade, since FUTURE_WRITE leaves writable any mapping its sender made before it.
+     */
+    public ClientOptions withFutureWriteSealAccepted(boolean accept) {
+        return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, device, gpuView, cpuView,
+                daemonUids, notices, accept);
     }
 
     /** Where the client's own one-line notices go (e.g. a logger instead of standard error). */
     public ClientOptions withNotices(Consumer<String> sink) {
         return new ClientOptions(requestTimeoutMillis, notReadyWaitMillis, populate, clientName, device, gpuView, cpuView,
-                daemonUids, sink);
+                daemonUids, sink, futureWriteSeal);
     }
 }

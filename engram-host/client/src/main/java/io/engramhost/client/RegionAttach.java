@@ -49,7 +49,7 @@ final class RegionAttach {
         try {
             for (int i = 0; i < fds.size(); i++) {
                 if (manifest.regions().get(i).kind().memfd()) {
-                    SealCheck.check(manifest, i, fds.get(i)); // every memfd, before any is mapped
+                    SealCheck.check(manifest, i, fds.get(i), options.futureWriteSeal()); // every memfd, before any is mapped
                 }
             }
             List<Integer> vmmHost = new ArrayList<>();

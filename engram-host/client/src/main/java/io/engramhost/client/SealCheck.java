@@ -10,12 +10,14 @@ import java.util.List;
 
 /**
  * docs/protocol.md, "How to map a region": a memfd region (kinds 0 and 1) is mapped only when its seals
- * make its bytes immutable — F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, and F_SEAL_WRITE or
- * F_SEAL_FUTURE_WRITE — and it holds at least the manifest's size. Without them whoever sent the fd
- * could change the bytes under the client; an fd that is no memfd (F_GET_SEALS: EINVAL) has no seals.
+ * make its bytes immutable — F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW and F_SEAL_WRITE — and it holds at least the
+ * manifest's size. Without them whoever sent the fd could change the bytes under the client; an fd that is no memfd
+ * (F_GET_SEALS: EINVAL) has no seals. F_SEAL_FUTURE_WRITE is not enough: it leaves writable a mapping made before
+ * it, through which the sender could still write; it is accepted only when the caller asks
+ * ({@link ClientOptions#withFutureWriteSealAccepted}, for a daemon of a build before WRITE).
  */
 final class SealCheck {
-    /** Every memfd region must carry these, and one of {@link #WRITE_SEALS}. */
+    /** Every memfd region must carry these, and WRITE ({@link #WRITE_SEALS}: FUTURE_WRITE too, when accepted). */
     static final int REQUIRED = Posix.F_SEAL_SEAL | Posix.F_SEAL_SHRINK | Posix.F_SEAL_GROW;
     static final int WRITE_SEALS = Posix.F_SEAL_WRITE | Posix.F_SEAL_FUTURE_WRITE;
 
@@ -23,7 +25,7 @@ final class SealCheck {
     }
 
     /** Refuses region {@code index} of {@code manifest}, received as {@code fd}, unless it is sealed and big enough. */
-    static void check(Manifest manifest, int index, FdRef fd) {
+    static void check(Manifest manifest, int index, FdRef fd, boolean acceptFutureWrite) {
         Manifest.Region r = manifest.regions().get(index);
         int seals;
         try {
@@ -33,7 +35,7 @@ final class SealCheck {
                     + Errno.describe(e.errno()) + (e.errno() == Errno.EINVAL ? ": the fd is no memfd" : "")
                     + ", so its bytes could change under this client; refused", e);
         }
-        String missing = missing(seals);
+        String missing = missing(seals, acceptFutureWrite);
         if (!missing.isEmpty()) {
             throw new EngramClientException(what(manifest, index) + ": its seals are " + names(seals) + " (0x"
                     + Integer.toHexString(seals) + "); missing " + missing
@@ -46,8 +48,8 @@ final class SealCheck {
         }
     }
 
-    /** The seals {@code seals} lacks, e.g. "SEAL, WRITE or FUTURE_WRITE"; empty when none. */
-    static String missing(int seals) {
+    /** The seals {@code seals} lacks, e.g. "SEAL, WRITE"; empty when none. */
+    static String missing(int seals, boolean acceptFutureWrite) {
         List<String> out = new ArrayList<>();
         if ((seals & Posix.F_SEAL_SEAL) == 0) {
             out.add("SEAL");
@@ -58,8 +60,9 @@ final class SealCheck {
         if ((seals & Posix.F_SEAL_GROW) == 0) {
             out.add("GROW");
         }
-        if ((seals & WRITE_SEALS) == 0) {
-            out.add("WRITE or FUTURE_WRITE");
+        if (acceptFutureWrite ? (seals & WRITE_SEALS) == 0 : (seals & Posix.F_SEAL_WRITE) == 0) {
+            out.add(acceptFutureWrite ? "WRITE or FUTURE_WRITE" : (seals & Posix.F_SEAL_FUTURE_WRITE) != 0
+                    ? "WRITE (FUTURE_WRITE leaves writable a mapping made before it)" : "WRITE");
         }
         return String.join(", ", out);
     }

@@ -93,36 +93,48 @@ public final class DaemonLauncher {
         return Daemon.run(adoption, context);
     }
 
+    /** What a load will make, and what is known of it before: the builder, and the report of its memory check. */
+    record Tables(CatalogBuilder builder, LoadReport report) {
+    }
+
+    /**
+     * The tables {@code context} describes, validated and ready to load (or those the context makes itself), each
+     * warning said in one line. {@code notify} (null: not under systemd) checks the fd store can keep them.
+     */
+    static Tables prepareTables(DaemonContext context, SystemdNotify notify) {
+        if (context.catalog() != null) {
+            return new Tables(context.catalog(), LoadReport.EMPTY);
+        }
+        CatalogFactory.Prepared prepared = CatalogFactory.prepare(context.store());
+        LOG.log(INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
+                + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
+                + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
+                + prepared.budget());
+        prepared.spillWarning().ifPresent(w -> LOG.log(WARNING, "--numa " + context.numa() + ": " + w));
+        for (String w : WritableByOthers.of(prepared.checkpoint(), Posix.geteuid())) {
+            LOG.log(WARNING, "checkpoint: " + w + ": another user can change what a later load reads (this load"
+                    + " checks that the files did not change under it, and verify compares them afterwards;"
+                    + " docs/security.md)");
+        }
+        try {
+            if (notify != null) {
+                notify.checkFdStore(prepared.regionCount());
+            }
+        } catch (RuntimeException e) {
+            Closer.closeAllAfter(e, prepared.builder());
+            throw e;
+        }
+        return new Tables(prepared.builder(), LoadReport.EMPTY.withMemory(prepared.budget(), context.memoryBudget()));
+    }
+
     /**
      * A daemon about to load: the checkpoint validated (or the tables the context makes), then the socket path
      * claimed, serving on the listening socket systemd passed if there is one.
      */
     private static Adoption prepareLoad(DaemonContext context, SystemdNotify notify, FdStoreRestart.Passed passed) {
-        CatalogBuilder builder = context.catalog();
-        LoadReport report = LoadReport.EMPTY;
-        if (builder == null) {
-            CatalogFactory.Prepared prepared = CatalogFactory.prepare(context.store());
-            LOG.log(INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
-                    + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
-                    + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
-                    + prepared.budget());
-            prepared.spillWarning().ifPresent(w -> LOG.log(WARNING, "--numa " + context.numa() + ": " + w));
-            for (String w : WritableByOthers.of(prepared.checkpoint(), Posix.geteuid())) {
-                LOG.log(WARNING, "checkpoint: " + w + ": another user can change what a later load reads (this load"
-                        + " checks that the files did not change under it, and verify compares them afterwards;"
-                        + " docs/security.md)");
-            }
-            builder = prepared.builder();
-            report = report.withMemory(prepared.budget(), context.memoryBudget());
-            try {
-                if (notify != null) {
-                    notify.checkFdStore(prepared.regionCount());
-                }
-            } catch (RuntimeException e) {
-                Closer.closeAllAfter(e, prepared.builder());
-                throw e;
-            }
-        }
+        Tables tables = prepareTables(context, notify);
+        CatalogBuilder builder = tables.builder();
+        LoadReport report = tables.report();
         DaemonLock lock;
         try {
             lock = SocketClaim.lock(context.socket(), context.othersAdmitted());

@@ -210,6 +210,13 @@ final class FdStoreRestart {
                 regions.add(fd);
             }
             catalog = AdoptedCatalog.adopt(handed, regions, false); // owns the region fds from here on
+            String older = AdoptedCatalog.sealedBeforeWrite(catalog);
+            if (older != null) {
+                Closer.closeAll(catalog, memfd);
+                LOG.log(WARNING, "the tables in the fd store are kept no longer: " + older + ": loading the"
+                        + " checkpoint once");
+                return null;
+            }
         } catch (RuntimeException e) {
             regions.forEach(Fd::close);
             memfd.close();

@@ -147,14 +147,61 @@ final class Takeover {
             listener.close();
             throw refuse(ch, e);
         }
+        Tables tables;
+        try {
+            tables = tablesToServe(context, catalog, report);
+        } catch (RuntimeException e) {
+            listener.close();
+            throw refuse(ch, e);
+        }
         context.hooks().reached(DaemonHooks.Point.TAKEOVER_CATALOG);
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_READY, 2));
             step(t0, "READY sent");
-            return commit(context, ch, welcome.pid(), listener, catalog, report, t0);
+            return commit(context, ch, welcome.pid(), listener, tables, t0);
         } catch (PeerClosedException | ReceiveTimeoutException e) {
-            return orphaned(context, welcome.pid(), listener, catalog, report, t0, e.getMessage());
+            return orphaned(context, welcome.pid(), listener, tables, t0, e.getMessage());
         }
+    }
+
+    /**
+     * What the successor serves: the catalog handed over, and the report that came with it; or, when a build before
+     * WRITE sealed it ({@link AdoptedCatalog#sealedBeforeWrite}), a load of the checkpoint instead (once: the tables
+     * it makes carry WRITE), said in one line. The socket, the connections and the leases move over either way.
+     */
+    private record Tables(Catalog catalog, DaemonLauncher.Tables reload, LoadReport report) implements AutoCloseable {
+        @Override
+        public void close() {
+            Closer.closeAll(catalog, reload == null ? null : reload.builder());
+        }
+    }
+
+    private static Tables tablesToServe(DaemonContext context, Catalog catalog, LoadReport report) {
+        String older;
+        try {
+            older = AdoptedCatalog.sealedBeforeWrite(catalog);
+        } catch (RuntimeException e) {
+            Closer.closeAllAfter(e, catalog);
+            throw e;
+        }
+        if (older == null) {
+            return new Tables(catalog, null, report);
+        }
+        Closer.closeAll(catalog);
+        LOG.log(WARNING, "the tables handed over are kept no longer: " + older + ": taking over the socket, the"
+                + " connections and the leases, and loading the checkpoint once");
+        DaemonLauncher.Tables reload = DaemonLauncher.prepareTables(context, null);
+        return new Tables(null, reload, reload.report());
+    }
+
+    /** The adoption past the commit point: the tables handed over, or the load that replaces them. */
+    private static Adoption adoption(DaemonLock lock, UnixListener listener, Tables tables,
+            List<HandedConnection> connections, long nextLeaseId, LoadReport.Origin origin) {
+        return tables.catalog() != null
+                ? new Adoption(lock, listener, tables.catalog(), null, connections, nextLeaseId,
+                        tables.report().withOrigin(origin), null)
+                : new Adoption(lock, listener, null, tables.reload().builder(), connections, nextLeaseId,
+                        tables.report(), null);
     }
 
     /** HANDOVER_CATALOG, decoded, with its fds: fd 0 the listening socket, then the regions. */
@@ -186,7 +233,7 @@ final class Takeover {
 
     /** Receives the commit, takes the lock and connections, confirms: the commit point. */
     private static Adoption commit(DaemonContext context, ProtocolChannel ch, int predecessor, UnixListener listener,
-            Catalog catalog, LoadReport report, long t0) {
+            Tables tables, long t0) {
         Committed got;
         try {
             got = receiveCommit(ch);
@@ -194,7 +241,7 @@ final class Takeover {
         } catch (PeerClosedException | ReceiveTimeoutException e) {
             throw e;
         } catch (RuntimeException e) {
-            Closer.closeAllAfter(e, catalog, listener);
+            Closer.closeAllAfter(e, tables, listener);
             throw refuse(ch, e);
         }
         DaemonLock lock;
@@ -202,7 +249,7 @@ final class Takeover {
             lock = SocketClaim.adopt(got.lock(), context.socket(), context.othersAdmitted());
         } catch (RuntimeException e) {
             got.connections().forEach(Fd::close);
-            Closer.closeAllAfter(e, catalog, listener);
+            Closer.closeAllAfter(e, tables, listener);
             throw refuse(ch, e);
         }
         List<HandedConnection> connections = new ArrayList<>();
@@ -224,10 +271,10 @@ final class Takeover {
         lock.claim(); // past the commit point: the lock file names this process from here on
         LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER, predecessor, t0, null);
         LOG.log(INFO, "took over from pid " + predecessor + " in " + origin.handoverMillis() + " ms: "
-                + catalog.allTables().size() + " tables, " + connections.size() + " connections (" + leases
-                + " leases); 0 bytes read from the checkpoint");
-        return new Adoption(lock, listener, catalog, null, connections, got.commit().nextLeaseId(),
-                report.withOrigin(origin), null);
+                + (tables.catalog() != null ? tables.catalog().allTables().size() + " tables, " : "")
+                + connections.size() + " connections (" + leases + " leases); "
+                + (tables.catalog() != null ? "0 bytes read from the checkpoint" : "loading the checkpoint"));
+        return adoption(lock, listener, tables, connections, got.commit().nextLeaseId(), origin);
     }
 
     /**
@@ -235,21 +282,21 @@ final class Takeover {
      * the listening socket, so it takes the lock as a new daemon would (refused while another daemon holds it)
      * and serves them. The predecessor's leases ended with it.
      */
-    private static Adoption orphaned(DaemonContext context, int predecessor, UnixListener listener, Catalog catalog,
-            LoadReport report, long t0, String why) {
+    private static Adoption orphaned(DaemonContext context, int predecessor, UnixListener listener, Tables tables,
+            long t0, String why) {
         LOG.log(WARNING, "the predecessor pid " + predecessor + " stopped answering before its commit (" + why
                 + "); taking the lock and serving the tables it handed over");
         try {
             DaemonLock lock = SocketClaim.lockAfter(predecessor, context.socket(), context.othersAdmitted());
             LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER_ORPHANED, predecessor, t0,
                     null);
-            return new Adoption(lock, listener, catalog, null, List.of(), 1, report.withOrigin(origin), null);
+            return adoption(lock, listener, tables, List.of(), 1, origin);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-            Closer.closeAllAfter(e, catalog, listener);
+            Closer.closeAllAfter(e, tables, listener);
             throw new IllegalStateException("interrupted while taking the lock", e);
         } catch (RuntimeException e) {
-            Closer.closeAllAfter(e, catalog, listener);
+            Closer.closeAllAfter(e, tables, listener);
             throw new IllegalStateException("takeover failed: the predecessor stopped answering and the lock stays"
                     + " taken: " + e.getMessage(), e);
         }

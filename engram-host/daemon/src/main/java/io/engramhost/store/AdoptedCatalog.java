@@ -88,6 +88,23 @@ public final class AdoptedCatalog {
         }
     }
 
+    /**
+     * Why the memfd regions of {@code catalog} must be loaded again although they passed {@link #adopt}'s checks, or
+     * null: a build before WRITE sealed them FUTURE_WRITE, which leaves writable a mapping made before it, and clients
+     * of this build refuse such a memfd. A successor says so in one line and loads the checkpoint once instead.
+     */
+    public static String sealedBeforeWrite(Catalog catalog) {
+        Catalog.Served host = catalog.servedTo(-1);
+        for (int i = 0; i < host.fds().size(); i++) {
+            if (host.manifest().regions().get(i).kind().memfd()
+                    && (Posix.getSeals(host.fds().get(i)) & Posix.F_SEAL_WRITE) == 0) {
+                return "its memfds were sealed by an older build (FUTURE_WRITE, which leaves writable a mapping made"
+                        + " before it; clients of this build require WRITE)";
+            }
+        }
+        return null;
+    }
+
     /** A memfd must be at least the region's size and sealed as clients require; a VMM handle is the GPU driver's. */
     private static void check(Fd fd, Manifest.Region r, int index) {
         FileStat st = DirFd.stat(fd);
