@@ -12,10 +12,12 @@ another user, e.g. under setpriv, to be a daemon the client must refuse).
 import errno
 import fcntl
 import hashlib
+import mmap
 import os
 import socket
 import struct
 import sys
+import time
 
 MAGIC, BATCH = 0x4D524745, 253
 HELLO, WELCOME, IMPORT, MANIFEST, ERROR, BYE, PART = 1, 2, 3, 4, 9, 10, 11
@@ -24,7 +26,8 @@ PIECE = 1 << 20  # version 2: the most body bytes in one message
 PAGE = os.sysconf('SC_PAGE_SIZE')
 F_ADD_SEALS, F_GET_SEALS = 1033, 1034
 SEAL, SHRINK, GROW, WRITE, FUTURE_WRITE = 0x1, 0x2, 0x4, 0x8, 0x10
-DAEMON_SEALS = SEAL | SHRINK | GROW | FUTURE_WRITE  # what the daemon sets
+DAEMON_SEALS = SEAL | SHRINK | GROW | WRITE  # what the daemon sets
+OLD_SEALS = SEAL | SHRINK | GROW | FUTURE_WRITE  # what builds before WRITE set
 
 VERSION = 2  # the version this connection uses once WELCOME has chosen it (main sets it)
 
@@ -203,6 +206,36 @@ def answer(conn, case, path):
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE - 96], PAGE - 96, 0, 100, 0)]), memfds(1))
     elif case == 'wrong-bytes':
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F16', [100], 100, 0, 0, 0)]), memfds(1))
+    elif case == 'huge-shape':  # F8 [2^40, 256], its bytes right for the shape, in a region of one page
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F8_E4M3', [1 << 40, 256], 1 << 48, 0, 0, 0)]), memfds(1))
+    elif case == 'unknown-dtype':
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F9_E9M9', [PAGE], PAGE, 0, 0, 0)]), memfds(1))
+    elif case == 'duplicate-name':
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [16], 16, 0, 0, 0), ('t', 'U8', [16], 16, 0, 16, 0)]),
+             memfds(1))
+    elif case == 'kind-mismatch':  # a table that says memfd-hugetlb in a memfd region
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE], PAGE, 0, 0, 1)]), memfds(1))
+    elif case == 'fewer-fds':  # the header announces 2 fds, 1 rides on it, and no filler follows
+        send(conn, manifest(*regions_and_tables(2)), memfds(1), fd_count=2)
+        time.sleep(15)
+    elif case == 'slow-parts':  # a continued MANIFEST, then a one-byte PART every 2 s: each in time, the whole not
+        whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
+        send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
+        rest = whole[8 + PIECE:]
+        try:
+            for i in range(len(rest) - 1):
+                time.sleep(2)
+                send(conn, frame(PART | CONTINUED, rest[i:i + 1]))
+            send(conn, frame(PART, rest[-1:]))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    elif case == 'future-write':  # sealed as builds before WRITE sealed: FUTURE_WRITE, after a writable mapping
+        fd = os.memfd_create('peer.0', os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(fd, PAGE)
+        writable = mmap.mmap(fd, PAGE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        fcntl.fcntl(fd, F_ADD_SEALS, OLD_SEALS)
+        send(conn, manifest(*one), [fd])
+        writable[0] = 0x5A  # the bytes change under a client that took FUTURE_WRITE for immutable
     elif case == 'wrong-size':  # the manifest says two pages, the memfd holds one
         send(conn, manifest([(0, 2 * PAGE, 0, -1)], []), memfds(1))
     elif case == 'unsealed':  # memfd_create without MFD_ALLOW_SEALING: F_GET_SEALS says SEAL only

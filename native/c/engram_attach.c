@@ -848,8 +848,11 @@ static void seal_names(char *out, size_t cap, int seals) {
 }
 
 // docs/protocol.md, "How to map a region": before a memfd region is mapped its seals must make its bytes
-// immutable (SEAL, SHRINK, GROW, and WRITE or FUTURE_WRITE) and it must hold at least the manifest's size.
+// immutable (SEAL, SHRINK, GROW and WRITE) and it must hold at least the manifest's size. FUTURE_WRITE is not enough
+// (it leaves writable a mapping made before it), unless --accept-future-write-seal (a daemon of an older build).
 // An fd that is no memfd (F_GET_SEALS fails, EINVAL) is refused too.
+static int accept_future_write_seal;
+
 static void check_memfd(struct message *m, uint32_t i, const struct region *g) {
     int seals = fcntl(g->fd, F_GET_SEALS);
     if (seals < 0) {
@@ -859,11 +862,13 @@ static void check_memfd(struct message *m, uint32_t i, const struct region *g) {
                     "bytes could change under this client; refused", i, KIND_NAMES[g->kind], g->fd, name ? name : "E?",
                  strerror(e));
     }
-    char missing[64] = "";
+    char missing[160] = "";
     size_t n = 0;
-    static const struct { int bits; const char *name; } NEED[] = {
+    const struct { int bits; const char *name; } NEED[] = {
         {F_SEAL_SEAL, "SEAL"}, {F_SEAL_SHRINK, "SHRINK"}, {F_SEAL_GROW, "GROW"},
-        {F_SEAL_WRITE | F_SEAL_FUTURE_WRITE, "WRITE or FUTURE_WRITE"}};
+        accept_future_write_seal ? (typeof(NEED[0])){F_SEAL_WRITE | F_SEAL_FUTURE_WRITE, "WRITE or FUTURE_WRITE"}
+            : (seals & F_SEAL_FUTURE_WRITE) ? (typeof(NEED[0])){F_SEAL_WRITE, "WRITE (FUTURE_WRITE leaves writable a mapping made before it)"}
+            : (typeof(NEED[0])){F_SEAL_WRITE, "WRITE"}};
     for (size_t k = 0; k < sizeof NEED / sizeof NEED[0]; k++)
         if (!(seals & NEED[k].bits)) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", NEED[k].name);
     if (n) {
@@ -1774,7 +1779,7 @@ static int bench_peer(const char *path, int device) {
 static const char USAGE[] =
     "usage: engram-attach [--socket TEMPLATE] [--instance NAME] [--device N] [--daemon-uid UID]... [--cpu-view]\n"
     "                     [--register] [--repeat K] [--json] [--verify] [--verify-content SIDECAR] [--wait-ms MS]\n"
-    "                     [--ready-line]\n"
+    "                     [--ready-line] [--accept-future-write-seal]\n"
     "  --socket TEMPLATE  the daemon's socket: a path, or a template with {instance} and {device} (default: the\n"
     "                 environment variable ENGRAM_HOST_SOCKET, else /run/engram-host/{instance}.sock for root,\n"
     "                 $XDG_RUNTIME_DIR/engram-host/{instance}.sock, else /tmp/engram-host-EUID/{instance}.sock)\n"
@@ -1791,6 +1796,8 @@ static const char USAGE[] =
     "                 sidecar of `engram-host inspect --write-digests`; a mismatch or a table it lacks fails (exit 1)\n"
     "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
+    "  --accept-future-write-seal  also accept memfds sealed FUTURE_WRITE instead of WRITE (a daemon of an older\n"
+    "                 build; FUTURE_WRITE leaves writable a mapping made before it)\n"
     "       engram-attach --bench-peer PATH [--device N]\n"
     "       engram-attach --self-test-sha256   check SHA-256 and sha256-tree-v1 against known vectors\n"
     "  --bench-peer   serve attach requests of the JMH AttachBench on its socket PATH (see bench_peer)\n";
@@ -1900,6 +1907,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--wait-ms")) o.wait_ms = (int)int_arg(argc, argv, &i, 0, 86400000);
         else if (!strcmp(a, "--cpu-view")) o.cpu_view = 1;
         else if (!strcmp(a, "--register")) o.reg = 1;
+        else if (!strcmp(a, "--accept-future-write-seal")) accept_future_write_seal = 1;
         else if (!strcmp(a, "--json")) o.json = 1;
         else if (!strcmp(a, "--verify")) o.verify = 1;
         else if (!strcmp(a, "--verify-content")) {

@@ -64,17 +64,22 @@ def seal_names(seals: int) -> str:
     return "|".join(n for bit, n in SEAL_NAMES if seals & bit) or "none"
 
 
-def check_memfd(fd: int, size: int, what: str) -> None:
-    """The client's check of a memfd before mapping it: it carries SEAL, SHRINK, GROW and WRITE or FUTURE_WRITE,
-    and holds at least ``size`` bytes. Raises ValueError saying what is missing."""
+def check_memfd(fd: int, size: int, what: str, accept_future_write_seal: bool = False) -> None:
+    """The client's check of a memfd before mapping it: it carries SEAL, SHRINK, GROW and WRITE (FUTURE_WRITE is not
+    enough: it leaves writable a mapping made before it; accepted only with ``accept_future_write_seal``, for a daemon
+    of an older build), and holds at least ``size`` bytes. Raises ValueError saying what is missing."""
     try:
         seals = fcntl.fcntl(fd, F_GET_SEALS)
     except OSError as e:
         raise ValueError(f"{what}: fcntl(F_GET_SEALS) failed: {errno.errorcode.get(e.errno, e.errno)}: not a sealed "
                          "memfd, so its bytes could change under this client") from None
     need = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
-    if seals & need != need or not seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE):
-        raise ValueError(f"{what}: seals are {seal_names(seals)}; need SEAL, SHRINK, GROW and WRITE or FUTURE_WRITE, "
+    write = F_SEAL_WRITE | (F_SEAL_FUTURE_WRITE if accept_future_write_seal else 0)
+    if seals & need != need or not seals & write:
+        want = "WRITE or FUTURE_WRITE" if accept_future_write_seal else "WRITE"
+        why = (" (FUTURE_WRITE leaves writable a mapping made before it)"
+               if seals & F_SEAL_FUTURE_WRITE and not accept_future_write_seal else "")
+        raise ValueError(f"{what}: seals are {seal_names(seals)}; need SEAL, SHRINK, GROW and {want}{why}, "
                          "so its bytes could change under this client")
     actual = os.fstat(fd).st_size
     if actual < size:

@@ -267,6 +267,12 @@ public final class FdMessages {
             Header h = Header.of(header, 0);
             long length = h.payloadLength();
             long fdCount = h.fdCount();
+            // The first batch rides on the header's first byte: fewer than announced is refused at once, not waited for.
+            if (fdCount <= maxFds && fds.size() != Math.min(fdCount, MAX_FDS_PER_SENDMSG)) {
+                throw new IllegalArgumentException("message from " + peer + " announces " + fdCount + " fds, but "
+                        + fds.size() + " came with its header (" + Math.min(fdCount, MAX_FDS_PER_SENDMSG)
+                        + " must)");
+            }
             if (length > maxPayload) {
                 throw new IllegalArgumentException("message from " + peer + " announces " + length
                         + " payload bytes; at most " + maxPayload + " are accepted");
@@ -281,7 +287,7 @@ public final class FdMessages {
             while (fds.size() < fdCount) {
                 int before = fds.size();
                 readFully(socket, peer, filler, 1, fds, deadline, false);
-                if (filler[0] != FILLER || fds.size() == before) {
+                if (filler[0] != FILLER || fds.size() - before != Math.min(MAX_FDS_PER_SENDMSG, fdCount - before)) {
                     throw new IllegalArgumentException("message from " + peer + ": expected a batch of fds ("
                             + fds.size() + " of " + fdCount + " received), got byte 0x"
                             + Integer.toHexString(filler[0] & 0xff) + " with " + (fds.size() - before) + " fds");

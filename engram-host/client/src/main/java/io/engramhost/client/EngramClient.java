@@ -74,6 +74,7 @@ public final class EngramClient {
                     throw new ProtocolException("MANIFEST: fingerprint_sha256 is not the SHA-256 of the fingerprint it"
                             + " carries");
                 }
+                ManifestChecks.check(manifest, Posix.pageSize());
                 checkServedFingerprint(socket, manifest, expectation);
                 fds = in.takeFds();
             }

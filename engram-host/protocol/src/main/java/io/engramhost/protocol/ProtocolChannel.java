@@ -2,6 +2,7 @@ package io.engramhost.protocol;
 
 import io.engramhost.os.Fd;
 import io.engramhost.os.FdMessages;
+import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import java.nio.ByteBuffer;
 import java.util.List;
@@ -76,18 +77,24 @@ public final class ProtocolChannel implements AutoCloseable {
     }
 
     /**
-     * Receives one frame, putting a version-2 frame sent in parts back together (each part within
-     * {@code timeoutMillis}, the whole within {@link ProtocolDescriptor#MAX_FRAME}); fds with a frame
-     * that fails to decode are closed.
+     * Receives one frame, putting a version-2 frame sent in parts back together (all of its parts within
+     * {@code timeoutMillis} of the call, -1: no bound; the whole within {@link ProtocolDescriptor#MAX_FRAME}); fds with
+     * a frame that fails to decode are closed.
      */
     public Incoming receive(int maxPayload, int maxFds, int timeoutMillis) {
+        long deadline = System.nanoTime() + timeoutMillis * 1_000_000L; // the whole answer, every part of it
         FdMessages.Received m = connection.receive(maxPayload, maxFds, timeoutMillis);
         try {
             Parts.Joiner joiner = new Parts.Joiner(ProtocolDescriptor.MAX_FRAME);
             byte[] frame = joiner.feed(bytes(m.payload()));
             while (frame == null) {
+                long left = (deadline - System.nanoTime()) / 1_000_000L;
+                if (timeoutMillis >= 0 && left <= 0) {
+                    throw new ReceiveTimeoutException("timed out waiting for " + connection.peer() + ": the answer's"
+                            + " parts did not all arrive within " + timeoutMillis + " ms");
+                }
                 FdMessages.Received part = connection.receive(ProtocolDescriptor.MAX_PART_BODY
-                        + ProtocolDescriptor.HEADER_BYTES, 0, timeoutMillis);
+                        + ProtocolDescriptor.HEADER_BYTES, 0, timeoutMillis < 0 ? -1 : (int) Math.max(1, left));
                 frame = joiner.feed(bytes(part.payload()));
             }
             return new Incoming(frame, m.fds());

@@ -1,0 +1,126 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.EngramClient;
+import io.engramhost.client.ImportedTables;
+import io.engramhost.protocol.Expectation;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The Java client against a daemon that lies: conformance/protocol_peer.py, a daemon side written from
+ * docs/protocol.md alone, answers each IMPORT with one case of "What a client checks of a MANIFEST" broken (the
+ * Python package and the C client meet the same cases). The client refuses each, naming what is wrong, within its
+ * answer's deadline, and leaves no fd open.
+ */
+@Timeout(120)
+class HostileDaemonTest {
+    private static final Path PEER = Path.of(System.getProperty("user.dir")).getParent().getParent()
+            .resolve("conformance/protocol_peer.py");
+
+    /** The peer serving one connection with {@code scenario} on {@code socket}, once it listens. */
+    private static Process peer(Path socket, String scenario) throws Exception {
+        Process p = new ProcessBuilder("python3", PEER.toString(), socket.toString(), scenario).redirectErrorStream(true)
+                .redirectOutput(socket.resolveSibling("peer.log").toFile()).start();
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!Files.exists(socket)) {
+            assertTrue(p.isAlive() && System.nanoTime() < deadline, "the peer did not listen: " + peerLog(socket));
+            Thread.sleep(10);
+        }
+        return p;
+    }
+
+    private static String peerLog(Path socket) throws IOException {
+        Path log = socket.resolveSibling("peer.log");
+        return Files.exists(log) ? Files.readString(log) : "";
+    }
+
+    private static void stop(Process p) throws IOException, InterruptedException {
+        p.destroyForcibly();
+        p.waitFor(10, TimeUnit.SECONDS);
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', value = {
+        "wrong-bytes|table 't' is F16 [100], which is 200 bytes, but the manifest says 100",
+        "huge-shape|table t [0, +281474976710656) lies outside its region of",
+        "unknown-dtype|table 't' has dtype 'F9_E9M9', not a safetensors dtype",
+        "duplicate-name|table 't' is listed twice",
+        "kind-mismatch|table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
+        "future-write|missing WRITE (FUTURE_WRITE leaves writable a mapping made before it)",
+        "outside-region|lies outside its region",
+    })
+    void refusesAManifestThatLies(String scenario, String says, @TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        int fds = io.engramhost.os.ProcessProbe.countOpenFds();
+        Process p = peer(socket, scenario);
+        try {
+            long t0 = System.nanoTime();
+            RuntimeException e = assertThrows(RuntimeException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()).close());
+            assertTrue(e.getMessage().contains(says), scenario + " after " + (System.nanoTime() - t0) / 1e6 + " ms: "
+                    + e.getMessage() + "; the peer: " + peerLog(socket));
+        } finally {
+            stop(p);
+        }
+        assertEquals(fds, io.engramhost.os.ProcessProbe.countOpenFds(), scenario + ": no fd left open");
+    }
+
+    /** An old daemon's FUTURE_WRITE memfds are taken only when asked (an upgrade), and then read as served. */
+    @Test
+    void takesAFutureWriteSealOnlyWhenAsked(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        Process p = peer(socket, "future-write");
+        try (ImportedTables t = EngramClient.connect(socket, Expectation.any(),
+                ClientOptions.defaults().withFutureWriteSealAccepted(true))) {
+            assertEquals(1, t.tables().size());
+        } finally {
+            stop(p);
+        }
+    }
+
+    /** A MANIFEST continued by a one-byte PART every 2 s: each part in time, but the answer is bounded as a whole. */
+    @Test
+    void givesUpOnAnAnswerWhosePartsTrickle(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        Process p = peer(socket, "slow-parts");
+        long t0 = System.nanoTime();
+        try {
+            RuntimeException e = assertThrows(RuntimeException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()).close());
+            double s = (System.nanoTime() - t0) / 1e9;
+            assertTrue(s < 13, "gave up after " + s + " s, not about 10: " + e.getMessage());
+            assertTrue(e.getMessage().contains("did not answer within 10000 ms"), e.getMessage());
+        } finally {
+            stop(p);
+        }
+    }
+
+    /** Fewer fds than the header announces: refused at once, not after the answer's deadline. */
+    @Test
+    void refusesFewerFdsThanAnnouncedAtOnce(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        Process p = peer(socket, "fewer-fds");
+        long t0 = System.nanoTime();
+        try {
+            RuntimeException e = assertThrows(RuntimeException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()).close());
+            double s = (System.nanoTime() - t0) / 1e9;
+            assertTrue(s < 3, "took " + s + " s: " + e.getMessage());
+            assertTrue(e.getMessage().contains("announces 2 fds, but 1 came with its header"), e.getMessage());
+        } finally {
+            stop(p);
+        }
+    }
+}
