@@ -508,6 +508,30 @@ class FingerprintTest(TempDirTest):
         self.assertEqual(expected, encoded)
         self.assertEqual(hashlib.sha256(expected).hexdigest(), fingerprint_sha256_hex(encoded))
 
+    # SHA-256s of fingerprints without content identity, computed by the code of before version 2 (cf09d39):
+    # such a fingerprint must keep its version 1 bytes, so that --expect SHA256, ready files and the fd store
+    # keep meaning the same checkpoint.
+    PINNED_HANDMADE = "77d16614bfebbed24a53629fe7d0cb1f4456716140b74777c268911554485d12"
+    PINNED_EVERY_DTYPE = "cd6805ea5c9bf4c88c83a09ac1034451c7f530f15261339690bc968bfb53dae5"
+    PINNED_EVERY_DTYPE_SELECTED = "3eea58edb03d502f1afebce3b7b45636ac534dc12fa65a8292385940c18f0941"
+
+    def test_a_fingerprint_without_identity_keeps_its_version_1_bytes(self) -> None:
+        from engram_host.checkpoint import _encode
+        fp = Fingerprint(1, "memfd", ("*.scale", "layers.1.*"), (
+            FingerprintFile("a.safetensors", 1234, bytes(range(32))), FingerprintFile("b.safetensors", 99, bytes(32))), (
+            FingerprintTable("layers.1.engram.embed.scale", "F8_E8M0", (10, 8), 80),
+            FingerprintTable("layers.1.engram.embed.weight", "F8_E4M3", (10, 256), 2560),
+            FingerprintTable("s", "F32", (), 4)))
+        encoded = _encode(fp)
+        self.assertEqual(337, len(encoded))
+        self.assertEqual(self.PINNED_HANDMADE, fingerprint_sha256_hex(encoded))
+        self.assertEqual(fp, decode_fingerprint(encoded))
+        every = write_safetensors(self.path("every.safetensors"), every_dtype_tensors(), {"format": "pt"})
+        with open_checkpoint(every) as cp:
+            self.assertEqual(self.PINNED_EVERY_DTYPE, fingerprint_sha256_hex(fingerprint(cp)))
+            self.assertEqual(self.PINNED_EVERY_DTYPE_SELECTED,
+                             fingerprint_sha256_hex(fingerprint(cp, ["t.*", "scalar.f32"], "memfd")))
+
     def test_lists_only_files_of_selected_tables_in_code_point_order(self) -> None:
         a = write_safetensors(self.path("a.safetensors"), [("\uffff", "U8", [1], b"f"), ("z", "U8", [1], b"z")])
         b = write_safetensors(self.path("b.safetensors"), [("\U0001F600", "U8", [1], b"s"),
