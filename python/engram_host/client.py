@@ -582,7 +582,7 @@ def _receive(channel: _wire.Channel, path: str, version: int) -> _wire.Incoming:
 
 def _refusal(reply: _wire.ErrorReply) -> E.EngramHostError:
     details = list(reply.details)
-    if reply.code == 4 and len(reply.details) == 1 and reply.details[0].startswith("expected fingerprint ") \
+    if reply.code == E.ErrorCode.FINGERPRINT_MISMATCH and len(reply.details) == 1 and reply.details[0].startswith("expected fingerprint ") \
             and reply.daemon_fingerprint:
         details += _daemon_record(reply.daemon_fingerprint)
     return E.from_reply(reply.code, reply.message, details, reply.retryable, reply.daemon_fingerprint)
@@ -603,9 +603,9 @@ def _daemon_record(canonical: bytes) -> list[str]:
 def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> Optional[str]:
     """Why the manifest does not meet the expectation as the daemon itself judges it, or None."""
     served = manifest.fingerprint_sha256
-    if expectation.kind == 0:
+    if expectation.kind == _wire.ExpectationKind.ANY:
         return None
-    if expectation.kind == 1:
+    if expectation.kind == _wire.ExpectationKind.SHA256:
         return None if served == expectation.data else \
             f"fingerprint {served.hex()}, not the expected {expectation.data.hex()}"
     from . import checkpoint
@@ -746,7 +746,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
             fds = msg.fds
             if msg.msg_type == _wire.ERROR:
                 reply = _wire.decode_error(_wire.Reader(msg.body, "ERROR"))
-                if reply.code == 3 and time.monotonic() < deadline:
+                if reply.code == E.ErrorCode.NOT_READY and time.monotonic() < deadline:
                     time.sleep(NOT_READY_RETRY)
                     continue
                 raise _refusal(reply)
