@@ -582,8 +582,10 @@ class FingerprintTest(TempDirTest):
             return good[:at] + bytes([value]) + good[at + 1:]
 
         self.assertEqual('fingerprint at byte 0: bad magic 58474650, expected "EGFP"', self.decode_error(patch(0, 88)))
-        self.assertEqual("fingerprint at byte 4: encoding version 2, this build reads only 1",
-                         self.decode_error(patch(4, 2)))
+        self.assertEqual("fingerprint at byte 4: encoding version 3, this build reads 1 and 2",
+                         self.decode_error(patch(4, 3)))
+        self.assertEqual("fingerprint at byte 4: encoding version 0, this build reads 1 and 2",
+                         self.decode_error(patch(4, 0)))
         self.assertEqual("fingerprint at byte 6: flags 0x1, expected 0", self.decode_error(patch(6, 1)))
         self.assertEqual(f"fingerprint at byte {len(good)}: 3 bytes left over after the last table",
                          self.decode_error(good + b"abc"))
@@ -627,7 +629,7 @@ class FingerprintTest(TempDirTest):
         expected = Fingerprint(1, "cuda-vmm", ("*",), (
             FingerprintFile("a", 10, a), FingerprintFile("b", 5, a), FingerprintFile("c", 5, a)), (
             t("t1", "F8_E4M3", (4,), 4), t("t2", "U8", (4, 8), 32), t("t3", "U16", (2,), 4), t("t4", "U8", (1,), 1)))
-        actual = Fingerprint(2, "memfd", ("x",), (
+        actual = Fingerprint(2, "memfd", ("*",), (
             FingerprintFile("a", 11, b), FingerprintFile("c", 5, a), FingerprintFile("d", 5, a)), (
             t("t1", "I8", (4,), 4), t("t2", "U8", (8, 4), 32), t("t3", "U16", (3,), 6), t("t5", "U8", (1,), 1)))
         lines = ["layout version: expected 1, actual 2",
@@ -651,6 +653,145 @@ class FingerprintTest(TempDirTest):
         memfd = Fingerprint(1, "memfd", ("*",), (), ())
         self.assertEqual([], fingerprint_differences(any_backend, memfd))
         self.assertEqual(["backend: expected 'memfd', actual ''"], fingerprint_differences(memfd, any_backend))
+
+
+class FingerprintV2Test(TempDirTest):
+    """Version 2: the content identities of docs/checkpoints.md, "Fingerprint", "Encoding"."""
+
+    T = FingerprintTable
+    F = FingerprintFile
+    H1, H2, C1, C2 = (bytes([i]) * 32 for i in (0x11, 0x22, 0xC1, 0xC2))
+
+    def v2(self) -> Fingerprint:
+        """Two files, one a snapshot file; three tables: both digests, a tree digest only, none."""
+        return Fingerprint(1, "", ("layers.1.engram.embed.scale", "layers.1.engram.embed.weight"), (
+            self.F("a.safetensors", 100, self.H1, self.C1), self.F("b.safetensors", 50, self.H2)), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32, 0x0123456789ABCDEF, self.C2),
+            self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024, None, self.H1),
+            self.T("x", "U8", (2,), 2)))
+
+    def test_encodes_version_2_when_an_identity_is_present(self) -> None:
+        from engram_host.checkpoint import _encode
+        fp = self.v2()
+        s = lambda text: struct.pack("<I", len(text.encode())) + text.encode()  # noqa: E731
+        expected = (b"EGFP" + struct.pack("<HHi", 2, 0, 1) + s("") + struct.pack("<I", 2)
+                    + s("layers.1.engram.embed.scale") + s("layers.1.engram.embed.weight") + struct.pack("<I", 2)
+                    + s("a.safetensors") + struct.pack("<Q", 100) + self.H1 + b"\x01" + self.C1
+                    + s("b.safetensors") + struct.pack("<Q", 50) + self.H2 + b"\x00"
+                    + struct.pack("<I", 3)
+                    + s("layers.1.engram.embed.scale") + s("F8_E8M0") + struct.pack("<IQQQ", 2, 4, 8, 32)
+                    + b"\x03" + struct.pack("<Q", 0x0123456789ABCDEF) + self.C2
+                    + s("layers.1.engram.embed.weight") + s("F8_E4M3") + struct.pack("<IQQQ", 2, 4, 256, 1024)
+                    + b"\x02" + self.H1
+                    + s("x") + s("U8") + struct.pack("<IQQ", 1, 2, 2) + b"\x00")
+        self.assertEqual(expected, _encode(fp))
+        self.assertEqual(fp, decode_fingerprint(expected))
+        self.assertTrue(fp.has_identity)
+        only_file = Fingerprint(1, "", ("*",), (self.F("a", 1, self.H1, self.C1),), ())
+        self.assertEqual(2, struct.unpack_from("<H", _encode(only_file), 4)[0])
+        self.assertEqual(only_file, decode_fingerprint(_encode(only_file)))
+        only_engram = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 0),))
+        self.assertEqual(2, struct.unpack_from("<H", _encode(only_engram), 4)[0], "a digest of 0 is a digest")
+        self.assertEqual(only_engram, decode_fingerprint(_encode(only_engram)))
+        none = Fingerprint(1, "", ("*",), (self.F("a", 1, self.H1),), (self.T("t", "U8", (1,), 1),))
+        self.assertEqual(1, struct.unpack_from("<H", _encode(none), 4)[0])
+        self.assertFalse(none.has_identity)
+
+    def decode_error(self, data: bytes) -> str:
+        with self.assertRaises(CheckpointError) as caught:
+            decode_fingerprint(data)
+        return str(caught.exception)
+
+    def test_decodes_version_2_strictly(self) -> None:
+        from engram_host.checkpoint import _encode
+        good = _encode(self.v2())
+        content_at = good.index(b"a.safetensors") + len("a.safetensors") + 8 + 32
+        self.assertEqual(1, good[content_at])
+
+        def patch(at: int, value: int) -> bytes:
+            return good[:at] + bytes([value]) + good[at + 1:]
+
+        self.assertEqual(f"fingerprint at byte {content_at}: file 'a.safetensors': content byte 2, expected 0 (none) "
+                         "or 1 (a SHA-256 follows)", self.decode_error(patch(content_at, 2)))
+        identity_at = good.index(struct.pack("<Q", 0x0123456789ABCDEF)) - 1
+        self.assertEqual(3, good[identity_at])
+        self.assertEqual(f"fingerprint at byte {identity_at}: table 'layers.1.engram.embed.scale': identity byte 0x4,"
+                         " expected 0 to 3 (bit 0 an engram-digest-v1, bit 1 a sha256-tree-v1)",
+                         self.decode_error(patch(identity_at, 4)))
+        self.assertEqual(f"fingerprint at byte {len(good) - 1}: identity needs 1 bytes but only 0 are left",
+                         self.decode_error(good[:-1]))
+        self.assertEqual(f"fingerprint at byte {len(good)}: 1 bytes left over after the last table",
+                         self.decode_error(good + b"\x00"))
+        # a version 1 encoding read as version 2 lacks the content bytes; version 2 without identity is refused
+        none = _encode(Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1),)))
+        as_v2 = none[:4] + struct.pack("<H", 2) + none[6:] + b"\x00"
+        self.assertEqual("fingerprint at byte 4: encoding version 2 without any content identity: the canonical "
+                         "encoding of such a fingerprint is version 1", self.decode_error(as_v2))
+        second_file = good.index(b"b.safetensors") - 4
+        self.assertTrue(self.decode_error(good[:4] + struct.pack("<H", 1) + good[6:]).startswith(
+            f"fingerprint at byte {second_file - 33}: file name of "), "a version 2 body read as version 1")
+
+    def test_lists_content_differences_where_both_sides_have_the_digest(self) -> None:
+        e = self.v2()
+        a = Fingerprint(1, "memfd", e.patterns, (
+            self.F("a.safetensors", 100, self.H1, self.C2), self.F("b.safetensors", 50, self.H2, self.C1)), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32, 0xFEDCBA9876543210, self.H2),
+            self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024, 7, self.H1),
+            self.T("x", "U8", (2,), 2, 1, self.C1)))
+        self.assertEqual([
+            f"file 'a.safetensors': content differs: SHA-256 expected {self.C1.hex()}, actual {self.C2.hex()}",
+            "table 'layers.1.engram.embed.scale': content differs: engram-digest-v1 expected 0123456789abcdef, "
+            "actual fedcba9876543210",
+            f"table 'layers.1.engram.embed.scale': content differs: sha256-tree-v1 expected {self.C2.hex()}, actual "
+            f"{self.H2.hex()}",
+        ], fingerprint_differences(e, a))
+        from engram_host.checkpoint import _encode
+        self.assertEqual(fingerprint_differences(e, a), fingerprint_differences(_encode(e), _encode(a)))
+        small = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 5),))
+        self.assertEqual(["table 't': content differs: engram-digest-v1 expected 0000000000000005, actual "
+                          "000000000000000c"],
+                         fingerprint_differences(small, Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 12),))))
+
+    def test_lists_a_different_selection_in_one_line(self) -> None:
+        names = [f"layers.{i}.engram.embed.{k}" for i in (1, 14) for k in ("scale", "weight")]
+        config = Fingerprint(1, "", tuple(names), (), tuple(
+            self.T(n, "U8", (1,), 1, None, self.C1 if n.endswith("weight") else None) for n in names))
+        every = Fingerprint(1, "", ("*",), (), tuple(
+            self.T(n, "U8", (1,), 1, None, self.C2 if n == names[1] else None) for n in names + ["other", "z"]))
+        self.assertEqual([
+            "selection: the daemon serves 4 tables by [layers.1.engram.embed.scale, ... (4 patterns)]; this "
+            "expectation selects 6 tables by [*]",
+            f"table 'layers.1.engram.embed.weight': content differs: sha256-tree-v1 expected {self.C2.hex()}, actual "
+            f"{self.C1.hex()}",
+        ], fingerprint_differences(every, config))
+        # the same tables by other patterns: no line; other tables by the same patterns: a line per table
+        by_glob = Fingerprint(1, "", ("layers.*",), (), config.tables)
+        self.assertEqual([], fingerprint_differences(by_glob, config))
+        fewer = Fingerprint(1, "", config.patterns, (), config.tables[:3])
+        self.assertEqual(["table 'layers.14.engram.embed.weight': not expected"], fingerprint_differences(fewer, config))
+        one = Fingerprint(1, "", ("a", "b"), (), (self.T("a", "U8", (1,), 1),))
+        two = Fingerprint(1, "", ("b", "c"), (), (self.T("b", "U8", (1,), 1), self.T("c", "U8", (1,), 1)))
+        self.assertEqual(["selection: the daemon serves 2 tables by [b, ... (2 patterns)]; this expectation selects "
+                          "1 tables by [a, ... (2 patterns)]"], fingerprint_differences(one, two))
+
+    def test_tells_whether_any_identity_was_compared(self) -> None:
+        from engram_host.checkpoint import fingerprint_shares_identity as shares
+        headers = Fingerprint(1, "", ("*",), (self.F("a.safetensors", 100, self.H1),), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32),))
+        self.assertFalse(shares(headers, headers))
+        self.assertFalse(shares(self.v2(), headers))
+        self.assertFalse(shares(headers, self.v2()))
+        self.assertTrue(shares(self.v2(), self.v2()))
+        snapshot = Fingerprint(1, "", ("*",), (self.F("a.safetensors", 1, self.H2, self.C2),), ())
+        self.assertTrue(shares(snapshot, self.v2()), "the file's SHA-256 on both sides")
+        engram_only = Fingerprint(1, "", ("*",), (), (self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024,
+                                                             3),))
+        self.assertFalse(shares(engram_only, self.v2()), "the daemon has only a tree digest for that table")
+        tree_only = Fingerprint(1, "", ("*",), (), (self.T("layers.1.engram.embed.scale", "U8", (1,), 1, None,
+                                                           self.H1),))
+        self.assertTrue(shares(tree_only, self.v2()), "compared even where the headers differ")
+        from engram_host.checkpoint import _encode
+        self.assertTrue(shares(_encode(self.v2()), _encode(self.v2())))
 
 
 class LimitsTest(TempDirTest):
