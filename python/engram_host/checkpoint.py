@@ -31,7 +31,8 @@ __all__ = [
     "TensorInfo", "CheckpointFile", "Checkpoint", "open_checkpoint", "parse_json", "byte_length",
     "Fingerprint", "FingerprintFile", "FingerprintTable", "fingerprint", "fingerprint_sha256_hex",
     "decode_fingerprint", "fingerprint_differences", "fingerprint_shares_identity", "names_in_short",
-    "ENGRAM_DIGEST", "TREE_DIGEST", "check_limits",
+    "ENGRAM_DIGEST", "TREE_DIGEST", "check_limits", "CONFIG_FILE", "Selection", "select_served", "format_bytes",
+    "ContentIdentity", "content_identity", "Served", "served_fingerprint", "snapshot_blob_sha256",
 ]
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -529,6 +530,8 @@ class CheckpointFile:
         self.header_length = header_length
         self.header_sha256 = header_sha256
         self.metadata = metadata
+        #: The SHA-256 of the whole file (32 bytes) when its path is a Hugging Face snapshot file, else None.
+        self.snapshot_sha256 = snapshot_blob_sha256(path)
         self._opened = opened
         self.tensors = sorted((TensorInfo(n, d, s, b, self, o) for n, d, s, b, o in entries), key=_name)
 
@@ -583,6 +586,27 @@ class CheckpointFile:
 
 def _name(t: TensorInfo) -> str:
     return t.name
+
+
+_BLOB_NAME = re.compile("[0-9a-f]{64}")
+
+
+def snapshot_blob_sha256(path: PathArg) -> Optional[bytes]:
+    """The content identity of a Hugging Face snapshot file (docs/checkpoints.md, "A Hugging Face snapshot"):
+    when ``path`` is a symbolic link whose target's file name is 64 lower-case hex digits in a directory named
+    ``blobs`` (relative and absolute links alike), those digits as 32 bytes: the SHA-256 of the whole file,
+    which ``huggingface_hub`` checked as it downloaded it. None for any other path. Reads the link only,
+    never the bytes."""
+    path = os.fspath(path)
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None  # not a symbolic link (EINVAL), or gone
+    resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+    name = os.path.basename(resolved)
+    if os.path.basename(os.path.dirname(resolved)) != "blobs" or not _BLOB_NAME.fullmatch(name):
+        return None
+    return bytes.fromhex(name)
 
 
 def _open_fd(where: str) -> int:
@@ -731,9 +755,12 @@ class Checkpoint:
     every fd.
     """
 
-    def __init__(self, files: list, tensors: dict):
+    def __init__(self, files: list, tensors: dict, given: Sequence[str] = ()):
         self.files = files
         self.tensors = tensors
+        #: The paths as given to :func:`open_checkpoint` (where the selection looks for config.json, and the
+        #: content identity for digest records).
+        self.given = tuple(given)
 
     def select(self, patterns: Sequence[str]) -> list:
         """The tensors whose names match any of ``patterns`` (``*`` any run of characters, ``?`` one, the
@@ -835,7 +862,8 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
                 other = tensors.setdefault(t.name, t)
                 if other is not t:
                     raise CheckpointError(f"tensor '{t.name}' is in both {other.file.path} and {f.path}")
-        return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)})
+        return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)},
+                          [_display(p) for p in paths])
     except BaseException:
         for f in opened:
             f.close()
@@ -900,12 +928,13 @@ def _open_index(index: str, open_file) -> list:
     return list(shards.values())
 
 
-def _read_index(index: str) -> bytes:
+def _read_index(index: str, what: str = "index") -> bytes:
+    """The bytes of a JSON file beside the checkpoint (an index, a config.json), at most 100 MiB."""
     try:
         with os.fdopen(os.open(index, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_INDEX_BYTES:
-                raise CheckpointError(f"{index}: index is {size} bytes, over the limit of {MAX_INDEX_BYTES}")
+                raise CheckpointError(f"{index}: {what} is {size} bytes, over the limit of {MAX_INDEX_BYTES}")
             return f.read()
     except FileNotFoundError:
         raise CheckpointError(f"{index}: no such file") from None
@@ -932,6 +961,178 @@ def _weight_map(index: str, data: bytes) -> dict:
             raise CheckpointError(f"{index}: weight_map entry for tensor '{tensor}' is '{shard}', not a file name in "
                                   "the index's directory")
     return {tensor: entries[tensor] for tensor in sorted(entries)}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the selection: which tensors are served
+
+CONFIG_FILE = "config.json"
+_ENGRAM_TENSOR = re.compile(r"(?:.*\.)?layers\.([0-9]+)\.engram\.embed\.(weight|scale)", re.DOTALL)
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+#: Values in an E8M0 scale row per scale (docs/checkpoints.md: one E8M0 scale per 32 values).
+_VALUES_PER_SCALE = 32
+_ALL_TENSORS = "every tensor (no --tables, and no config.json naming engram_layer_ids)"
+
+
+def format_bytes(n: int) -> str:
+    """A byte count as the Java's ``Bytes.format`` writes it: ``100 B``, ``512.0 KiB``, ``1.2 GiB`` (one decimal,
+    half up, in the largest binary unit that keeps the value at least 1)."""
+    v = float(abs(n))
+    if v < 1024:
+        return f"{n} B"
+    u = -1
+    while v >= 1024 and u < len(_UNITS) - 1:
+        v /= 1024
+        u += 1
+    # Java's %.1f rounds the shortest decimal form of the double half up; repr() is that form
+    shown = decimal.Decimal(repr(v)).quantize(decimal.Decimal("0.1"), decimal.ROUND_HALF_UP)
+    return f"{'-' if n < 0 else ''}{shown} {_UNITS[u]}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tensors a checkpoint serves, chosen by the one rule of docs/checkpoints.md, "Which tensors are
+    served": ``rule`` is ``"tables"`` (globs given), ``"config"`` (config.json's engram_layer_ids) or
+    ``"all"``; ``tensors`` the :class:`TensorInfo` chosen, by name; ``patterns`` the fingerprint's patterns (the
+    globs, the chosen tensors' exact names, or ``*``); ``description`` the one line ``serve`` logs, STATUS
+    shows as ``selection`` and ``inspect`` prints after ``selection: ``."""
+
+    rule: str
+    tensors: tuple
+    patterns: tuple
+    description: str
+
+    @property
+    def warning(self) -> Optional[str]:
+        """For the rule ``all``, the one line to show (a warning): every tensor is served."""
+        if self.rule != "all":
+            return None
+        return (f"selection: {self.description}; to serve the Engram tables only, give tables=[GLOB, ...] "
+                "(--tables GLOB,...) or the model's directory, whose config.json names engram_layer_ids")
+
+
+def select_served(checkpoint: Checkpoint, tables: Sequence[str] = ()) -> Selection:
+    """The tensors of ``checkpoint`` that ``serve`` serves (docs/checkpoints.md, "Which tensors are served"):
+    1. ``tables`` (globs, as ``--tables``) when given; 2. otherwise, when the checkpoint was given as one
+    directory or one ``*.safetensors.index.json`` whose directory's config.json names ``engram_layer_ids`` (at
+    its top level, or in ``text_config``; the top level wins), exactly ``PREFIXlayers.L.engram.embed.weight``
+    and ``.scale`` for each layer id L, PREFIX empty or ending in ``.``, checked against
+    ``engram_num_embeddings`` and ``engram_head_dim`` where present; 3. otherwise every tensor. Raises
+    :class:`CheckpointError`, one line, for a glob matching nothing and for a config.json that is not JSON,
+    has Engram fields of the wrong type, names a tensor missing or twice, or disagrees with a shape."""
+    if isinstance(tables, str):
+        raise TypeError("tables must be a sequence of globs, not one string")
+    if tables:
+        chosen = checkpoint.select(list(tables))
+        return Selection("tables", tuple(chosen), tuple(tables),
+                         f"--tables {','.join(tables)}: {_tensors_and_bytes(chosen)}")
+    config = _config_path(checkpoint)
+    if config is not None:
+        fields = _engram_fields(config)
+        if fields is not None:
+            chosen = _engram_tensors(checkpoint, config, *fields)
+            names = [t.name for t in chosen]
+            return Selection("config", tuple(chosen), tuple(names),
+                             f"{CONFIG_FILE} engram_layer_ids {_shape_text(fields[0])}: {_tensors_and_bytes(chosen)} "
+                             f"({', '.join(names)})")
+    every = list(checkpoint.tensors.values())
+    return Selection("all", tuple(every), ("*",), f"{_ALL_TENSORS}: {_tensors_and_bytes(every)}")
+
+
+def _tensors_and_bytes(tensors: Sequence[TensorInfo]) -> str:
+    return f"{len(tensors)} tensors, {format_bytes(sum(t.nbytes for t in tensors))}"
+
+
+def _config_path(checkpoint: Checkpoint) -> Optional[str]:
+    """The config.json the rule reads: beside the one directory or index given, when it exists."""
+    if len(checkpoint.given) != 1:
+        return None
+    given = checkpoint.given[0]
+    if os.path.isdir(given):
+        directory = given
+    elif os.path.basename(given).endswith(INDEX_SUFFIX):
+        directory = os.path.dirname(given)
+    else:
+        return None
+    config = os.path.join(directory, CONFIG_FILE) if directory else CONFIG_FILE
+    return config if os.path.exists(config) else None
+
+
+def _engram_fields(config: str) -> Optional[tuple]:
+    """(layer ids, rows per layer or None, head dim or None) from config.json, or None when it names no
+    engram_layer_ids. Every Engram field present is type-checked."""
+    try:
+        root = parse_json(_read_index(config, CONFIG_FILE))
+    except JsonError as e:
+        raise CheckpointError(f"{config}: {CONFIG_FILE} JSON at byte {e.position}: {e.problem}") from None
+    if type(root) is not dict:
+        raise CheckpointError(f"{config}: not a JSON object but {_kind(root)}")
+    holder = root
+    if "engram_layer_ids" not in root:
+        holder = root.get("text_config")
+        if type(holder) is not dict or "engram_layer_ids" not in holder:
+            return None
+    ids = holder["engram_layer_ids"]
+    distinct = "a list of distinct non-negative integers"
+    if type(ids) is not list:
+        raise CheckpointError(f"{config}: engram_layer_ids is not {distinct} but {_kind(ids)}")
+    if not ids:
+        raise CheckpointError(f"{config}: engram_layer_ids is an empty list: it names no Engram layer to serve; name "
+                              "the tables with --tables")
+    for i, v in enumerate(ids):
+        if type(v) is not int or v < 0:
+            raise CheckpointError(f"{config}: engram_layer_ids is not {distinct}: element {i} is "
+                                  f"{v if type(v) is int else _kind(v)}")
+        if v in ids[:i]:
+            raise CheckpointError(f"{config}: engram_layer_ids is not {distinct}: element {i} repeats {v}")
+    rows = holder.get("engram_num_embeddings")
+    if "engram_num_embeddings" in holder:
+        wanted = f"a list of {len(ids)} non-negative integers (one per engram_layer_ids entry)"
+        if type(rows) is not list:
+            raise CheckpointError(f"{config}: engram_num_embeddings is not {wanted} but {_kind(rows)}")
+        if len(rows) != len(ids):
+            raise CheckpointError(f"{config}: engram_num_embeddings has {len(rows)} elements, not {wanted}")
+        for i, v in enumerate(rows):
+            if type(v) is not int or v < 0:
+                raise CheckpointError(f"{config}: engram_num_embeddings is not {wanted}: element {i} is "
+                                      f"{v if type(v) is int else _kind(v)}")
+    dim = holder.get("engram_head_dim")
+    if "engram_head_dim" in holder and (type(dim) is not int or dim <= 0 or dim % _VALUES_PER_SCALE):
+        raise CheckpointError(f"{config}: engram_head_dim is {dim if type(dim) is int else _kind(dim)}, not a positive "
+                              f"multiple of {_VALUES_PER_SCALE}")
+    return ids, rows, dim
+
+
+def _engram_tensors(checkpoint: Checkpoint, config: str, ids: list, rows: Optional[list],
+                    dim: Optional[int]) -> list:
+    """Each layer's weight and scale, found once under any prefix ending in '.', checked against the config."""
+    found: dict = {}
+    for name in checkpoint.tensors:
+        m = _ENGRAM_TENSOR.fullmatch(name)
+        if m:
+            found.setdefault((m.group(1), m.group(2)), []).append(name)
+    chosen = []
+    for i, layer in enumerate(ids):
+        for kind in ("weight", "scale"):
+            suffix = f"layers.{layer}.engram.embed.{kind}"
+            names = found.get((str(layer), kind), [])
+            if not names:
+                raise CheckpointError(f"{config}: engram_layer_ids names layer {layer}, but no tensor of "
+                                      f"{checkpoint._describe_files()} is {suffix}, with or without a prefix ending in "
+                                      "'.'; name the tables with --tables")
+            if len(names) > 1:
+                raise CheckpointError(f"{config}: layer {layer}: two tensors are {suffix} under different prefixes: "
+                                      f"'{names[0]}' and '{names[1]}'; name the tables with --tables")
+            t = checkpoint.tensors[names[0]]
+            if rows is not None and (not t.shape or t.shape[0] != rows[i]):
+                has = f"{t.shape[0]} rows" if t.shape else "no rows (shape [])"
+                raise CheckpointError(f"{config}: engram_num_embeddings[{i}] is {rows[i]} but {t.name} has {has}")
+            width = None if dim is None else dim if kind == "weight" else dim // _VALUES_PER_SCALE
+            if width is not None and (len(t.shape) != 2 or t.shape[1] != width):
+                raise CheckpointError(f"{config}: engram_head_dim is {dim} but {t.name} has shape "
+                                      f"{_shape_text(t.shape)}, not [rows, {width}]")
+            chosen.append(t)
+    return sorted(chosen, key=_name)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -996,23 +1197,30 @@ _TREE_BIT = 2
 
 def fingerprint(checkpoint: Checkpoint, patterns: Sequence[str] = (), backend: str = "",
                 layout_version: int = LAYOUT_VERSION) -> bytes:
-    """The canonical encoding (version 1) of the fingerprint of ``patterns`` of ``checkpoint`` served with
-    ``backend`` (``""``: any), byte for byte what ``Fingerprint.of(...).canonicalBytes()`` gives: the files
-    that hold a selected table and the selected tables, by name; patterns sorted and distinct, ``[]`` as
-    ``["*"]``. Raises :class:`CheckpointError` for a pattern that matches nothing or two files of one base
-    name."""
+    """The canonical encoding of the fingerprint of ``patterns`` (globs) of ``checkpoint`` served with
+    ``backend`` (``""``: any), without content identity (so version 1), byte for byte what
+    ``Fingerprint.of(...).canonicalBytes()`` gives: the files that hold a selected table and the selected
+    tables, by name; patterns sorted and distinct, ``[]`` as ``["*"]``. Raises :class:`CheckpointError` for a
+    pattern that matches nothing or two files of one base name. :func:`served_fingerprint` chooses the tables
+    as ``serve`` does and adds the content identities."""
+    return _encode(_fingerprint_of(checkpoint.select(list(patterns)), patterns, backend, layout_version, None))
+
+
+def _fingerprint_of(tensors: Sequence[TensorInfo], patterns: Sequence[str], backend: str, layout_version: int,
+                    identity: Optional["ContentIdentity"]) -> Fingerprint:
     files: dict = {}
     tables = []
-    for t in checkpoint.select(list(patterns)):
+    for t in tensors:
         f = t.file
-        entry = FingerprintFile(f.name, f.size, f.header_sha256)
+        content = identity.files.get(f.name) if identity is not None else None
+        entry = FingerprintFile(f.name, f.size, f.header_sha256, content)
         if files.setdefault(entry.name, entry) != entry:
             raise CheckpointError(f"{f.path}: another checkpoint file has the same base name; a fingerprint names "
                                   "files by base name")
-        tables.append(FingerprintTable(t.name, t.dtype, t.shape, t.nbytes))
-    fp = Fingerprint(layout_version, backend, tuple(sorted(set(patterns))) or ("*",),
-                     tuple(files[n] for n in sorted(files)), tuple(tables))
-    return _encode(fp)
+        digests = identity.tables.get(t.name, (None, None)) if identity is not None else (None, None)
+        tables.append(FingerprintTable(t.name, t.dtype, t.shape, t.nbytes, *digests))
+    return Fingerprint(layout_version, backend, tuple(sorted(set(patterns))) or ("*",),
+                       tuple(files[n] for n in sorted(files)), tuple(sorted(tables, key=_name)))
 
 
 def _encode(fp: Fingerprint) -> bytes:
@@ -1307,6 +1515,94 @@ def fingerprint_shares_identity(expected: Union[Fingerprint, bytes], actual: Uni
                                   or (t.tree_digest is not None and other.tree_digest is not None)):
             return True
     return False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# content identity, and the fingerprint serve gives
+
+@dataclass(frozen=True)
+class ContentIdentity:
+    """The content identities a checkpoint carries (docs/checkpoints.md, "Content identity"), for the tables
+    of a selection: ``files``, base name -> the whole file's SHA-256 (32 bytes) of each Hugging Face snapshot
+    file holding a selected table; ``tables``, table name -> (engram digest v1, sha256-tree-v1 as 32 bytes)
+    from the version 2 digest records beside the paths given (``records``); ``uncovered``, the selected tables
+    no record holds, when a record was read; ``notes``, the lines to show (a version 1 record, which gives no
+    identity). Nothing is hashed to find them."""
+
+    files: dict
+    tables: dict
+    records: tuple
+    uncovered: tuple
+    notes: tuple
+
+    @property
+    def level(self) -> str:
+        """``headers``, ``record``, ``hf-snapshot`` or ``record+hf-snapshot``, as STATUS's content_identity."""
+        levels = [name for name, present in (("record", self.tables), ("hf-snapshot", self.files)) if present]
+        return "+".join(levels) or "headers"
+
+
+def content_identity(checkpoint: Checkpoint, selection: Selection) -> ContentIdentity:
+    """The identities of ``selection``'s tables: the snapshot files that hold them, and the version 2 digest
+    records beside the paths given (``<dir>/engram-digests.json``, the index's directory's, or
+    ``<file>.engram-digests.json``). A record's tables outside the selection are ignored; a version 1
+    record gives nothing, and says so in ``notes``. Raises :class:`CheckpointError` for a record that cannot be
+    read, and for two records that give one table different digests."""
+    from . import digests
+    chosen = {t.name for t in selection.tensors}
+    files = {t.file.name: t.file.snapshot_sha256 for t in selection.tensors if t.file.snapshot_sha256 is not None}
+    tables: dict = {}
+    records: list = []
+    notes: list = []
+    source: dict = {}
+    for given in checkpoint.given:
+        path = digests.record_beside(given)
+        if not os.path.exists(path):
+            continue
+        record = digests.read_record(path)
+        if record.version == 1:
+            notes.append(f"{path}: a version 1 digest record gives no content identity; write version 2 with "
+                         f"engram-host inspect --write-digests {given}")
+            continue
+        records.append(path)
+        for name, (engram, tree) in record.tables.items():
+            if name not in chosen:
+                continue
+            ids = (int(engram, 16), bytes.fromhex(tree))
+            if tables.setdefault(name, ids) != ids:
+                raise CheckpointError(f"{path}: table {_quoted(name)} has other digests than {source[name]} gives; "
+                                      "write the records again (engram-host inspect --write-digests)")
+            source.setdefault(name, path)
+    uncovered = tuple(sorted(chosen - tables.keys())) if records else ()
+    return ContentIdentity(files, tables, tuple(records), uncovered, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``serve`` would serve from a checkpoint: the :class:`Selection`, the :class:`ContentIdentity` of
+    its tables, and the fingerprint (``fingerprint``, and ``encoded``: its canonical bytes, version 2 when any
+    identity is present)."""
+
+    selection: Selection
+    identity: ContentIdentity
+    fingerprint: Fingerprint
+    encoded: bytes
+
+    @property
+    def sha256_hex(self) -> str:
+        return fingerprint_sha256_hex(self.encoded)
+
+
+def served_fingerprint(checkpoint: Checkpoint, tables: Sequence[str] = (), backend: str = "",
+                       layout_version: int = LAYOUT_VERSION) -> Served:
+    """The selection (:func:`select_served`), the content identity (:func:`content_identity`) and the
+    fingerprint of what ``serve --tables TABLES --backend BACKEND`` would serve from ``checkpoint``: what an
+    expectation built from a path carries. The client hashes nothing: identities come from records and
+    snapshot links."""
+    selection = select_served(checkpoint, tables)
+    identity = content_identity(checkpoint, selection)
+    fp = _fingerprint_of(selection.tensors, selection.patterns, backend, layout_version, identity)
+    return Served(selection, identity, fp, _encode(fp))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,13 +18,13 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Optional, Sequence, Tuple, Union
 
-from .checkpoint import (ENGRAM_DIGEST, TREE_DIGEST, CheckpointError, JsonError, PathArg, _kind, _pread_into, _quoted,
-                         _ReadFailed, open_checkpoint, parse_json)
+from .checkpoint import (ENGRAM_DIGEST, INDEX_SUFFIX, TREE_DIGEST, CheckpointError, JsonError, PathArg, _kind,
+                         _pread_into, _quoted, _ReadFailed, open_checkpoint, parse_json)
 
 __all__ = [
     "xxh64", "engram_digest", "engram_digest_hex", "ENGRAM_CHUNK", "TREE_ALGORITHM", "TREE_CHUNK", "tree_digest",
     "tree_digest_fd", "tree_digest_all", "SIDECAR_SUFFIX", "SIDECAR_DIRECTORY_FILE", "SIDECAR_FORMAT",
-    "is_sidecar", "read_sidecar", "read_record", "DigestRecord", "trusted_digests_from_checkpoint",
+    "is_sidecar", "read_sidecar", "read_record", "record_beside", "DigestRecord", "trusted_digests_from_checkpoint",
 ]
 
 #: Anything with the buffer protocol: bytes, bytearray, memoryview, array, a ctypes array, an mmap.
@@ -288,6 +288,18 @@ _RECORD_FIELDS = {1: (("format", SIDECAR_FORMAT), ("version", 1), ("algorithm", 
                       ("chunk_bytes", TREE_CHUNK), ("tables", None)),
                   2: (("format", SIDECAR_FORMAT), ("version", 2), ("chunk_bytes", TREE_CHUNK), ("tables", None))}
 _V2_TABLE_FIELDS = (ENGRAM_DIGEST, TREE_DIGEST)
+
+
+def record_beside(given: PathArg) -> str:
+    """Where the digest record of a checkpoint path lies (docs/checkpoints.md, "The sidecar"): a directory's
+    ``<directory>/engram-digests.json``, an index's ``engram-digests.json`` in its directory, a file's
+    ``<file>.engram-digests.json``."""
+    given = os.fspath(given)
+    if os.path.isdir(given):
+        return os.path.join(given, SIDECAR_DIRECTORY_FILE)
+    if os.path.basename(given).endswith(INDEX_SUFFIX):
+        return os.path.join(os.path.dirname(given), SIDECAR_DIRECTORY_FILE)
+    return given + SIDECAR_SUFFIX
 
 
 def read_record(path: PathArg) -> DigestRecord:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
-from typing import Optional
+from typing import Optional, Sequence
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON_DIR = os.path.join(REPO, "python")
@@ -98,6 +98,61 @@ def safetensors_tables(paths: list) -> dict:
                 fh.seek(base + b)
                 out[name] = (e["dtype"], tuple(e["shape"]), fh.read(end - b))
     return out
+
+
+def write_raw(path: str, header, data: bytes = b"", data_len: int = 0, n: Optional[int] = None) -> str:
+    """A file of: u64le n (default: the header's length), the header bytes, then ``data`` or ``data_len``
+    zero bytes."""
+    h = header.encode("utf-8") if isinstance(header, str) else header
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h) if n is None else n) + h + (data or bytes(data_len)))
+    return path
+
+
+def write_safetensors(path: str, tensors: Sequence[tuple], metadata: Optional[dict] = None) -> str:
+    """A valid safetensors file: ``tensors`` are (name, dtype, shape, data) laid out in the order given, the
+    header padded with spaces to a multiple of 8 as writers do."""
+    header: dict = {"__metadata__": metadata} if metadata is not None else {}
+    offset = 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return write_raw(path, h, b"".join(t[3] for t in tensors))
+
+
+def write_published(directory: str, layers: Sequence[int] = (1, 14), rows: int = 64, dim: int = 256, prefix: str = "",
+                    config: Optional[dict] = None, where: str = "text_config", index: bool = True,
+                    seed: int = 0) -> str:
+    """A checkpoint in the layout DeepSeek-V4.1 is published in: per layer L, ``PREFIXlayers.L.engram.embed.weight``
+    (F8_E4M3 [rows, dim]) and ``.scale`` (F8_E8M0 [rows, dim/32]) in a shard of their own, beside other tensors
+    (an attention weight per layer, an embedding) in a first shard; ``model.safetensors.index.json`` (unless
+    ``index`` is False); and ``config.json``: ``config`` when given, else ``{"model_type": ...,
+    WHERE: {"engram_layer_ids": layers, "engram_num_embeddings": [rows, ...], "engram_head_dim": dim}}`` with
+    ``where`` "text_config" (as published) or "" (at the top level). Bytes are random from ``seed``."""
+    import random
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    shards = {"model-00000.safetensors": [(f"{prefix}embed.weight", "U8", [8], rng.randbytes(8))] + [
+        (f"{prefix}layers.{L}.attn.weight", "BF16", [4, 4], rng.randbytes(32)) for L in layers]}
+    for L in layers:
+        shards[f"model-{L:05d}.safetensors"] = [
+            (f"{prefix}layers.{L}.engram.embed.weight", "F8_E4M3", [rows, dim], rng.randbytes(rows * dim)),
+            (f"{prefix}layers.{L}.engram.embed.scale", "F8_E8M0", [rows, dim // 32], rng.randbytes(rows * dim // 32))]
+    for name, tensors in shards.items():
+        write_safetensors(os.path.join(directory, name), tensors)
+    if index:
+        weight_map = {t[0]: name for name, tensors in shards.items() for t in tensors}
+        with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    if config is None:
+        engram = {"engram_layer_ids": list(layers), "engram_num_embeddings": [rows] * len(layers),
+                  "engram_head_dim": dim}
+        config = {"model_type": "deepseek_v4", **({where: engram} if where else engram)}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+    return directory
 
 
 def fd_count() -> int:

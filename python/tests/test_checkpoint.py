@@ -21,6 +21,7 @@ from typing import Iterator, Optional, Sequence
 from engram_host.checkpoint import (DTYPE_BITS, CheckpointError, Fingerprint, FingerprintFile, FingerprintTable,
                                     check_limits, decode_fingerprint, fingerprint, fingerprint_differences,
                                     fingerprint_sha256_hex, open_checkpoint, parse_json)
+from tests.support import write_published, write_raw, write_safetensors  # noqa: F401 (test_digests takes them here)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCHER = os.path.join(REPO, "bin", "engram-host")
@@ -33,28 +34,6 @@ JAVA_LIB = os.path.join(REPO, "engram-host", "cli", "target", "app", "lib")
 def entry(name: str, dtype: str, shape: str, begin: int, end: int) -> str:
     """One tensor entry of a header, as JSON text (``shape`` is JSON text too)."""
     return f'"{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[{begin},{end}]}}'
-
-
-def write_raw(path: str, header, data: bytes = b"", data_len: int = 0, n: Optional[int] = None) -> str:
-    """A file of: u64le n (default: the header's length), the header bytes, then ``data`` or ``data_len``
-    zero bytes."""
-    h = header.encode("utf-8") if isinstance(header, str) else header
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h) if n is None else n) + h + (data or bytes(data_len)))
-    return path
-
-
-def write_safetensors(path: str, tensors: Sequence[tuple], metadata: Optional[dict] = None) -> str:
-    """A valid safetensors file: ``tensors`` are (name, dtype, shape, data) laid out in the order given, the
-    header padded with spaces to a multiple of 8 as writers do."""
-    header: dict = {"__metadata__": metadata} if metadata is not None else {}
-    offset = 0
-    for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    h += b" " * (-len(h) % 8)
-    return write_raw(path, h, b"".join(t[3] for t in tensors))
 
 
 def pattern(n: int, salt: int = 0) -> bytes:
@@ -486,6 +465,195 @@ class ChangeTest(TempDirTest):
             cp.close()
             with self.assertRaises(OSError):
                 os.fstat(fd)
+
+
+class SelectionTest(TempDirTest):
+    """docs/checkpoints.md, "Which tensors are served: the selection": every rule."""
+
+    NAMES = ["layers.1.engram.embed.scale", "layers.1.engram.embed.weight", "layers.14.engram.embed.scale",
+             "layers.14.engram.embed.weight"]
+
+    def select(self, paths, tables=()):
+        from engram_host.checkpoint import select_served
+        with open_checkpoint(paths) as cp:
+            return select_served(cp, tables)
+
+    def error(self, paths, tables=()) -> str:
+        with no_fd_leak(self), self.assertRaises(CheckpointError) as caught:
+            self.select(paths, tables)
+        self.assertNotIn("\n", str(caught.exception))
+        return str(caught.exception)
+
+    def config(self, d: str, config) -> str:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(config if isinstance(config, str) else json.dumps(config))
+        return os.path.join(d, "config.json")
+
+    def test_the_models_config_chooses_the_engram_tables(self) -> None:
+        from engram_host.checkpoint import format_bytes
+        d = write_published(self.path("m"), rows=100)
+        nbytes = 2 * (100 * 256 + 100 * 8)
+        for given in (d, os.path.join(d, "model.safetensors.index.json"), d + "/"):
+            with self.subTest(given):
+                s = self.select(given)
+                self.assertEqual("config", s.rule)
+                self.assertEqual(self.NAMES, [t.name for t in s.tensors])
+                self.assertEqual(tuple(self.NAMES), s.patterns)
+                self.assertEqual(f"config.json engram_layer_ids [1, 14]: 4 tensors, {format_bytes(nbytes)} "
+                                 f"({', '.join(self.NAMES)})", s.description)
+                self.assertIsNone(s.warning)
+        self.assertEqual("config.json engram_layer_ids [14, 1]: 4 tensors, 51.6 KiB (layers.1.engram.embed.scale, "
+                         "layers.1.engram.embed.weight, layers.14.engram.embed.scale, layers.14.engram.embed.weight)",
+                         self.select(write_published(self.path("r"), layers=(14, 1), rows=100)).description,
+                         "the ids as config.json lists them, the tensors by name")
+        plain = write_published(self.path("plain"), index=False, where="")
+        self.assertEqual(self.NAMES, [t.name for t in self.select(plain).tensors], "a directory without index")
+
+    def test_under_any_prefix_ending_in_a_dot(self) -> None:
+        for prefix in ("model.", "language_model.model."):
+            with self.subTest(prefix):
+                s = self.select(write_published(self.path(prefix), prefix=prefix))
+                self.assertEqual([prefix + n for n in self.NAMES], [t.name for t in s.tensors])
+        # "xlayers." has no prefix ending in '.', so it is no Engram tensor
+        d = write_published(self.path("x"), prefix="x")
+        self.assertEqual(f"{d}/config.json: engram_layer_ids names layer 1, but no tensor of 3 files in {d} is "
+                         "layers.1.engram.embed.weight, with or without a prefix ending in '.'; name the tables with "
+                         "--tables", self.error(d))
+        two = write_published(self.path("two"), layers=(1,))
+        write_safetensors(os.path.join(two, "extra.safetensors"), [
+            ("model.layers.1.engram.embed.weight", "F8_E4M3", [64, 256], bytes(64 * 256))])
+        os.unlink(os.path.join(two, "model.safetensors.index.json"))
+        self.assertEqual(f"{two}/config.json: layer 1: two tensors are layers.1.engram.embed.weight under different "
+                         "prefixes: 'layers.1.engram.embed.weight' and 'model.layers.1.engram.embed.weight'; name the "
+                         "tables with --tables", self.error(two))
+
+    def test_the_top_level_wins_over_text_config(self) -> None:
+        d = write_published(self.path("m"), config={
+            "engram_layer_ids": [14], "text_config": {"engram_layer_ids": [1], "engram_head_dim": "wrong"}})
+        self.assertEqual(self.NAMES[2:], [t.name for t in self.select(d).tensors])
+        d = write_published(self.path("t"), config={"text_config": {"engram_layer_ids": [1]}, "engram_head_dim": "x"})
+        self.assertEqual(self.NAMES[:2], [t.name for t in self.select(d).tensors],
+                         "the other fields are read where engram_layer_ids is")
+
+    def test_globs_override_the_config(self) -> None:
+        d = write_published(self.path("m"))
+        s = self.select(d, ["layers.*.engram.embed.*"])
+        self.assertEqual(("tables", self.NAMES, ("layers.*.engram.embed.*",)),
+                         (s.rule, [t.name for t in s.tensors], s.patterns))
+        self.assertEqual("--tables layers.*.engram.embed.*: 4 tensors, 33.0 KiB", s.description)
+        self.assertEqual("--tables embed.weight,*.scale: 3 tensors, 1.0 KiB",
+                         self.select(d, ["embed.weight", "*.scale"]).description)
+        self.config(d, "{not json")
+        self.assertEqual(self.NAMES, [t.name for t in self.select(d, ["layers.*.engram.*"]).tensors],
+                         "config.json is not read when globs are given")
+        self.assertIn("pattern 'nothing' matches none", self.error(d, ["nothing"]))
+
+    def test_otherwise_every_tensor_with_one_warning(self) -> None:
+        d = write_published(self.path("m"), config={"model_type": "llama", "text_config": None})
+        every = "every tensor (no --tables, and no config.json naming engram_layer_ids): 7 tensors, 33.1 KiB"
+        cases = {
+            "no engram_layer_ids": [d],
+            "one file": [os.path.join(d, "model-00001.safetensors")],
+            "two paths": [os.path.join(d, "model-00001.safetensors"), os.path.join(d, "model-00014.safetensors")],
+        }
+        for case, paths in cases.items():
+            with self.subTest(case):
+                s = self.select(paths)
+                self.assertEqual(("all", ("*",)), (s.rule, s.patterns))
+                with open_checkpoint(paths) as cp:
+                    self.assertEqual(list(cp.tensors), [t.name for t in s.tensors])
+        s = self.select(d)
+        self.assertEqual(every, s.description)
+        self.assertEqual(f"selection: {every}; to serve the Engram tables only, give tables=[GLOB, ...] "
+                         "(--tables GLOB,...) or the model's directory, whose config.json names engram_layer_ids",
+                         s.warning)
+        one_file = write_published(self.path("o"))
+        self.assertEqual("all", self.select(os.path.join(one_file, "model-00001.safetensors")).rule,
+                         "a file given alone does not read its directory's config.json")
+        os.unlink(os.path.join(d, "config.json"))
+        self.assertEqual(every, self.select(d).description)
+
+    def test_checks_the_config_against_the_shapes(self) -> None:
+        def published(name: str, **engram) -> str:
+            fields = {"engram_layer_ids": [1, 14], "engram_num_embeddings": [64, 64], "engram_head_dim": 256}
+            fields.update(engram)
+            return write_published(self.path(name), config={"text_config": fields})
+
+        d = published("rows", engram_num_embeddings=[64, 65])
+        self.assertEqual(f"{d}/config.json: engram_num_embeddings[1] is 65 but layers.14.engram.embed.weight has 64 "
+                         "rows", self.error(d))
+        d = published("dim", engram_head_dim=128)
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 128 but layers.1.engram.embed.weight has shape [64, 256],"
+                         " not [rows, 128]", self.error(d))
+        d = write_published(self.path("scale"), dim=256, config={"engram_layer_ids": [1], "engram_head_dim": 256})
+        write_safetensors(os.path.join(d, "model-00001.safetensors"), [
+            ("layers.1.engram.embed.weight", "F8_E4M3", [4, 256], bytes(1024)),
+            ("layers.1.engram.embed.scale", "F8_E8M0", [4, 16], bytes(64))])
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 256 but layers.1.engram.embed.scale has shape [4, 16], "
+                         "not [rows, 8]", self.error(d))
+        write_safetensors(os.path.join(d, "model-00001.safetensors"), [
+            ("layers.1.engram.embed.weight", "F8_E4M3", [], bytes(1)),
+            ("layers.1.engram.embed.scale", "F8_E8M0", [4, 8], bytes(32))])
+        self.config(d, {"engram_layer_ids": [1], "engram_num_embeddings": [4]})
+        self.assertEqual(f"{d}/config.json: engram_num_embeddings[0] is 4 but layers.1.engram.embed.weight has no rows "
+                         "(shape [])", self.error(d))
+        self.config(d, {"engram_layer_ids": [1]})
+        self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight"],
+                         [t.name for t in self.select(d).tensors], "without the other fields nothing is checked")
+
+    def test_refuses_a_config_it_cannot_read(self) -> None:
+        d = write_published(self.path("m"))
+        config = os.path.join(d, "config.json")
+        cases = {
+            '{"engram_layer_ids": [1,': "config.json JSON at byte 24: unexpected end of input, expected a value",
+            '{"a": 1, "a": 2}': 'config.json JSON at byte 9: duplicate key "a"',
+            "[]": "not a JSON object but a list",
+            '{"engram_layer_ids": null}': "engram_layer_ids is not a list of distinct non-negative integers but null",
+            '{"engram_layer_ids": "1,14"}': "engram_layer_ids is not a list of distinct non-negative integers but the "
+                                            'string "1,14"',
+            '{"engram_layer_ids": [1, -14]}': "engram_layer_ids is not a list of distinct non-negative integers: "
+                                              "element 1 is -14",
+            '{"engram_layer_ids": [1, true]}': "engram_layer_ids is not a list of distinct non-negative integers: "
+                                               "element 1 is true",
+            '{"engram_layer_ids": [1, 1.0]}': "engram_layer_ids is not a list of distinct non-negative integers: "
+                                              "element 1 is the number 1.0",
+            '{"engram_layer_ids": [14, 1, 14]}': "engram_layer_ids is not a list of distinct non-negative integers: "
+                                                 "element 2 repeats 14",
+            '{"engram_layer_ids": []}': "engram_layer_ids is an empty list: it names no Engram layer to serve; name "
+                                        "the tables with --tables",
+            '{"text_config": {"engram_layer_ids": [1], "engram_num_embeddings": 64}}':
+                "engram_num_embeddings is not a list of 1 non-negative integers (one per engram_layer_ids entry) but "
+                "the number 64",
+            '{"engram_layer_ids": [1, 14], "engram_num_embeddings": [64]}':
+                "engram_num_embeddings has 1 elements, not a list of 2 non-negative integers (one per "
+                "engram_layer_ids entry)",
+            '{"engram_layer_ids": [1], "engram_num_embeddings": ["64"]}':
+                "engram_num_embeddings is not a list of 1 non-negative integers (one per engram_layer_ids entry): "
+                'element 0 is the string "64"',
+            '{"engram_layer_ids": [1], "engram_head_dim": 100}': "engram_head_dim is 100, not a positive multiple of "
+                                                                 "32",
+            '{"engram_layer_ids": [1], "engram_head_dim": 0}': "engram_head_dim is 0, not a positive multiple of 32",
+            '{"engram_layer_ids": [1], "engram_head_dim": null}': "engram_head_dim is null, not a positive multiple of"
+                                                                  " 32",
+            '{"engram_layer_ids": [1, 2]}': f"engram_layer_ids names layer 2, but no tensor of 3 files in {d} is "
+                                            "layers.2.engram.embed.weight, with or without a prefix ending in '.'; "
+                                            "name the tables with --tables",
+        }
+        for text, problem in cases.items():
+            with self.subTest(text):
+                self.config(d, text)
+                self.assertEqual(f"{config}: {problem}", self.error(d))
+                index = os.path.join(d, "model.safetensors.index.json")
+                self.assertEqual(f"{config}: {problem}", self.error(index), "through the index too")
+        self.config(d, '{"engram_layer_ids": [1], "engram_num_embeddings": [64], "text_config": "ignored"}')
+        self.assertEqual(self.NAMES[:2], [t.name for t in self.select(d).tensors])
+
+    def test_formats_byte_counts_as_the_java_does(self) -> None:
+        from engram_host.checkpoint import format_bytes
+        cases = {0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1280: "1.3 KiB", 1536: "1.5 KiB", 1288490188: "1.2 GiB",
+                 2899102924: "2.7 GiB", 189 << 30: "189.0 GiB", 1 << 62: "4.0 EiB", -1536: "-1.5 KiB"}
+        for n, text in cases.items():
+            self.assertEqual(text, format_bytes(n), n)
 
 
 class FingerprintTest(TempDirTest):
