@@ -155,6 +155,38 @@ def write_published(directory: str, layers: Sequence[int] = (1, 14), rows: int =
     return directory
 
 
+def hf_snapshot(source: str, cache: str, revision: str = "0123abcd", absolute: bool = False) -> str:
+    """Lays the files of the directory ``source`` out as ``huggingface_hub`` caches a model:
+    ``CACHE/models--org--model/blobs/<SHA-256 of the file>`` holding the bytes, and
+    ``CACHE/models--org--model/snapshots/REVISION/<name>`` a symbolic link to its blob (relative, as
+    huggingface_hub makes them, or ``absolute``). Returns the snapshot directory."""
+    import hashlib
+    repo = os.path.join(cache, "models--org--model")
+    blobs = os.path.join(repo, "blobs")
+    snapshot = os.path.join(repo, "snapshots", revision)
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(snapshot, exist_ok=True)
+    for name in sorted(os.listdir(source)):
+        with open(os.path.join(source, name), "rb") as f:
+            data = f.read()
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, blob), "wb") as f:
+            f.write(data)
+        target = os.path.join(blobs, blob) if absolute else os.path.join("..", "..", "blobs", blob)
+        os.symlink(target, os.path.join(snapshot, name))
+    return snapshot
+
+
+def write_record(path: str, tables: dict) -> str:
+    """A digest record, version 2 (docs/checkpoints.md), at ``path``: ``tables`` maps a name to (engram digest
+    v1, sha256-tree-v1) as hex strings."""
+    doc = {"format": "engram-content-digests", "version": 2, "chunk_bytes": 16777216,
+           "tables": {n: {"engram-digest-v1": e, "sha256-tree-v1": t} for n, (e, t) in sorted(tables.items())}}
+    with open(path, "w") as f:
+        f.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    return path
+
+
 def fd_count() -> int:
     gc.collect()
     return len(os.listdir("/proc/self/fd"))

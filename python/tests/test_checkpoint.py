@@ -21,7 +21,8 @@ from typing import Iterator, Optional, Sequence
 from engram_host.checkpoint import (DTYPE_BITS, CheckpointError, Fingerprint, FingerprintFile, FingerprintTable,
                                     check_limits, decode_fingerprint, fingerprint, fingerprint_differences,
                                     fingerprint_sha256_hex, open_checkpoint, parse_json)
-from tests.support import write_published, write_raw, write_safetensors  # noqa: F401 (test_digests takes them here)
+from tests.support import (hf_snapshot, safetensors_tables, write_published,  # noqa: F401 (test_digests
+                           write_raw, write_record, write_safetensors)                # takes some here)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCHER = os.path.join(REPO, "bin", "engram-host")
@@ -654,6 +655,135 @@ class SelectionTest(TempDirTest):
                  2899102924: "2.7 GiB", 189 << 30: "189.0 GiB", 1 << 62: "4.0 EiB", -1536: "-1.5 KiB"}
         for n, text in cases.items():
             self.assertEqual(text, format_bytes(n), n)
+
+
+class ContentIdentityTest(TempDirTest):
+    """docs/checkpoints.md, "Content identity": digest records version 2 and Hugging Face snapshots, into the
+    fingerprint, without hashing anything."""
+
+    NAMES = SelectionTest.NAMES
+
+    def served(self, paths, tables=(), backend=""):
+        from engram_host.checkpoint import served_fingerprint
+        with open_checkpoint(paths) as cp:
+            return served_fingerprint(cp, tables, backend)
+
+    def digests_of(self, d: str) -> dict:
+        """The true digests of every tensor of the checkpoint ``d``, computed here."""
+        from engram_host.digests import engram_digest_hex, tree_digest
+        out = {}
+        for name, (_dtype, _shape, data) in safetensors_tables([d]).items():
+            out[name] = (engram_digest_hex(data), tree_digest(data, 1))
+        return out
+
+    def test_a_record_gives_its_tables_identities(self) -> None:
+        d = write_published(self.path("m"))
+        true = self.digests_of(d)
+        write_record(os.path.join(d, "engram-digests.json"), {n: true[n] for n in self.NAMES[1:] + ["embed.weight"]})
+        s = self.served(d)
+        self.assertEqual("record", s.identity.level)
+        self.assertEqual((os.path.join(d, "engram-digests.json"),), s.identity.records)
+        self.assertEqual((self.NAMES[0],), s.identity.uncovered, "the record does not hold the first table")
+        self.assertEqual({}, s.identity.files)
+        by_name = {t.name: t for t in s.fingerprint.tables}
+        self.assertEqual(self.NAMES, list(by_name), "embed.weight is in the record, not in the selection")
+        self.assertEqual((None, None), (by_name[self.NAMES[0]].engram_digest, by_name[self.NAMES[0]].tree_digest))
+        for n in self.NAMES[1:]:
+            self.assertEqual((int(true[n][0], 16), bytes.fromhex(true[n][1])),
+                             (by_name[n].engram_digest, by_name[n].tree_digest))
+        self.assertEqual(2, struct.unpack_from("<H", s.encoded, 4)[0])
+        self.assertEqual(s.fingerprint, decode_fingerprint(s.encoded))
+        self.assertEqual(fingerprint_sha256_hex(s.encoded), s.sha256_hex)
+        # the same checkpoint without its record: the headers only, in version 1, as fingerprint() gives it
+        os.unlink(os.path.join(d, "engram-digests.json"))
+        bare = self.served(d)
+        self.assertEqual(("headers", (), ()), (bare.identity.level, bare.identity.records, bare.identity.uncovered))
+        with open_checkpoint(d) as cp:
+            self.assertEqual(fingerprint(cp, self.NAMES), bare.encoded)
+
+    def test_records_beside_files_and_indexes(self) -> None:
+        d = write_published(self.path("m"))
+        true = self.digests_of(d)
+        one = os.path.join(d, "model-00001.safetensors")
+        write_record(one + ".engram-digests.json", {n: true[n] for n in self.NAMES[:2]})
+        s = self.served([one, os.path.join(d, "model-00014.safetensors")], ["layers.*.engram.embed.*"])
+        self.assertEqual(("record", (one + ".engram-digests.json",), tuple(self.NAMES[2:])),
+                         (s.identity.level, s.identity.records, s.identity.uncovered))
+        write_record(os.path.join(d, "engram-digests.json"), true)
+        s = self.served(os.path.join(d, "model.safetensors.index.json"))
+        self.assertEqual(set(self.NAMES), set(s.identity.tables))
+        self.assertEqual((), s.identity.uncovered)
+
+    def test_a_version_1_record_gives_no_identity_and_says_so(self) -> None:
+        d = write_published(self.path("m"))
+        record = os.path.join(d, "engram-digests.json")
+        with open(record, "w") as f:
+            json.dump({"format": "engram-content-digests", "version": 1, "algorithm": "sha256-tree-v1",
+                       "chunk_bytes": 16777216, "tables": {n: d2 for n, (_e, d2) in self.digests_of(d).items()}}, f)
+        s = self.served(d)
+        self.assertEqual(("headers", {}), (s.identity.level, s.identity.tables))
+        self.assertEqual((f"{record}: a version 1 digest record gives no content identity; write version 2 with "
+                          f"engram-host inspect --write-digests {d}",), s.identity.notes)
+        self.assertEqual(1, struct.unpack_from("<H", s.encoded, 4)[0])
+        with open(record, "w") as f:
+            f.write("{")
+        with self.assertRaises(CheckpointError) as caught:
+            self.served(d)
+        self.assertEqual(f"{record}: not a digest sidecar: JSON at byte 1: unexpected end of input, expected a string "
+                         "key", str(caught.exception))
+
+    def test_two_records_that_disagree(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("x", "U8", [1], b"x")])
+        b = write_safetensors(self.path("b.safetensors"), [("y", "U8", [1], b"y")])
+        write_record(a + ".engram-digests.json", {"x": ("00" * 8, "11" * 32), "y": ("00" * 8, "22" * 32)})
+        write_record(b + ".engram-digests.json", {"y": ("00" * 8, "33" * 32)})
+        with self.assertRaises(CheckpointError) as caught:
+            self.served([a, b])
+        self.assertEqual(f"{b}.engram-digests.json: table 'y' has other digests than {a}.engram-digests.json gives; "
+                         "write the records again (engram-host inspect --write-digests)", str(caught.exception))
+
+    def test_a_hugging_face_snapshot(self) -> None:
+        import hashlib
+        source = write_published(self.path("src"))
+        for absolute in (False, True):
+            with self.subTest(absolute=absolute):
+                snapshot = hf_snapshot(source, self.path(f"cache-{absolute}"), absolute=absolute)
+                self.assertTrue(os.path.islink(os.path.join(snapshot, "model-00001.safetensors")))
+                s = self.served(snapshot)
+                self.assertEqual("config", s.selection.rule, "config.json, a link too, is read")
+                self.assertEqual("hf-snapshot", s.identity.level)
+                expected = {}
+                for name in ("model-00001.safetensors", "model-00014.safetensors"):
+                    with open(os.path.join(source, name), "rb") as f:
+                        expected[name] = hashlib.sha256(f.read()).digest()
+                self.assertEqual(expected, s.identity.files, "only the files that hold a selected table")
+                self.assertEqual(expected, {f.name: f.content_sha256 for f in s.fingerprint.files})
+                self.assertEqual(2, struct.unpack_from("<H", s.encoded, 4)[0])
+                self.assertEqual(s.fingerprint, decode_fingerprint(s.encoded))
+        write_record(os.path.join(snapshot, "engram-digests.json"), self.digests_of(source))
+        self.assertEqual("record+hf-snapshot", self.served(snapshot).identity.level)
+
+    def test_knows_snapshot_files_by_their_links(self) -> None:
+        from engram_host.checkpoint import snapshot_blob_sha256
+        blob = "0f" * 32
+        os.makedirs(self.path("blobs"))
+        os.makedirs(self.path("other"))
+        os.makedirs(self.path("snap/rev"))
+        for where in ("blobs", "other"):
+            for name in (blob, blob.upper(), blob[:-1]):
+                with open(self.path(f"{where}/{name}"), "wb"):
+                    pass
+        cases = {"../../blobs/" + blob: bytes.fromhex(blob), self.path("blobs/" + blob): bytes.fromhex(blob),
+                 "../../blobs/./" + blob: bytes.fromhex(blob), "../../other/" + blob: None,
+                 "../../blobs/" + blob.upper(): None, "../../blobs/" + blob[:-1]: None}
+        for i, (target, expected) in enumerate(cases.items()):
+            link = self.path(f"snap/rev/m{i}.safetensors")
+            os.symlink(target, link)
+            self.assertEqual(expected, snapshot_blob_sha256(link), target)
+        self.assertIsNone(snapshot_blob_sha256(self.path("blobs/" + blob)), "a regular file")
+        self.assertIsNone(snapshot_blob_sha256(self.path("none")), "no file")
+        os.symlink(self.path("snap/rev/m0.safetensors"), self.path("chain.safetensors"))
+        self.assertIsNone(snapshot_blob_sha256(self.path("chain.safetensors")), "a link to a link: its target only")
 
 
 class FingerprintTest(TempDirTest):
