@@ -71,8 +71,26 @@ class NotReady(EngramHostError):
 
 
 class FingerprintMismatch(EngramHostError):
+    """The daemon serves something else than the expectation. ``details`` are the daemon's detail lines as it
+    sent them, ``daemon_message`` its message, ``daemon_fingerprint`` its canonical fingerprint. The message
+    (``str()``) is the client's, as docs/checkpoints.md ("How a client shows a mismatch") has it: one summary
+    line, then ``shown``: at most :data:`SHOWN_DIFFERENCES` differences and how many more there are, or, for a
+    SHA-256 expectation, both SHA-256s and the daemon's record in short."""
+
     code = ErrorCode.FINGERPRINT_MISMATCH
     name = code.name
+    #: At most this many differences are shown under the summary.
+    SHOWN_DIFFERENCES = 5
+
+    def __init__(self, message: str, code: Optional[int] = None, details: Sequence[str] = (),
+                 retryable: bool = False, daemon_fingerprint: bytes = b"", shown: Optional[Sequence[str]] = None,
+                 daemon_message: Optional[str] = None):
+        super().__init__(message, code, details, retryable, daemon_fingerprint)
+        self.shown = self.details if shown is None else tuple(shown)
+        self.daemon_message = daemon_message
+
+    def __str__(self) -> str:
+        return "\n".join([self.args[0] if self.args else ""] + ["  " + line for line in self.shown])
 
 
 class NotAllowed(EngramHostError):
