@@ -30,7 +30,7 @@ __all__ = [
     "LAYOUT_VERSION", "MAX_NAME_BYTES", "MAX_RANK", "MAX_TABLES", "MAX_FINGERPRINT_BYTES", "MAX_MANIFEST_BYTES",
     "TensorInfo", "CheckpointFile", "Checkpoint", "open_checkpoint", "parse_json", "byte_length",
     "Fingerprint", "FingerprintFile", "FingerprintTable", "fingerprint", "fingerprint_sha256_hex",
-    "decode_fingerprint", "fingerprint_differences", "fingerprint_shares_identity", "names_in_short",
+    "decode_fingerprint", "fingerprint_differences", "fingerprint_shares_identity", "names_in_short", "counted",
     "ENGRAM_DIGEST", "TREE_DIGEST", "check_limits", "CONFIG_FILE", "Selection", "select_served", "format_bytes",
     "ContentIdentity", "content_identity", "Served", "served_fingerprint", "snapshot_blob_sha256",
 ]
@@ -594,7 +594,8 @@ _BLOB_NAME = re.compile("[0-9a-f]{64}")
 def snapshot_blob_sha256(path: PathArg) -> Optional[bytes]:
     """The content identity of a Hugging Face snapshot file (docs/checkpoints.md, "A Hugging Face snapshot"):
     when ``path`` is a symbolic link whose target's file name is 64 lower-case hex digits in a directory named
-    ``blobs`` (relative and absolute links alike), those digits as 32 bytes: the SHA-256 of the whole file,
+    ``blobs`` (relative and absolute links alike; the target as the link names it, ``blobs/./x`` is not one),
+    those digits as 32 bytes: the SHA-256 of the whole file,
     which ``huggingface_hub`` checked as it downloaded it. None for any other path. Reads the link only,
     never the bytes."""
     path = os.fspath(path)
@@ -602,11 +603,10 @@ def snapshot_blob_sha256(path: PathArg) -> Optional[bytes]:
         target = os.readlink(path)
     except OSError:
         return None  # not a symbolic link (EINVAL), or gone
-    resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
-    name = os.path.basename(resolved)
-    if os.path.basename(os.path.dirname(resolved)) != "blobs" or not _BLOB_NAME.fullmatch(name):
+    parts = [p for p in target.split("/") if p]  # the link's own text, not resolved (as the Java's Path)
+    if len(parts) < 2 or parts[-2] != "blobs" or not _BLOB_NAME.fullmatch(parts[-1]):
         return None
-    return bytes.fromhex(name)
+    return bytes.fromhex(parts[-1])
 
 
 def _open_fd(where: str) -> int:
@@ -755,12 +755,17 @@ class Checkpoint:
     every fd.
     """
 
-    def __init__(self, files: list, tensors: dict, given: Sequence[str] = ()):
+    def __init__(self, files: list, tensors: dict, given: Sequence[str] = (), given_as: Optional[dict] = None):
         self.files = files
         self.tensors = tensors
         #: The paths as given to :func:`open_checkpoint` (where the selection looks for config.json, and the
         #: content identity for digest records).
         self.given = tuple(given)
+        self._given_as = given_as or {}
+
+    def given_as(self, f: "CheckpointFile") -> str:
+        """The path given to :func:`open_checkpoint` through which the file ``f`` was found."""
+        return self._given_as[id(f)]
 
     def select(self, patterns: Sequence[str]) -> list:
         """The tensors whose names match any of ``patterns`` (``*`` any run of characters, ``?`` one, the
@@ -849,6 +854,7 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
 
     try:
         files: dict = {}
+        given_as: dict = {}
         for p in paths:
             given = _display(p)
             for f in _resolve(given, open_file):
@@ -856,6 +862,7 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
                 if key in files:
                     raise CheckpointError(f"{f.path}: given more than once (via {given})")
                 files[key] = f
+                given_as[id(f)] = given
         tensors: dict = {}
         for f in files.values():
             for t in f.tensors:
@@ -863,7 +870,7 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
                 if other is not t:
                     raise CheckpointError(f"tensor '{t.name}' is in both {other.file.path} and {f.path}")
         return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)},
-                          [_display(p) for p in paths])
+                          [_display(p) for p in paths], given_as)
     except BaseException:
         for f in opened:
             f.close()
@@ -971,7 +978,6 @@ _ENGRAM_TENSOR = re.compile(r"(?:.*\.)?layers\.([0-9]+)\.engram\.embed\.(weight|
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 #: Values in an E8M0 scale row per scale (docs/checkpoints.md: one E8M0 scale per 32 values).
 _VALUES_PER_SCALE = 32
-_ALL_TENSORS = "every tensor (no --tables, and no config.json naming engram_layer_ids)"
 
 
 def format_bytes(n: int) -> str:
@@ -992,10 +998,10 @@ def format_bytes(n: int) -> str:
 @dataclass(frozen=True)
 class Selection:
     """The tensors a checkpoint serves, chosen by the one rule of docs/checkpoints.md, "Which tensors are
-    served": ``rule`` is ``"tables"`` (globs given), ``"config"`` (config.json's engram_layer_ids) or
-    ``"all"``; ``tensors`` the :class:`TensorInfo` chosen, by name; ``patterns`` the fingerprint's patterns (the
-    globs, the chosen tensors' exact names, or ``*``); ``description`` the one line ``serve`` logs, STATUS
-    shows as ``selection`` and ``inspect`` prints after ``selection: ``."""
+    served" (the Java's ``Selection``): ``rule`` is ``"tables"`` (globs given), ``"config"`` (config.json's
+    engram_layer_ids) or ``"all"``; ``tensors`` the :class:`TensorInfo` chosen, by name; ``patterns`` the
+    fingerprint's patterns (the globs, the chosen tensors' exact names, or ``*``); ``description`` the one line
+    ``serve`` logs, STATUS shows as ``selection`` and ``inspect`` prints after ``selection: ``."""
 
     rule: str
     tensors: tuple
@@ -1004,11 +1010,22 @@ class Selection:
 
     @property
     def warning(self) -> Optional[str]:
-        """For the rule ``all``, the one line to show (a warning): every tensor is served."""
+        """For the rule ``all``, the one line to show (a warning): every tensor is served, and how to choose."""
         if self.rule != "all":
             return None
-        return (f"selection: {self.description}; to serve the Engram tables only, give tables=[GLOB, ...] "
-                "(--tables GLOB,...) or the model's directory, whose config.json names engram_layer_ids")
+        return (f"selecting every tensor of the checkpoint (no --tables, and no {CONFIG_FILE} naming {_LAYER_IDS}): "
+                f"give --tables GLOB,... or the model's directory (its {CONFIG_FILE} names the Engram layers) to "
+                "serve only the Engram tables")
+
+
+_LAYER_IDS = "engram_layer_ids"
+_NUM_EMBEDDINGS = "engram_num_embeddings"
+_HEAD_DIM = "engram_head_dim"
+_TEXT_CONFIG = "text_config"
+#: The largest config.json read.
+_MAX_CONFIG_BYTES = 16 << 20
+#: What every message about a malformed config.json ends with.
+_CONFIG_FIX = ": fix the model's config.json, or choose the tables with --tables"
 
 
 def select_served(checkpoint: Checkpoint, tables: Sequence[str] = ()) -> Selection:
@@ -1024,83 +1041,106 @@ def select_served(checkpoint: Checkpoint, tables: Sequence[str] = ()) -> Selecti
         raise TypeError("tables must be a sequence of globs, not one string")
     if tables:
         chosen = checkpoint.select(list(tables))
-        return Selection("tables", tuple(chosen), tuple(tables),
-                         f"--tables {','.join(tables)}: {_tensors_and_bytes(chosen)}")
-    config = _config_path(checkpoint)
-    if config is not None:
-        fields = _engram_fields(config)
-        if fields is not None:
-            chosen = _engram_tensors(checkpoint, config, *fields)
-            names = [t.name for t in chosen]
-            return Selection("config", tuple(chosen), tuple(names),
-                             f"{CONFIG_FILE} engram_layer_ids {_shape_text(fields[0])}: {_tensors_and_bytes(chosen)} "
-                             f"({', '.join(names)})")
+        return Selection("tables", tuple(chosen), tuple(tables), f"--tables {','.join(tables)}: {_amount(chosen)}")
+    directory = _model_directory(checkpoint)
+    config = os.path.join(directory, CONFIG_FILE) if directory is not None else None
+    fields = _engram_fields(config) if config is not None and os.path.exists(config) else None
+    if fields is not None:
+        chosen = _engram_tensors(checkpoint, config, *fields)
+        names = [t.name for t in chosen]
+        return Selection("config", tuple(chosen), tuple(names),
+                         f"{CONFIG_FILE} {_LAYER_IDS} {_shape_text(fields[0])}: {_amount(chosen)} "
+                         f"({names_in_short(names)})")
     every = list(checkpoint.tensors.values())
-    return Selection("all", tuple(every), ("*",), f"{_ALL_TENSORS}: {_tensors_and_bytes(every)}")
+    return Selection("all", tuple(every), ("*",),
+                     f"every tensor (no --tables, and no {CONFIG_FILE} naming {_LAYER_IDS}): {_amount(every)}")
 
 
-def _tensors_and_bytes(tensors: Sequence[TensorInfo]) -> str:
-    return f"{len(tensors)} tensors, {format_bytes(sum(t.nbytes for t in tensors))}"
+def counted(n: int, what: str) -> str:
+    """``1 table``, ``4 tables``."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
-def _config_path(checkpoint: Checkpoint) -> Optional[str]:
-    """The config.json the rule reads: beside the one directory or index given, when it exists."""
+def _amount(tensors: Sequence[TensorInfo]) -> str:
+    """``4 tensors, 1.2 GiB``."""
+    return f"{counted(len(tensors), 'tensor')}, {format_bytes(sum(t.nbytes for t in tensors))}"
+
+
+def _model_directory(checkpoint: Checkpoint) -> Optional[str]:
+    """Where the model's config.json would be: the one directory given, or the one index's directory."""
     if len(checkpoint.given) != 1:
         return None
     given = checkpoint.given[0]
     if os.path.isdir(given):
-        directory = given
-    elif os.path.basename(given).endswith(INDEX_SUFFIX):
-        directory = os.path.dirname(given)
-    else:
+        return given
+    if not os.path.basename(given).endswith(INDEX_SUFFIX):
         return None
-    config = os.path.join(directory, CONFIG_FILE) if directory else CONFIG_FILE
-    return config if os.path.exists(config) else None
+    return os.path.dirname(given) or os.path.dirname(_absolute(given))
 
 
 def _engram_fields(config: str) -> Optional[tuple]:
-    """(layer ids, rows per layer or None, head dim or None) from config.json, or None when it names no
-    engram_layer_ids. Every Engram field present is type-checked."""
+    """(layer ids, rows per layer or None, head dim or None) from config.json (the Java's ``ModelConfig``), or
+    None when it names no engram_layer_ids: read from the top level when it names them, else from
+    ``text_config``, all from that one object; every Engram field present is checked."""
+    try:
+        size = os.path.getsize(config)
+    except OSError as e:
+        raise CheckpointError(f"{config}: cannot read: {e}") from None
+    if size > _MAX_CONFIG_BYTES:
+        raise CheckpointError(f"{config}: {size} bytes, over the limit of {_MAX_CONFIG_BYTES} for a {CONFIG_FILE}"
+                              f"{_CONFIG_FIX}")
     try:
         root = parse_json(_read_index(config, CONFIG_FILE))
     except JsonError as e:
-        raise CheckpointError(f"{config}: {CONFIG_FILE} JSON at byte {e.position}: {e.problem}") from None
+        raise CheckpointError(f"{config}: not JSON: at byte {e.position}: {e.problem}{_CONFIG_FIX}") from None
     if type(root) is not dict:
-        raise CheckpointError(f"{config}: not a JSON object but {_kind(root)}")
-    holder = root
-    if "engram_layer_ids" not in root:
-        holder = root.get("text_config")
-        if type(holder) is not dict or "engram_layer_ids" not in holder:
+        raise CheckpointError(f"{config}: not a JSON object but {_kind(root)}{_CONFIG_FIX}")
+    fields = root
+    if _LAYER_IDS not in root:
+        text = root.get(_TEXT_CONFIG)
+        if text is None:
             return None
-    ids = holder["engram_layer_ids"]
-    distinct = "a list of distinct non-negative integers"
-    if type(ids) is not list:
-        raise CheckpointError(f"{config}: engram_layer_ids is not {distinct} but {_kind(ids)}")
+        if type(text) is not dict:
+            raise CheckpointError(f"{config}: {_TEXT_CONFIG} is {_kind(text)}, not an object{_CONFIG_FIX}")
+        if _LAYER_IDS not in text:
+            return None
+        fields = text
+    distinct = "distinct non-negative integers"
+    ids = _config_integers(config, _LAYER_IDS, fields[_LAYER_IDS], distinct)
     if not ids:
-        raise CheckpointError(f"{config}: engram_layer_ids is an empty list: it names no Engram layer to serve; name "
-                              "the tables with --tables")
+        raise CheckpointError(f"{config}: {_LAYER_IDS} is an empty list: it names no Engram layer{_CONFIG_FIX}")
     for i, v in enumerate(ids):
-        if type(v) is not int or v < 0:
-            raise CheckpointError(f"{config}: engram_layer_ids is not {distinct}: element {i} is "
-                                  f"{v if type(v) is int else _kind(v)}")
         if v in ids[:i]:
-            raise CheckpointError(f"{config}: engram_layer_ids is not {distinct}: element {i} repeats {v}")
-    rows = holder.get("engram_num_embeddings")
-    if "engram_num_embeddings" in holder:
-        wanted = f"a list of {len(ids)} non-negative integers (one per engram_layer_ids entry)"
-        if type(rows) is not list:
-            raise CheckpointError(f"{config}: engram_num_embeddings is not {wanted} but {_kind(rows)}")
+            raise CheckpointError(f"{config}: {_LAYER_IDS}[{i}] repeats layer {v}, not a list of {distinct}"
+                                  f"{_CONFIG_FIX}")
+    rows = None
+    if _NUM_EMBEDDINGS in fields:
+        rows = _config_integers(config, _NUM_EMBEDDINGS, fields[_NUM_EMBEDDINGS], "non-negative integers")
         if len(rows) != len(ids):
-            raise CheckpointError(f"{config}: engram_num_embeddings has {len(rows)} elements, not {wanted}")
-        for i, v in enumerate(rows):
-            if type(v) is not int or v < 0:
-                raise CheckpointError(f"{config}: engram_num_embeddings is not {wanted}: element {i} is "
-                                      f"{v if type(v) is int else _kind(v)}")
-    dim = holder.get("engram_head_dim")
-    if "engram_head_dim" in holder and (type(dim) is not int or dim <= 0 or dim % _VALUES_PER_SCALE):
-        raise CheckpointError(f"{config}: engram_head_dim is {dim if type(dim) is int else _kind(dim)}, not a positive "
-                              f"multiple of {_VALUES_PER_SCALE}")
+            raise CheckpointError(f"{config}: {_NUM_EMBEDDINGS} has {len(rows)} entries but {_LAYER_IDS} has "
+                                  f"{len(ids)}: one per layer{_CONFIG_FIX}")
+    dim = None
+    if _HEAD_DIM in fields:
+        dim = fields[_HEAD_DIM]
+        if type(dim) is not int or dim <= 0 or dim % _VALUES_PER_SCALE:
+            raise CheckpointError(f"{config}: {_HEAD_DIM} is {_config_value(dim)}, not a positive multiple of "
+                                  f"{_VALUES_PER_SCALE} (one E8M0 scale per {_VALUES_PER_SCALE} values){_CONFIG_FIX}")
     return ids, rows, dim
+
+
+def _config_integers(config: str, field: str, value: object, expected: str) -> list:
+    if type(value) is not list:
+        raise CheckpointError(f"{config}: {field} is {_config_value(value)}, not a list of {expected}{_CONFIG_FIX}")
+    for i, v in enumerate(value):
+        if type(v) is not int or v < 0:
+            raise CheckpointError(f"{config}: {field}[{i}] is {_config_value(v)}, not a list of {expected}"
+                                  f"{_CONFIG_FIX}")
+    return list(value)
+
+
+def _config_value(v: object) -> str:
+    """A JSON value for a config.json message: an integer as itself, anything else as :func:`_kind` says."""
+    return str(v) if type(v) is int else _kind(v)
 
 
 def _engram_tensors(checkpoint: Checkpoint, config: str, ids: list, rows: Optional[list],
@@ -1111,27 +1151,34 @@ def _engram_tensors(checkpoint: Checkpoint, config: str, ids: list, rows: Option
         m = _ENGRAM_TENSOR.fullmatch(name)
         if m:
             found.setdefault((m.group(1), m.group(2)), []).append(name)
+
+    def tensor(layer: int, kind: str) -> TensorInfo:
+        base = f"layers.{layer}.engram.embed.{kind}"
+        names = found.get((str(layer), kind), [])
+        if not names:
+            raise CheckpointError(f"{config}: {_LAYER_IDS} names layer {layer} but the checkpoint has no tensor {base}"
+                                  f" (under any prefix ending in '.'): serve the files this {CONFIG_FILE} belongs to, "
+                                  "or choose the tables with --tables")
+        if len(names) > 1:
+            raise CheckpointError(f"{config}: layer {layer}: two tensors are named {base} under different prefixes, "
+                                  f"{_quoted(names[0])} and {_quoted(names[1])}: choose the tables with --tables")
+        return checkpoint.tensors[names[0]]
+
     chosen = []
     for i, layer in enumerate(ids):
-        for kind in ("weight", "scale"):
-            suffix = f"layers.{layer}.engram.embed.{kind}"
-            names = found.get((str(layer), kind), [])
-            if not names:
-                raise CheckpointError(f"{config}: engram_layer_ids names layer {layer}, but no tensor of "
-                                      f"{checkpoint._describe_files()} is {suffix}, with or without a prefix ending in "
-                                      "'.'; name the tables with --tables")
-            if len(names) > 1:
-                raise CheckpointError(f"{config}: layer {layer}: two tensors are {suffix} under different prefixes: "
-                                      f"'{names[0]}' and '{names[1]}'; name the tables with --tables")
-            t = checkpoint.tensors[names[0]]
-            if rows is not None and (not t.shape or t.shape[0] != rows[i]):
-                has = f"{t.shape[0]} rows" if t.shape else "no rows (shape [])"
-                raise CheckpointError(f"{config}: engram_num_embeddings[{i}] is {rows[i]} but {t.name} has {has}")
-            width = None if dim is None else dim if kind == "weight" else dim // _VALUES_PER_SCALE
-            if width is not None and (len(t.shape) != 2 or t.shape[1] != width):
-                raise CheckpointError(f"{config}: engram_head_dim is {dim} but {t.name} has shape "
-                                      f"{_shape_text(t.shape)}, not [rows, {width}]")
-            chosen.append(t)
+        weight, scale = tensor(layer, "weight"), tensor(layer, "scale")
+        if rows is not None:
+            for t in (weight, scale):
+                if not t.shape or t.shape[0] != rows[i]:
+                    has = f"has {t.shape[0]} rows" if t.shape else "has no rows (a scalar)"
+                    raise CheckpointError(f"{config}: {_NUM_EMBEDDINGS}[{i}] is {rows[i]} but {t.name} {has}")
+        if dim is not None:
+            for t, columns, why in ((weight, dim, ""), (scale, dim // _VALUES_PER_SCALE,
+                                                         f" (one scale per {_VALUES_PER_SCALE} values)")):
+                if len(t.shape) != 2 or t.shape[1] != columns:
+                    raise CheckpointError(f"{config}: {_HEAD_DIM} is {dim} but {t.name} is {t.describe()}, not "
+                                          f"[rows, {columns}]{why}")
+        chosen += [weight, scale]
     return sorted(chosen, key=_name)
 
 
@@ -1337,7 +1384,8 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
         raise d.error(0, f'bad magic {magic.hex()}, expected "EGFP"')
     version = d.unpack("<H", "u16")
     if version not in (_VERSION_HEADERS, _VERSION_IDENTITY):
-        raise d.error(4, f"encoding version {version}, this build reads {_VERSION_HEADERS} and {_VERSION_IDENTITY}")
+        raise d.error(4, f"encoding version {version}, this build reads only {_VERSION_HEADERS} and "
+                         f"{_VERSION_IDENTITY}")
     v2 = version == _VERSION_IDENTITY
     flags = d.unpack("<H", "u16")
     if flags:
@@ -1363,10 +1411,9 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
         content = None
         if v2:
             content_at = d.pos
-            flag = d.unpack("<B", "content")
+            flag = d.unpack("<B", "content flag")
             if flag > 1:
-                raise d.error(content_at, f"file '{name}': content byte {flag}, expected 0 (none) or 1 (a SHA-256 "
-                                          "follows)")
+                raise d.error(content_at, f"file '{name}': content flag {flag}, expected 0 or 1")
             if flag:
                 content = d.raw(32, "content SHA-256")
         files.append(FingerprintFile(name, size, header, content))
@@ -1395,12 +1442,11 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
         engram = tree = None
         if v2:
             bits_at = d.pos
-            bits = d.unpack("<B", "identity")
+            bits = d.unpack("<B", "identity flags")
             if bits > _ENGRAM_BIT | _TREE_BIT:
-                raise d.error(bits_at, f"table '{name}': identity byte 0x{bits:x}, expected 0 to 3 (bit 0 an "
-                                       f"{ENGRAM_DIGEST}, bit 1 a {TREE_DIGEST})")
+                raise d.error(bits_at, f"table '{name}': identity flags 0x{bits:x}, expected bits 0 and 1 only")
             if bits & _ENGRAM_BIT:
-                engram = d.unpack("<Q", ENGRAM_DIGEST)
+                engram = d.unpack("<Q", "engram digest v1")
             if bits & _TREE_BIT:
                 tree = d.raw(32, TREE_DIGEST)
         tables.append(FingerprintTable(name, dtype, shape, nbytes, engram, tree))
@@ -1408,8 +1454,8 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
         raise d.error(d.pos, f"{len(d.data) - d.pos} bytes left over after the last table")
     fp = Fingerprint(layout, backend, tuple(patterns), tuple(files), tuple(tables))
     if v2 and not fp.has_identity:
-        raise d.error(4, "encoding version 2 without any content identity: the canonical encoding of such a "
-                         "fingerprint is version 1")
+        raise d.error(4, "encoding version 2 but no file or table carries content identity: its canonical "
+                         "encoding is version 1")
     return fp
 
 
@@ -1423,9 +1469,9 @@ def names_in_short(names: Sequence[str]) -> str:
 
 
 def _patterns_in_short(patterns: Sequence[str]) -> str:
-    """``[*]``; ``[layers.1.engram.embed.scale, ... (4 patterns)]``."""
-    count = f" ({len(patterns)} patterns)" if len(patterns) > 1 else ""
-    return f"[{names_in_short(patterns)}{count}]"
+    """``[*]``; ``[layers.1.engram.embed.scale, ... (4 patterns)]``; a pattern over 64 characters cut there."""
+    first = patterns[0] if len(patterns[0]) <= 64 else patterns[0][:64] + "..."
+    return f"[{first}" + (f", ... ({len(patterns)} patterns)" if len(patterns) > 1 else "") + "]"
 
 
 def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[Fingerprint, bytes],
@@ -1447,8 +1493,8 @@ def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[F
         out.append(f"backend: expected '{e.backend}', actual '{a.backend}'")
     by_selection = e.patterns != a.patterns and {t.name for t in e.tables} != {t.name for t in a.tables}
     if by_selection:
-        out.append(f"selection: the daemon serves {len(a.tables)} tables by {_patterns_in_short(a.patterns)}; this "
-                   f"expectation selects {len(e.tables)} tables by {_patterns_in_short(e.patterns)}")
+        out.append(f"selection: the daemon serves {counted(len(a.tables), 'table')} by {_patterns_in_short(a.patterns)};"
+                   f" this expectation selects {counted(len(e.tables), 'table')} by {_patterns_in_short(e.patterns)}")
 
     def compare(what: str, expected_items: tuple, actual_items: tuple, diff, one_sided: bool = True) -> None:
         ex = {x.name: x for x in expected_items}
@@ -1522,12 +1568,13 @@ def fingerprint_shares_identity(expected: Union[Fingerprint, bytes], actual: Uni
 
 @dataclass(frozen=True)
 class ContentIdentity:
-    """The content identities a checkpoint carries (docs/checkpoints.md, "Content identity"), for the tables
-    of a selection: ``files``, base name -> the whole file's SHA-256 (32 bytes) of each Hugging Face snapshot
-    file holding a selected table; ``tables``, table name -> (engram digest v1, sha256-tree-v1 as 32 bytes)
-    from the version 2 digest records beside the paths given (``records``); ``uncovered``, the selected tables
-    no record holds, when a record was read; ``notes``, the lines to show (a version 1 record, which gives no
-    identity). Nothing is hashed to find them."""
+    """The content identities a checkpoint carries (docs/checkpoints.md, "Content identity"; the Java's
+    ``ContentIdentity``), for the tables of a selection: ``files``, base name -> the whole file's SHA-256 (32
+    bytes) of each Hugging Face snapshot file holding a selected table; ``tables``, table name -> (engram
+    digest v1, sha256-tree-v1 as 32 bytes) from the version 2 digest record (``records``) of the path each
+    table was found through; ``uncovered``, the selected tables such a record does not hold; ``notes``, the
+    lines to show (a version 1 record, which gives no identity; the tables a record does not cover). Nothing
+    is hashed to find them."""
 
     files: dict
     tables: dict
@@ -1542,39 +1589,52 @@ class ContentIdentity:
         return "+".join(levels) or "headers"
 
 
+#: At most this many table names in a note.
+_NAMES_IN_A_NOTE = 3
+
+
 def content_identity(checkpoint: Checkpoint, selection: Selection) -> ContentIdentity:
-    """The identities of ``selection``'s tables: the snapshot files that hold them, and the version 2 digest
-    records beside the paths given (``<dir>/engram-digests.json``, the index's directory's, or
-    ``<file>.engram-digests.json``). A record's tables outside the selection are ignored; a version 1
-    record gives nothing, and says so in ``notes``. Raises :class:`CheckpointError` for a record that cannot be
-    read, and for two records that give one table different digests."""
+    """The identities of ``selection``'s tables: the snapshot files that hold them, and for each path given
+    that holds a selected table, its digest record when there is one (``<dir>/engram-digests.json``, the
+    index's directory's, or ``<file>.engram-digests.json``), which gives the tables found through that path
+    their digests. A version 1 record gives none, and a note says so; a note names the selected tables a
+    record does not cover. Raises :class:`CheckpointError` for a record that cannot be read."""
     from . import digests
-    chosen = {t.name for t in selection.tensors}
-    files = {t.file.name: t.file.snapshot_sha256 for t in selection.tensors if t.file.snapshot_sha256 is not None}
+    by_given: dict = {}
+    files: dict = {}
+    for t in selection.tensors:
+        by_given.setdefault(checkpoint.given_as(t.file), []).append(t)
+        if t.file.snapshot_sha256 is not None:
+            files.setdefault(t.file.name, t.file.snapshot_sha256)
     tables: dict = {}
     records: list = []
+    uncovered: list = []
     notes: list = []
-    source: dict = {}
-    for given in checkpoint.given:
+    for given, chosen in by_given.items():
         path = digests.record_beside(given)
         if not os.path.exists(path):
             continue
         record = digests.read_record(path)
-        if record.version == 1:
-            notes.append(f"{path}: a version 1 digest record gives no content identity; write version 2 with "
-                         f"engram-host inspect --write-digests {given}")
+        if record.version < 2:
+            notes.append(f"{path}: a digest record of version {record.version} holds no engram digest v1 and gives "
+                         f"no content identity: write version 2 with engram-host inspect --write-digests {given}")
             continue
         records.append(path)
-        for name, (engram, tree) in record.tables.items():
-            if name not in chosen:
-                continue
-            ids = (int(engram, 16), bytes.fromhex(tree))
-            if tables.setdefault(name, ids) != ids:
-                raise CheckpointError(f"{path}: table {_quoted(name)} has other digests than {source[name]} gives; "
-                                      "write the records again (engram-host inspect --write-digests)")
-            source.setdefault(name, path)
-    uncovered = tuple(sorted(chosen - tables.keys())) if records else ()
-    return ContentIdentity(files, tables, tuple(records), uncovered, tuple(notes))
+        missing = []
+        for t in chosen:
+            held = record.tables.get(t.name)
+            if held is None:
+                missing.append(t.name)
+            else:
+                tables[t.name] = (int(held[0], 16), bytes.fromhex(held[1]))
+        if missing:
+            shown = ", ".join(_quoted(n) for n in missing[:_NAMES_IN_A_NOTE])
+            shown += ", ..." if len(missing) > _NAMES_IN_A_NOTE else ""
+            notes.append(f"{path}: the digest record does not cover {len(missing)} of the {len(chosen)} selected "
+                         f"tables ({shown}), which have no content identity: write it again with engram-host "
+                         f"inspect --write-digests {given}")
+            uncovered += missing
+    return ContentIdentity(files, tables, tuple(records), tuple(sorted(uncovered)), tuple(notes))
 
 
 @dataclass(frozen=True)

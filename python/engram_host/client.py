@@ -630,6 +630,7 @@ def _mismatch(reply: _wire.ErrorReply, path: str, expectation: _wire.Expectation
     mismatch" says: one summary line, then the daemon's differences (at most 5, then how many more there are);
     for a SHA-256 expectation, both SHA-256s and the daemon's record in short. Which of the two is chosen by
     the kind of expectation this client sent, not by the daemon's words."""
+    from . import checkpoint
     served = hashlib.sha256(reply.daemon_fingerprint).hexdigest() if reply.daemon_fingerprint else None
     served_text = f"fingerprint {served}" if served else "a fingerprint it did not send"
     if expectation.kind == _wire.ExpectationKind.SHA256:
@@ -646,9 +647,9 @@ def _mismatch(reply: _wire.ErrorReply, path: str, expectation: _wire.Expectation
         count = len(listed) + unlisted
         shown = listed[:E.FingerprintMismatch.SHOWN_DIFFERENCES]
         if count > len(shown):
-            shown.append(f"... and {count - len(shown)} more differences")
+            shown.append(f"... and {checkpoint.counted(count - len(shown), 'more difference')}")
     summary = (f"{E.ErrorCode.FINGERPRINT_MISMATCH.name}: the daemon on {path} serves {served_text}, not the expected "
-               f"checkpoint: {count} differences")
+               f"checkpoint: {checkpoint.counted(count, 'difference')}")
     return E.FingerprintMismatch(summary, code=E.ErrorCode.FINGERPRINT_MISMATCH, details=reply.details,
                                  retryable=reply.retryable, daemon_fingerprint=reply.daemon_fingerprint, shown=shown,
                                  daemon_message=reply.message)
@@ -662,7 +663,8 @@ def _record_in_short(canonical: bytes) -> str:
     except checkpoint.CheckpointError as e:
         return f"the daemon's record could not be decoded: {e}"
     names = checkpoint.names_in_short([t.name for t in fp.tables])
-    return f"the daemon serves {len(fp.tables)} tables from {len(fp.files)} files" + (f": {names}" if names else "")
+    return (f"the daemon serves {checkpoint.counted(len(fp.tables), 'table')} from "
+            f"{checkpoint.counted(len(fp.files), 'file')}" + (f": {names}" if names else ""))
 
 
 def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> Optional[str]:

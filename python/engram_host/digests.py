@@ -18,8 +18,8 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Optional, Sequence, Tuple, Union
 
-from .checkpoint import (ENGRAM_DIGEST, INDEX_SUFFIX, TREE_DIGEST, CheckpointError, JsonError, PathArg, _kind,
-                         _pread_into, _quoted, _ReadFailed, open_checkpoint, parse_json)
+from .checkpoint import (ENGRAM_DIGEST, INDEX_SUFFIX, TREE_DIGEST, CheckpointError, JsonError, PathArg, _absolute,
+                         _kind, _pread_into, _quoted, _ReadFailed, open_checkpoint, parse_json)
 
 __all__ = [
     "xxh64", "engram_digest", "engram_digest_hex", "ENGRAM_CHUNK", "TREE_ALGORITHM", "TREE_CHUNK", "tree_digest",
@@ -297,9 +297,10 @@ def record_beside(given: PathArg) -> str:
     given = os.fspath(given)
     if os.path.isdir(given):
         return os.path.join(given, SIDECAR_DIRECTORY_FILE)
-    if os.path.basename(given).endswith(INDEX_SUFFIX):
-        return os.path.join(os.path.dirname(given), SIDECAR_DIRECTORY_FILE)
-    return given + SIDECAR_SUFFIX
+    where = _absolute(given)
+    if os.path.basename(where).endswith(INDEX_SUFFIX):
+        return os.path.join(os.path.dirname(where), SIDECAR_DIRECTORY_FILE)
+    return where + SIDECAR_SUFFIX
 
 
 def read_record(path: PathArg) -> DigestRecord:
@@ -331,19 +332,20 @@ def read_record(path: PathArg) -> DigestRecord:
         raise CheckpointError(f"{where}: not a digest sidecar: JSON at byte {e.position}: {e.problem}") from None
     if type(doc) is not dict:
         raise CheckpointError(f"{where}: not a digest sidecar: not a JSON object but {_kind(doc)}")
-    _field_is(where, doc, "format", SIDECAR_FORMAT, f'"{SIDECAR_FORMAT}"')
-    _field_is(where, doc, "version", None, " and ".join(map(str, _RECORD_FIELDS)))
-    version = doc["version"]
+    version = 2 if type(doc.get("version")) is int and doc["version"] == 2 else 1
     fields = _RECORD_FIELDS[version]
     for key in doc:
         if key not in dict(fields):
             raise CheckpointError(f"{where}: unexpected field '{key}' (expected {', '.join(f for f, _ in fields)})")
-    for field, value in fields[2:-1]:
-        _field_is(where, doc, field, value, f'"{value}"' if isinstance(value, str) else str(value))
+    for field, value in fields[:-1]:
+        if version == 2 and field == "version":
+            continue
+        readable = "1 and 2" if field == "version" else f'"{value}"' if isinstance(value, str) else str(value)
+        _field_is(where, doc, field, value, readable)
     tables = doc.get("tables")
     if type(tables) is not dict:
-        what = "table name to digest" if version == 1 else f"table name to its {ENGRAM_DIGEST} and {TREE_DIGEST}"
-        raise CheckpointError(f"{where}: 'tables' is not an object of {what} but {_kind(tables)}")
+        raise CheckpointError(f"{where}: 'tables' is not an object of table name to digest{'s' if version == 2 else ''}"
+                              f" but {_kind(tables)}")
     out: dict = {}
     for name, digest in tables.items():
         if not name:
@@ -361,22 +363,19 @@ def read_record(path: PathArg) -> DigestRecord:
             if key not in _V2_TABLE_FIELDS:
                 raise CheckpointError(f"{at}unexpected field '{key}' (expected {', '.join(_V2_TABLE_FIELDS)})")
         for key, digits in ((ENGRAM_DIGEST, 16), (TREE_DIGEST, 64)):
-            if key not in digest:
-                raise CheckpointError(f"{at}no '{key}'")
-            if not _is_hex(digest[key], digits):
-                raise CheckpointError(f"{at}{key} is {_kind(digest[key])}, not {digits} lower-case hex digits")
+            if not _is_hex(digest.get(key), digits):
+                raise CheckpointError(f"{at}{key} is {_kind(digest.get(key))}, not {digits} lower-case hex digits")
         out[name] = (digest[ENGRAM_DIGEST], digest[TREE_DIGEST])
     return DigestRecord(where, version, out)
 
 
-def _field_is(where: str, doc: dict, field: str, value: object, wanted: str) -> None:
-    """``doc[field]`` must be ``value`` (of its type; ``None``: one of the record versions)."""
+def _field_is(where: str, doc: dict, field: str, value: object, readable: str) -> None:
+    """``doc[field]`` must be ``value``, of its type; ``readable`` says what this build reads."""
     if field not in doc:
         raise CheckpointError(f"{where}: not a digest sidecar: no '{field}'")
     v = doc[field]
-    ok = v in _RECORD_FIELDS if value is None else v == value
-    if type(v) is not (int if value is None else type(value)) or not ok:
-        raise CheckpointError(f"{where}: '{field}' is {_kind(v)}, this build reads only {wanted}")
+    if type(v) is not type(value) or v != value:
+        raise CheckpointError(f"{where}: '{field}' is {_kind(v)}, this build reads only {readable}")
 
 
 def read_sidecar(path: PathArg) -> dict:

@@ -473,6 +473,7 @@ class SelectionTest(TempDirTest):
 
     NAMES = ["layers.1.engram.embed.scale", "layers.1.engram.embed.weight", "layers.14.engram.embed.scale",
              "layers.14.engram.embed.weight"]
+    FIX = ": fix the model's config.json, or choose the tables with --tables"
 
     def select(self, paths, tables=()):
         from engram_host.checkpoint import select_served
@@ -501,12 +502,18 @@ class SelectionTest(TempDirTest):
                 self.assertEqual(self.NAMES, [t.name for t in s.tensors])
                 self.assertEqual(tuple(self.NAMES), s.patterns)
                 self.assertEqual(f"config.json engram_layer_ids [1, 14]: 4 tensors, {format_bytes(nbytes)} "
-                                 f"({', '.join(self.NAMES)})", s.description)
+                                 "(layers.1.engram.embed.scale, ...)", s.description)
                 self.assertIsNone(s.warning)
-        self.assertEqual("config.json engram_layer_ids [14, 1]: 4 tensors, 51.6 KiB (layers.1.engram.embed.scale, "
-                         "layers.1.engram.embed.weight, layers.14.engram.embed.scale, layers.14.engram.embed.weight)",
+        self.assertEqual("config.json engram_layer_ids [14, 1]: 4 tensors, 51.6 KiB (layers.1.engram.embed.scale, ...)",
                          self.select(write_published(self.path("r"), layers=(14, 1), rows=100)).description,
                          "the ids as config.json lists them, the tensors by name")
+        one = write_published(self.path("one"), rows=10, config={"engram_layer_ids": [14]})
+        write_safetensors(os.path.join(one, "model-00014.safetensors"), [
+            ("layers.14.engram.embed.weight", "F8_E4M3", [1, 256], bytes(256))])
+        os.unlink(os.path.join(one, "model.safetensors.index.json"))
+        self.assertEqual(f"{one}/config.json: engram_layer_ids names layer 14 but the checkpoint has no tensor "
+                         "layers.14.engram.embed.scale (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(one))
         plain = write_published(self.path("plain"), index=False, where="")
         self.assertEqual(self.NAMES, [t.name for t in self.select(plain).tensors], "a directory without index")
 
@@ -517,16 +524,16 @@ class SelectionTest(TempDirTest):
                 self.assertEqual([prefix + n for n in self.NAMES], [t.name for t in s.tensors])
         # "xlayers." has no prefix ending in '.', so it is no Engram tensor
         d = write_published(self.path("x"), prefix="x")
-        self.assertEqual(f"{d}/config.json: engram_layer_ids names layer 1, but no tensor of 3 files in {d} is "
-                         "layers.1.engram.embed.weight, with or without a prefix ending in '.'; name the tables with "
-                         "--tables", self.error(d))
+        self.assertEqual(f"{d}/config.json: engram_layer_ids names layer 1 but the checkpoint has no tensor "
+                         "layers.1.engram.embed.weight (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(d))
         two = write_published(self.path("two"), layers=(1,))
         write_safetensors(os.path.join(two, "extra.safetensors"), [
             ("model.layers.1.engram.embed.weight", "F8_E4M3", [64, 256], bytes(64 * 256))])
         os.unlink(os.path.join(two, "model.safetensors.index.json"))
-        self.assertEqual(f"{two}/config.json: layer 1: two tensors are layers.1.engram.embed.weight under different "
-                         "prefixes: 'layers.1.engram.embed.weight' and 'model.layers.1.engram.embed.weight'; name the "
-                         "tables with --tables", self.error(two))
+        self.assertEqual(f"{two}/config.json: layer 1: two tensors are named layers.1.engram.embed.weight under "
+                         "different prefixes, 'layers.1.engram.embed.weight' and 'model.layers.1.engram.embed.weight':"
+                         " choose the tables with --tables", self.error(two))
 
     def test_the_top_level_wins_over_text_config(self) -> None:
         d = write_published(self.path("m"), config={
@@ -565,9 +572,9 @@ class SelectionTest(TempDirTest):
                     self.assertEqual(list(cp.tensors), [t.name for t in s.tensors])
         s = self.select(d)
         self.assertEqual(every, s.description)
-        self.assertEqual(f"selection: {every}; to serve the Engram tables only, give tables=[GLOB, ...] "
-                         "(--tables GLOB,...) or the model's directory, whose config.json names engram_layer_ids",
-                         s.warning)
+        self.assertEqual("selecting every tensor of the checkpoint (no --tables, and no config.json naming "
+                         "engram_layer_ids): give --tables GLOB,... or the model's directory (its config.json names "
+                         "the Engram layers) to serve only the Engram tables", s.warning)
         one_file = write_published(self.path("o"))
         self.assertEqual("all", self.select(os.path.join(one_file, "model-00001.safetensors")).rule,
                          "a file given alone does not read its directory's config.json")
@@ -584,20 +591,20 @@ class SelectionTest(TempDirTest):
         self.assertEqual(f"{d}/config.json: engram_num_embeddings[1] is 65 but layers.14.engram.embed.weight has 64 "
                          "rows", self.error(d))
         d = published("dim", engram_head_dim=128)
-        self.assertEqual(f"{d}/config.json: engram_head_dim is 128 but layers.1.engram.embed.weight has shape [64, 256],"
-                         " not [rows, 128]", self.error(d))
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 128 but layers.1.engram.embed.weight is F8_E4M3 "
+                         "[64, 256], not [rows, 128]", self.error(d))
         d = write_published(self.path("scale"), dim=256, config={"engram_layer_ids": [1], "engram_head_dim": 256})
         write_safetensors(os.path.join(d, "model-00001.safetensors"), [
             ("layers.1.engram.embed.weight", "F8_E4M3", [4, 256], bytes(1024)),
             ("layers.1.engram.embed.scale", "F8_E8M0", [4, 16], bytes(64))])
-        self.assertEqual(f"{d}/config.json: engram_head_dim is 256 but layers.1.engram.embed.scale has shape [4, 16], "
-                         "not [rows, 8]", self.error(d))
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 256 but layers.1.engram.embed.scale is F8_E8M0 [4, 16], "
+                         "not [rows, 8] (one scale per 32 values)", self.error(d))
         write_safetensors(os.path.join(d, "model-00001.safetensors"), [
             ("layers.1.engram.embed.weight", "F8_E4M3", [], bytes(1)),
             ("layers.1.engram.embed.scale", "F8_E8M0", [4, 8], bytes(32))])
         self.config(d, {"engram_layer_ids": [1], "engram_num_embeddings": [4]})
         self.assertEqual(f"{d}/config.json: engram_num_embeddings[0] is 4 but layers.1.engram.embed.weight has no rows "
-                         "(shape [])", self.error(d))
+                         "(a scalar)", self.error(d))
         self.config(d, {"engram_layer_ids": [1]})
         self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight"],
                          [t.name for t in self.select(d).tensors], "without the other fields nothing is checked")
@@ -605,49 +612,48 @@ class SelectionTest(TempDirTest):
     def test_refuses_a_config_it_cannot_read(self) -> None:
         d = write_published(self.path("m"))
         config = os.path.join(d, "config.json")
+        distinct = "not a list of distinct non-negative integers"
         cases = {
-            '{"engram_layer_ids": [1,': "config.json JSON at byte 24: unexpected end of input, expected a value",
-            '{"a": 1, "a": 2}': 'config.json JSON at byte 9: duplicate key "a"',
+            '{"engram_layer_ids": [1,': "not JSON: at byte 24: unexpected end of input, expected a value",
+            '{"a": 1, "a": 2}': 'not JSON: at byte 9: duplicate key "a"',
             "[]": "not a JSON object but a list",
-            '{"engram_layer_ids": null}': "engram_layer_ids is not a list of distinct non-negative integers but null",
-            '{"engram_layer_ids": "1,14"}': "engram_layer_ids is not a list of distinct non-negative integers but the "
-                                            'string "1,14"',
-            '{"engram_layer_ids": [1, -14]}': "engram_layer_ids is not a list of distinct non-negative integers: "
-                                              "element 1 is -14",
-            '{"engram_layer_ids": [1, true]}': "engram_layer_ids is not a list of distinct non-negative integers: "
-                                               "element 1 is true",
-            '{"engram_layer_ids": [1, 1.0]}': "engram_layer_ids is not a list of distinct non-negative integers: "
-                                              "element 1 is the number 1.0",
-            '{"engram_layer_ids": [14, 1, 14]}': "engram_layer_ids is not a list of distinct non-negative integers: "
-                                                 "element 2 repeats 14",
-            '{"engram_layer_ids": []}': "engram_layer_ids is an empty list: it names no Engram layer to serve; name "
-                                        "the tables with --tables",
+            '{"text_config": []}': "text_config is a list, not an object",
+            '{"engram_layer_ids": null}': f"engram_layer_ids is null, {distinct}",
+            '{"engram_layer_ids": "1,14"}': f'engram_layer_ids is the string "1,14", {distinct}',
+            '{"engram_layer_ids": [1, -14]}': f"engram_layer_ids[1] is -14, {distinct}",
+            '{"engram_layer_ids": [1, true]}': f"engram_layer_ids[1] is true, {distinct}",
+            '{"engram_layer_ids": [1, 1.0]}': f"engram_layer_ids[1] is the number 1.0, {distinct}",
+            '{"engram_layer_ids": [14, 1, 14]}': f"engram_layer_ids[2] repeats layer 14, {distinct}",
+            '{"engram_layer_ids": [1, 1, -1]}': f"engram_layer_ids[2] is -1, {distinct}",
+            '{"engram_layer_ids": []}': "engram_layer_ids is an empty list: it names no Engram layer",
             '{"text_config": {"engram_layer_ids": [1], "engram_num_embeddings": 64}}':
-                "engram_num_embeddings is not a list of 1 non-negative integers (one per engram_layer_ids entry) but "
-                "the number 64",
+                "engram_num_embeddings is 64, not a list of non-negative integers",
             '{"engram_layer_ids": [1, 14], "engram_num_embeddings": [64]}':
-                "engram_num_embeddings has 1 elements, not a list of 2 non-negative integers (one per "
-                "engram_layer_ids entry)",
+                "engram_num_embeddings has 1 entries but engram_layer_ids has 2: one per layer",
             '{"engram_layer_ids": [1], "engram_num_embeddings": ["64"]}':
-                "engram_num_embeddings is not a list of 1 non-negative integers (one per engram_layer_ids entry): "
-                'element 0 is the string "64"',
+                'engram_num_embeddings[0] is the string "64", not a list of non-negative integers',
             '{"engram_layer_ids": [1], "engram_head_dim": 100}': "engram_head_dim is 100, not a positive multiple of "
-                                                                 "32",
-            '{"engram_layer_ids": [1], "engram_head_dim": 0}': "engram_head_dim is 0, not a positive multiple of 32",
-            '{"engram_layer_ids": [1], "engram_head_dim": null}': "engram_head_dim is null, not a positive multiple of"
-                                                                  " 32",
-            '{"engram_layer_ids": [1, 2]}': f"engram_layer_ids names layer 2, but no tensor of 3 files in {d} is "
-                                            "layers.2.engram.embed.weight, with or without a prefix ending in '.'; "
-                                            "name the tables with --tables",
+                                                                 "32 (one E8M0 scale per 32 values)",
+            '{"engram_layer_ids": [1], "engram_head_dim": 0}': "engram_head_dim is 0, not a positive multiple of 32 "
+                                                               "(one E8M0 scale per 32 values)",
+            '{"engram_layer_ids": [1], "engram_head_dim": null}': "engram_head_dim is null, not a positive multiple of "
+                                                                  "32 (one E8M0 scale per 32 values)",
         }
+        index = os.path.join(d, "model.safetensors.index.json")
         for text, problem in cases.items():
             with self.subTest(text):
                 self.config(d, text)
-                self.assertEqual(f"{config}: {problem}", self.error(d))
-                index = os.path.join(d, "model.safetensors.index.json")
-                self.assertEqual(f"{config}: {problem}", self.error(index), "through the index too")
+                self.assertEqual(f"{config}: {problem}{self.FIX}", self.error(d))
+                self.assertEqual(f"{config}: {problem}{self.FIX}", self.error(index), "through the index too")
+        self.config(d, '{"engram_layer_ids": [1, 2]}')
+        self.assertEqual(f"{config}: engram_layer_ids names layer 2 but the checkpoint has no tensor "
+                         "layers.2.engram.embed.weight (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(d))
         self.config(d, '{"engram_layer_ids": [1], "engram_num_embeddings": [64], "text_config": "ignored"}')
         self.assertEqual(self.NAMES[:2], [t.name for t in self.select(d).tensors])
+        for absent in ('{"text_config": null}', '{"text_config": {"num_layers": 2}}', '{}'):
+            self.config(d, absent)
+            self.assertEqual("all", self.select(d).rule, absent)
 
     def test_formats_byte_counts_as_the_java_does(self) -> None:
         from engram_host.checkpoint import format_bytes
@@ -694,6 +700,9 @@ class ContentIdentityTest(TempDirTest):
         self.assertEqual(2, struct.unpack_from("<H", s.encoded, 4)[0])
         self.assertEqual(s.fingerprint, decode_fingerprint(s.encoded))
         self.assertEqual(fingerprint_sha256_hex(s.encoded), s.sha256_hex)
+        self.assertEqual((f"{d}/engram-digests.json: the digest record does not cover 1 of the 4 selected tables "
+                          f"('{self.NAMES[0]}'), which have no content identity: write it again with engram-host "
+                          f"inspect --write-digests {d}",), s.identity.notes)
         # the same checkpoint without its record: the headers only, in version 1, as fingerprint() gives it
         os.unlink(os.path.join(d, "engram-digests.json"))
         bare = self.served(d)
@@ -707,8 +716,10 @@ class ContentIdentityTest(TempDirTest):
         one = os.path.join(d, "model-00001.safetensors")
         write_record(one + ".engram-digests.json", {n: true[n] for n in self.NAMES[:2]})
         s = self.served([one, os.path.join(d, "model-00014.safetensors")], ["layers.*.engram.embed.*"])
-        self.assertEqual(("record", (one + ".engram-digests.json",), tuple(self.NAMES[2:])),
-                         (s.identity.level, s.identity.records, s.identity.uncovered))
+        self.assertEqual(("record", (one + ".engram-digests.json",), ()),
+                         (s.identity.level, s.identity.records, s.identity.uncovered),
+                         "a record gives identities to the tables found through its path only")
+        self.assertEqual(set(self.NAMES[:2]), set(s.identity.tables))
         write_record(os.path.join(d, "engram-digests.json"), true)
         s = self.served(os.path.join(d, "model.safetensors.index.json"))
         self.assertEqual(set(self.NAMES), set(s.identity.tables))
@@ -722,8 +733,8 @@ class ContentIdentityTest(TempDirTest):
                        "chunk_bytes": 16777216, "tables": {n: d2 for n, (_e, d2) in self.digests_of(d).items()}}, f)
         s = self.served(d)
         self.assertEqual(("headers", {}), (s.identity.level, s.identity.tables))
-        self.assertEqual((f"{record}: a version 1 digest record gives no content identity; write version 2 with "
-                          f"engram-host inspect --write-digests {d}",), s.identity.notes)
+        self.assertEqual((f"{record}: a digest record of version 1 holds no engram digest v1 and gives no content "
+                          f"identity: write version 2 with engram-host inspect --write-digests {d}",), s.identity.notes)
         self.assertEqual(1, struct.unpack_from("<H", s.encoded, 4)[0])
         with open(record, "w") as f:
             f.write("{")
@@ -732,15 +743,15 @@ class ContentIdentityTest(TempDirTest):
         self.assertEqual(f"{record}: not a digest sidecar: JSON at byte 1: unexpected end of input, expected a string "
                          "key", str(caught.exception))
 
-    def test_two_records_that_disagree(self) -> None:
+    def test_a_record_covers_the_tables_of_its_own_path(self) -> None:
         a = write_safetensors(self.path("a.safetensors"), [("x", "U8", [1], b"x")])
         b = write_safetensors(self.path("b.safetensors"), [("y", "U8", [1], b"y")])
         write_record(a + ".engram-digests.json", {"x": ("00" * 8, "11" * 32), "y": ("00" * 8, "22" * 32)})
-        write_record(b + ".engram-digests.json", {"y": ("00" * 8, "33" * 32)})
-        with self.assertRaises(CheckpointError) as caught:
-            self.served([a, b])
-        self.assertEqual(f"{b}.engram-digests.json: table 'y' has other digests than {a}.engram-digests.json gives; "
-                         "write the records again (engram-host inspect --write-digests)", str(caught.exception))
+        write_record(b + ".engram-digests.json", {"y": ("01" * 8, "33" * 32)})
+        s = self.served([a, b])
+        self.assertEqual({"x": (0, b"\x11" * 32), "y": (0x0101010101010101, b"\x33" * 32)}, s.identity.tables)
+        os.unlink(b + ".engram-digests.json")
+        self.assertEqual({"x": (0, b"\x11" * 32)}, self.served([a, b]).identity.tables, "not y, from a's record")
 
     def test_a_hugging_face_snapshot(self) -> None:
         import hashlib
@@ -774,7 +785,7 @@ class ContentIdentityTest(TempDirTest):
                 with open(self.path(f"{where}/{name}"), "wb"):
                     pass
         cases = {"../../blobs/" + blob: bytes.fromhex(blob), self.path("blobs/" + blob): bytes.fromhex(blob),
-                 "../../blobs/./" + blob: bytes.fromhex(blob), "../../other/" + blob: None,
+                 "../../blobs/./" + blob: None, "../../other/" + blob: None, blob: None,
                  "../../blobs/" + blob.upper(): None, "../../blobs/" + blob[:-1]: None}
         for i, (target, expected) in enumerate(cases.items()):
             link = self.path(f"snap/rev/m{i}.safetensors")
@@ -880,9 +891,9 @@ class FingerprintTest(TempDirTest):
             return good[:at] + bytes([value]) + good[at + 1:]
 
         self.assertEqual('fingerprint at byte 0: bad magic 58474650, expected "EGFP"', self.decode_error(patch(0, 88)))
-        self.assertEqual("fingerprint at byte 4: encoding version 3, this build reads 1 and 2",
+        self.assertEqual("fingerprint at byte 4: encoding version 3, this build reads only 1 and 2",
                          self.decode_error(patch(4, 3)))
-        self.assertEqual("fingerprint at byte 4: encoding version 0, this build reads 1 and 2",
+        self.assertEqual("fingerprint at byte 4: encoding version 0, this build reads only 1 and 2",
                          self.decode_error(patch(4, 0)))
         self.assertEqual("fingerprint at byte 6: flags 0x1, expected 0", self.decode_error(patch(6, 1)))
         self.assertEqual(f"fingerprint at byte {len(good)}: 3 bytes left over after the last table",
@@ -1009,22 +1020,21 @@ class FingerprintV2Test(TempDirTest):
         def patch(at: int, value: int) -> bytes:
             return good[:at] + bytes([value]) + good[at + 1:]
 
-        self.assertEqual(f"fingerprint at byte {content_at}: file 'a.safetensors': content byte 2, expected 0 (none) "
-                         "or 1 (a SHA-256 follows)", self.decode_error(patch(content_at, 2)))
+        self.assertEqual(f"fingerprint at byte {content_at}: file 'a.safetensors': content flag 2, expected 0 or 1",
+                         self.decode_error(patch(content_at, 2)))
         identity_at = good.index(struct.pack("<Q", 0x0123456789ABCDEF)) - 1
         self.assertEqual(3, good[identity_at])
-        self.assertEqual(f"fingerprint at byte {identity_at}: table 'layers.1.engram.embed.scale': identity byte 0x4,"
-                         " expected 0 to 3 (bit 0 an engram-digest-v1, bit 1 a sha256-tree-v1)",
-                         self.decode_error(patch(identity_at, 4)))
-        self.assertEqual(f"fingerprint at byte {len(good) - 1}: identity needs 1 bytes but only 0 are left",
+        self.assertEqual(f"fingerprint at byte {identity_at}: table 'layers.1.engram.embed.scale': identity flags 0x4,"
+                         " expected bits 0 and 1 only", self.decode_error(patch(identity_at, 4)))
+        self.assertEqual(f"fingerprint at byte {len(good) - 1}: identity flags needs 1 bytes but only 0 are left",
                          self.decode_error(good[:-1]))
         self.assertEqual(f"fingerprint at byte {len(good)}: 1 bytes left over after the last table",
                          self.decode_error(good + b"\x00"))
         # a version 1 encoding read as version 2 lacks the content bytes; version 2 without identity is refused
         none = _encode(Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1),)))
         as_v2 = none[:4] + struct.pack("<H", 2) + none[6:] + b"\x00"
-        self.assertEqual("fingerprint at byte 4: encoding version 2 without any content identity: the canonical "
-                         "encoding of such a fingerprint is version 1", self.decode_error(as_v2))
+        self.assertEqual("fingerprint at byte 4: encoding version 2 but no file or table carries content identity: its "
+                         "canonical encoding is version 1", self.decode_error(as_v2))
         second_file = good.index(b"b.safetensors") - 4
         self.assertTrue(self.decode_error(good[:4] + struct.pack("<H", 1) + good[6:]).startswith(
             f"fingerprint at byte {second_file - 33}: file name of "), "a version 2 body read as version 1")
@@ -1070,7 +1080,11 @@ class FingerprintV2Test(TempDirTest):
         one = Fingerprint(1, "", ("a", "b"), (), (self.T("a", "U8", (1,), 1),))
         two = Fingerprint(1, "", ("b", "c"), (), (self.T("b", "U8", (1,), 1), self.T("c", "U8", (1,), 1)))
         self.assertEqual(["selection: the daemon serves 2 tables by [b, ... (2 patterns)]; this expectation selects "
-                          "1 tables by [a, ... (2 patterns)]"], fingerprint_differences(one, two))
+                          "1 table by [a, ... (2 patterns)]"], fingerprint_differences(one, two))
+        long = "p" * 70
+        self.assertEqual([f"selection: the daemon serves 1 table by [{long[:64]}...]; this expectation selects 1 table "
+                          "by [a, ... (2 patterns)]"],
+                         fingerprint_differences(one, Fingerprint(1, "", (long,), (), (self.T("b", "U8", (1,), 1),))))
 
     def test_tells_whether_any_identity_was_compared(self) -> None:
         from engram_host.checkpoint import fingerprint_shares_identity as shares

@@ -66,6 +66,8 @@ class MismatchMessageTest(unittest.TestCase):
         self.assertTrue(lines[0].endswith(": 1000 differences"), lines[0])
         self.assertEqual(["  " + d for d in listed[:5]] + ["  ... and 995 more differences"], lines[1:])
         self.assertEqual(tuple(listed), e.details, "the daemon's lines as it sent them")
+        six = str(client._mismatch(reply(details[:6], b""), SOCKET, STRUCTURED)).splitlines()
+        self.assertEqual("  ... and 1 more difference", six[-1])
         five = str(client._mismatch(reply(details[:5], b""), SOCKET, STRUCTURED)).splitlines()
         self.assertEqual(f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves a fingerprint it did not send, not the "
                          "expected checkpoint: 5 differences", five[0])
@@ -81,19 +83,19 @@ class MismatchMessageTest(unittest.TestCase):
                 e = client._mismatch(reply(details, fp), SOCKET, _wire.Expectation.sha256(expected))
                 self.assertEqual([
                     f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves fingerprint {sha}, not the expected "
-                    "checkpoint: 1 differences",
+                    "checkpoint: 1 difference",
                     f"  expected fingerprint {expected} but the daemon serves {sha}",
                     "  the daemon serves 4 tables from 2 files: layers.1.engram.embed.scale, ...",
                 ], str(e).splitlines())
         one = _encode(Fingerprint(1, "", ("*",), (), (FingerprintTable("t", "U8", (1,), 1),)))
         e = client._mismatch(reply([], one), SOCKET, _wire.Expectation.sha256(expected))
-        self.assertEqual("  the daemon serves 1 tables from 0 files: t", str(e).splitlines()[2])
+        self.assertEqual("  the daemon serves 1 table from 0 files: t", str(e).splitlines()[2])
         e = client._mismatch(reply([], b"EGFP"), SOCKET, _wire.Expectation.sha256(expected))
         self.assertEqual("  the daemon's record could not be decoded: fingerprint at byte 4: u16 needs 2 bytes but "
                          "only 0 are left", str(e).splitlines()[2])
         e = client._mismatch(reply([], b""), SOCKET, _wire.Expectation.sha256(expected))
         self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves a fingerprint it did not send, not the "
-                          "expected checkpoint: 1 differences",
+                          "expected checkpoint: 1 difference",
                           f"  expected fingerprint {expected} but the daemon serves a fingerprint it did not send"],
                          str(e).splitlines())
 
@@ -151,7 +153,8 @@ class ExpectationTest(unittest.TestCase):
             every = decode_fingerprint(client.expectation_of(os.path.join(d, "model-00001.safetensors")).data)
         self.assertEqual(("*",), every.patterns)
         self.assertEqual(1, len(logs.records))
-        self.assertTrue(logs.records[0].getMessage().startswith("selection: every tensor (no --tables"))
+        self.assertTrue(logs.records[0].getMessage().startswith("selecting every tensor of the checkpoint (no "
+                                                                "--tables"), logs.records[0].getMessage())
 
     def test_tables_go_with_a_path_only(self) -> None:
         for expect in (None, "ab" * 32, b"EGFP", _wire.Expectation.any()):

@@ -304,15 +304,20 @@ class RecordV2Test(RecordFileTest):
                          self.read_error('{"format":"engram-content-digests","version":2,"tables":{}}'))
         self.assertEqual("'chunk_bytes' is the number 1024, this build reads only 16777216",
                          self.read_error(self.doc2(chunk_bytes=1024)))
-        self.assertEqual("'tables' is not an object of table name to its engram-digest-v1 and sha256-tree-v1 but a "
-                         "list", self.read_error(self.doc2(tables=[])))
+        self.assertEqual("'tables' is not an object of table name to digests but a list",
+                         self.read_error(self.doc2(tables=[])))
         self.assertEqual(f"table 'a': not an object of engram-digest-v1 and sha256-tree-v1 but the string "
                          f"\"{self.D1[:40]}...\"", self.read_error(tables(self.D1)))
         self.assertEqual("table 'a': unexpected field 'xxh64' (expected engram-digest-v1, sha256-tree-v1)",
                          self.read_error(tables({"engram-digest-v1": self.E1, "sha256-tree-v1": self.D1,
                                                  "xxh64": self.E1})))
-        self.assertEqual("table 'a': no 'engram-digest-v1'", self.read_error(tables({"sha256-tree-v1": self.D1})))
-        self.assertEqual("table 'a': no 'sha256-tree-v1'", self.read_error(tables({"engram-digest-v1": self.E1})))
+        self.assertEqual("table 'a': engram-digest-v1 is null, not 16 lower-case hex digits",
+                         self.read_error(tables({"sha256-tree-v1": self.D1})))
+        self.assertEqual("table 'a': sha256-tree-v1 is null, not 64 lower-case hex digits",
+                         self.read_error(tables({"engram-digest-v1": self.E1})))
+        self.assertEqual("'version' is the number 2.0, this build reads only 1 and 2",
+                         self.read_error(self.doc2(version=2.0).replace('"version":2.0', '"version":2.0,"algorithm":'
+                                                                        '"sha256-tree-v1"')))
         self.assertEqual("table 'a': engram-digest-v1 is the string \"0123456789ABCDEF\", not 16 lower-case hex "
                          "digits", self.read_error(tables({"engram-digest-v1": self.E1.upper(),
                                                            "sha256-tree-v1": self.D1})))

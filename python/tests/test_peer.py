@@ -96,7 +96,7 @@ class PeerTest(unittest.TestCase):
                 # a mismatch is shown as docs/checkpoints.md has it; the daemon's message is kept beside
                 e = self.refused(f"error-{code}", cls, f"^{cls.name}: scripted error {code}" if code != 4 else
                                  "^FINGERPRINT_MISMATCH: the daemon on .* serves a fingerprint it did not send, not "
-                                 "the expected checkpoint: 1 differences\n  detail of 4$")
+                                 "the expected checkpoint: 1 difference\n  detail of 4$")
                 self.assertEqual(code, e.code)
                 self.assertEqual((f"detail of {code}",), e.details)
                 self.assertEqual(code in (3, 9), e.retryable)
