@@ -1,6 +1,8 @@
 """Safetensors checkpoints as engram-host reads them (docs/checkpoints.md): strict validation of every file's
-header, sharded checkpoints and directories, tensor selection, the change check, the fingerprint (canonical
-encoding version 1, decoding and differences) and the limits of docs/checkpoints.md, "Limits".
+header, sharded checkpoints and directories, tensor selection (globs, and the rule of "Which tensors are served":
+--tables, else the model's config.json, else every tensor), content identity (version 2 digest records, Hugging
+Face snapshot links), the change check, the fingerprint (canonical encoding versions 1 and 2, decoding,
+differences, shared identity) and the limits of docs/checkpoints.md, "Limits".
 
 Every failure is a :class:`CheckpointError` whose message is one line naming the file, the tensor where
 there is one, and the problem, in the words of the Java implementation
@@ -1493,8 +1495,9 @@ def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[F
         out.append(f"backend: expected '{e.backend}', actual '{a.backend}'")
     by_selection = e.patterns != a.patterns and {t.name for t in e.tables} != {t.name for t in a.tables}
     if by_selection:
-        out.append(f"selection: the daemon serves {counted(len(a.tables), 'table')} by {_patterns_in_short(a.patterns)};"
-                   f" this expectation selects {counted(len(e.tables), 'table')} by {_patterns_in_short(e.patterns)}")
+        out.append(f"selection: the daemon serves {counted(len(a.tables), 'table')} by "
+                   f"{_patterns_in_short(a.patterns)}; this expectation selects {counted(len(e.tables), 'table')} by "
+                   f"{_patterns_in_short(e.patterns)}")
 
     def compare(what: str, expected_items: tuple, actual_items: tuple, diff, one_sided: bool = True) -> None:
         ex = {x.name: x for x in expected_items}

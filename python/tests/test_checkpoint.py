@@ -827,7 +827,8 @@ class FingerprintTest(TempDirTest):
     def test_a_fingerprint_without_identity_keeps_its_version_1_bytes(self) -> None:
         from engram_host.checkpoint import _encode
         fp = Fingerprint(1, "memfd", ("*.scale", "layers.1.*"), (
-            FingerprintFile("a.safetensors", 1234, bytes(range(32))), FingerprintFile("b.safetensors", 99, bytes(32))), (
+            FingerprintFile("a.safetensors", 1234, bytes(range(32))),
+            FingerprintFile("b.safetensors", 99, bytes(32))), (
             FingerprintTable("layers.1.engram.embed.scale", "F8_E8M0", (10, 8), 80),
             FingerprintTable("layers.1.engram.embed.weight", "F8_E4M3", (10, 256), 2560),
             FingerprintTable("s", "F32", (), 4)))
@@ -1056,9 +1057,9 @@ class FingerprintV2Test(TempDirTest):
         from engram_host.checkpoint import _encode
         self.assertEqual(fingerprint_differences(e, a), fingerprint_differences(_encode(e), _encode(a)))
         small = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 5),))
+        twelve = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 12),))
         self.assertEqual(["table 't': content differs: engram-digest-v1 expected 0000000000000005, actual "
-                          "000000000000000c"],
-                         fingerprint_differences(small, Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 12),))))
+                          "000000000000000c"], fingerprint_differences(small, twelve))
 
     def test_lists_a_different_selection_in_one_line(self) -> None:
         names = [f"layers.{i}.engram.embed.{k}" for i in (1, 14) for k in ("scale", "weight")]
@@ -1076,7 +1077,8 @@ class FingerprintV2Test(TempDirTest):
         by_glob = Fingerprint(1, "", ("layers.*",), (), config.tables)
         self.assertEqual([], fingerprint_differences(by_glob, config))
         fewer = Fingerprint(1, "", config.patterns, (), config.tables[:3])
-        self.assertEqual(["table 'layers.14.engram.embed.weight': not expected"], fingerprint_differences(fewer, config))
+        self.assertEqual(["table 'layers.14.engram.embed.weight': not expected"],
+                         fingerprint_differences(fewer, config))
         one = Fingerprint(1, "", ("a", "b"), (), (self.T("a", "U8", (1,), 1),))
         two = Fingerprint(1, "", ("b", "c"), (), (self.T("b", "U8", (1,), 1), self.T("c", "U8", (1,), 1)))
         self.assertEqual(["selection: the daemon serves 2 tables by [b, ... (2 patterns)]; this expectation selects "
