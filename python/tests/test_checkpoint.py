@@ -842,6 +842,33 @@ class FingerprintTest(TempDirTest):
             self.assertEqual(self.PINNED_EVERY_DTYPE_SELECTED,
                              fingerprint_sha256_hex(fingerprint(cp, ["t.*", "scalar.f32"], "memfd")))
 
+    # The same fingerprints as the Java's FingerprintTest (small() and engram()), pinned there from the code of
+    # before version 2 too: the two implementations encode them byte for byte alike.
+    JAVA_SMALL_SHA256 = "4e020b11617e03bac53b83d18499dc6d4da60fd77a614d2c32b83182fd954219"
+    JAVA_ENGRAM_SHA256 = "f661020b90c41b4d950d122498bd5a1290b3509b012d690a69f8140829e65464"
+    JAVA_ENGRAM_V1 = (
+        "4547465001000000010000000000000001000000170000006c61796572732e2a2e656e6772616d2e"
+        "656d6265642e2a02000000200000006d6f64656c2d30303030312d6f662d30303030322e7361666574656e736f727340e2010000"
+        "0000000123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef200000006d6f64656c2d30303030322d6f"
+        "662d30303030322e7361666574656e736f7273f1fb090000000000fedcba9876543210fedcba9876543210fedcba9876543210fe"
+        "dcba9876543210020000001b0000006c61796572732e312e656e6772616d2e656d6265642e7363616c650700000046385f45384d"
+        "3002000000e8030000000000000800000000000000401f0000000000001c0000006c61796572732e312e656e6772616d2e656d62"
+        "65642e7765696768740700000046385f45344d3302000000e803000000000000000100000000000000e8030000000000")
+
+    def test_the_javas_pinned_fingerprints(self) -> None:
+        from engram_host.checkpoint import _encode
+        small = Fingerprint(1, "memfd", ("t*",), (FingerprintFile("m.safetensors", 100, bytes.fromhex(self.SHA_A)),),
+                            (FingerprintTable("t", "F4", (2, 2), 2),))
+        self.assertEqual(self.JAVA_SMALL_SHA256, fingerprint_sha256_hex(_encode(small)))
+        engram = Fingerprint(1, "", ("layers.*.engram.embed.*",), (
+            FingerprintFile("model-00001-of-00002.safetensors", 123456, bytes.fromhex("0123456789abcdef" * 4)),
+            FingerprintFile("model-00002-of-00002.safetensors", 654321, bytes.fromhex("fedcba9876543210" * 4))), (
+            FingerprintTable("layers.1.engram.embed.scale", "F8_E8M0", (1000, 8), 8000),
+            FingerprintTable("layers.1.engram.embed.weight", "F8_E4M3", (1000, 256), 256000)))
+        self.assertEqual(self.JAVA_ENGRAM_V1, _encode(engram).hex())
+        self.assertEqual(self.JAVA_ENGRAM_SHA256, fingerprint_sha256_hex(_encode(engram)))
+        self.assertEqual(engram, decode_fingerprint(bytes.fromhex(self.JAVA_ENGRAM_V1)))
+
     def test_lists_only_files_of_selected_tables_in_code_point_order(self) -> None:
         a = write_safetensors(self.path("a.safetensors"), [("\uffff", "U8", [1], b"f"), ("z", "U8", [1], b"z")])
         b = write_safetensors(self.path("b.safetensors"), [("\U0001F600", "U8", [1], b"s"),
