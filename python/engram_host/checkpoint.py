@@ -1659,13 +1659,15 @@ class Served:
 def served_fingerprint(checkpoint: Checkpoint, tables: Sequence[str] = (), backend: str = "",
                        layout_version: int = LAYOUT_VERSION) -> Served:
     """The selection (:func:`select_served`), the content identity (:func:`content_identity`) and the
-    fingerprint of what ``serve --tables TABLES --backend BACKEND`` would serve from ``checkpoint``: what an
-    expectation built from a path carries. The client hashes nothing: identities come from records and
-    snapshot links."""
+    fingerprint of what ``serve --tables TABLES --backend BACKEND`` would serve from ``checkpoint``, checked
+    against the limits (:func:`check_limits`), as the Java's ``ServedSelection.of``: what an expectation built
+    from a path carries. The client hashes nothing: identities come from records and snapshot links."""
     selection = select_served(checkpoint, tables)
     identity = content_identity(checkpoint, selection)
     fp = _fingerprint_of(selection.tensors, selection.patterns, backend, layout_version, identity)
-    return Served(selection, identity, fp, _encode(fp))
+    encoded = _encode(fp)
+    check_limits(selection.tensors, encoded)
+    return Served(selection, identity, fp, encoded)
 
 
 # ---------------------------------------------------------------------------------------------------------------

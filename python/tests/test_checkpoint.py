@@ -725,6 +725,14 @@ class ContentIdentityTest(TempDirTest):
         self.assertEqual(set(self.NAMES), set(s.identity.tables))
         self.assertEqual((), s.identity.uncovered)
 
+    def test_checks_the_limits_as_serve_does(self) -> None:
+        r = write_safetensors(self.path("r.safetensors"), [("r16", "U8", [1] * 16, b"a"), ("r17", "I8", [1] * 17, b"b")])
+        with self.assertRaises(CheckpointError) as caught:
+            self.served(r)
+        self.assertEqual(f"{r}: tensor 'r17': rank 17 (I8 {[1] * 17}) is over the limit of 16 (docs/checkpoints.md, "
+                         "Limits)", str(caught.exception))
+        self.assertEqual(["r16"], [t.name for t in self.served(r, ["r16"]).fingerprint.tables])
+
     def test_a_version_1_record_gives_no_identity_and_says_so(self) -> None:
         d = write_published(self.path("m"))
         record = os.path.join(d, "engram-digests.json")
