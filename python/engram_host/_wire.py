@@ -10,6 +10,7 @@ message are closed first.
 from __future__ import annotations
 
 import array
+import enum
 import hashlib
 import os
 import socket
@@ -190,23 +191,36 @@ def encode_import(version: int, device: int, expectation: "Expectation") -> byte
     if not -1 <= device <= MAX_DEVICE:
         raise ValueError(f"device {device} is not -1 or a GPU ordinal 0..{MAX_DEVICE}")
     body = struct.pack("<iiB", 0, device, expectation.kind)
-    if expectation.kind == 1:
+    if expectation.kind == ExpectationKind.SHA256:
         body += expectation.data
-    elif expectation.kind == 2:
+    elif expectation.kind == ExpectationKind.STRUCTURED:
         body += struct.pack("<I", len(expectation.data)) + expectation.data
     return frame_header(IMPORT, version) + body
 
 
+class ExpectationKind(enum.IntEnum):
+    """IMPORT's ``expectation`` byte (docs/protocol.md, "IMPORT")."""
+
+    ANY = 0
+    SHA256 = 1
+    STRUCTURED = 2
+
+    # As Python 3.11+ writes an IntEnum, on 3.10 too: the number, so messages read the same everywhere.
+    __str__ = int.__repr__
+    __format__ = int.__format__
+
+
 class Expectation(Record):
-    """What the client expects the daemon to serve: kind 0 any, 1 a SHA-256, 2 a structured fingerprint."""
+    """What the client expects the daemon to serve: an :class:`ExpectationKind` and its bytes (none, a SHA-256,
+    or a structured fingerprint's canonical encoding)."""
     __slots__ = ("kind", "data")
 
     def __init__(self, kind: int, data: bytes = b""):
-        super().__init__(kind, data)
+        super().__init__(ExpectationKind(kind), data)
 
     @staticmethod
     def any() -> "Expectation":
-        return Expectation(0)
+        return Expectation(ExpectationKind.ANY)
 
     @staticmethod
     def sha256(hex_or_bytes: str | bytes) -> "Expectation":
@@ -221,14 +235,14 @@ class Expectation(Record):
             raw = bytes(hex_or_bytes)
             if len(raw) != 32:
                 raise ValueError(f"a SHA-256 has 32 bytes, not {len(raw)}")
-        return Expectation(1, raw)
+        return Expectation(ExpectationKind.SHA256, raw)
 
     @staticmethod
     def structured(canonical: bytes) -> "Expectation":
         if len(canonical) > MAX_FINGERPRINT:
             raise ValueError(f"a structured fingerprint of {len(canonical)} bytes is over the limit of "
                              f"{MAX_FINGERPRINT} (16 MiB)")
-        return Expectation(2, bytes(canonical))
+        return Expectation(ExpectationKind.STRUCTURED, bytes(canonical))
 
 
 class Welcome(Record):

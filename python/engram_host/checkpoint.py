@@ -1,6 +1,8 @@
 """Safetensors checkpoints as engram-host reads them (docs/checkpoints.md): strict validation of every file's
-header, sharded checkpoints and directories, tensor selection, the change check, the fingerprint (canonical
-encoding version 1, decoding and differences) and the limits of docs/checkpoints.md, "Limits".
+header, sharded checkpoints and directories, tensor selection (globs, and the rule of "Which tensors are served":
+--tables, else the model's config.json, else every tensor), content identity (version 2 digest records, Hugging
+Face snapshot links), the change check, the fingerprint (canonical encoding versions 1 and 2, decoding,
+differences, shared identity) and the limits of docs/checkpoints.md, "Limits".
 
 Every failure is a :class:`CheckpointError` whose message is one line naming the file, the tensor where
 there is one, and the problem, in the words of the Java implementation
@@ -30,7 +32,9 @@ __all__ = [
     "LAYOUT_VERSION", "MAX_NAME_BYTES", "MAX_RANK", "MAX_TABLES", "MAX_FINGERPRINT_BYTES", "MAX_MANIFEST_BYTES",
     "TensorInfo", "CheckpointFile", "Checkpoint", "open_checkpoint", "parse_json", "byte_length",
     "Fingerprint", "FingerprintFile", "FingerprintTable", "fingerprint", "fingerprint_sha256_hex",
-    "decode_fingerprint", "fingerprint_differences", "check_limits",
+    "decode_fingerprint", "fingerprint_differences", "fingerprint_shares_identity", "names_in_short", "counted",
+    "ENGRAM_DIGEST", "TREE_DIGEST", "check_limits", "CONFIG_FILE", "Selection", "select_served", "format_bytes",
+    "ContentIdentity", "content_identity", "Served", "served_fingerprint", "snapshot_blob_sha256",
 ]
 
 PathArg = Union[str, "os.PathLike[str]"]
@@ -528,6 +532,8 @@ class CheckpointFile:
         self.header_length = header_length
         self.header_sha256 = header_sha256
         self.metadata = metadata
+        #: The SHA-256 of the whole file (32 bytes) when its path is a Hugging Face snapshot file, else None.
+        self.snapshot_sha256 = snapshot_blob_sha256(path)
         self._opened = opened
         self.tensors = sorted((TensorInfo(n, d, s, b, self, o) for n, d, s, b, o in entries), key=_name)
 
@@ -582,6 +588,27 @@ class CheckpointFile:
 
 def _name(t: TensorInfo) -> str:
     return t.name
+
+
+_BLOB_NAME = re.compile("[0-9a-f]{64}")
+
+
+def snapshot_blob_sha256(path: PathArg) -> Optional[bytes]:
+    """The content identity of a Hugging Face snapshot file (docs/checkpoints.md, "A Hugging Face snapshot"):
+    when ``path`` is a symbolic link whose target's file name is 64 lower-case hex digits in a directory named
+    ``blobs`` (relative and absolute links alike; the target as the link names it, ``blobs/./x`` is not one),
+    those digits as 32 bytes: the SHA-256 of the whole file,
+    which ``huggingface_hub`` checked as it downloaded it. None for any other path. Reads the link only,
+    never the bytes."""
+    path = os.fspath(path)
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None  # not a symbolic link (EINVAL), or gone
+    parts = [p for p in target.split("/") if p]  # the link's own text, not resolved (as the Java's Path)
+    if len(parts) < 2 or parts[-2] != "blobs" or not _BLOB_NAME.fullmatch(parts[-1]):
+        return None
+    return bytes.fromhex(parts[-1])
 
 
 def _open_fd(where: str) -> int:
@@ -730,9 +757,17 @@ class Checkpoint:
     every fd.
     """
 
-    def __init__(self, files: list, tensors: dict):
+    def __init__(self, files: list, tensors: dict, given: Sequence[str] = (), given_as: Optional[dict] = None):
         self.files = files
         self.tensors = tensors
+        #: The paths as given to :func:`open_checkpoint` (where the selection looks for config.json, and the
+        #: content identity for digest records).
+        self.given = tuple(given)
+        self._given_as = given_as or {}
+
+    def given_as(self, f: "CheckpointFile") -> str:
+        """The path given to :func:`open_checkpoint` through which the file ``f`` was found."""
+        return self._given_as[id(f)]
 
     def select(self, patterns: Sequence[str]) -> list:
         """The tensors whose names match any of ``patterns`` (``*`` any run of characters, ``?`` one, the
@@ -821,6 +856,7 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
 
     try:
         files: dict = {}
+        given_as: dict = {}
         for p in paths:
             given = _display(p)
             for f in _resolve(given, open_file):
@@ -828,13 +864,15 @@ def open_checkpoint(paths: Union[PathArg, Sequence[PathArg]]) -> Checkpoint:
                 if key in files:
                     raise CheckpointError(f"{f.path}: given more than once (via {given})")
                 files[key] = f
+                given_as[id(f)] = given
         tensors: dict = {}
         for f in files.values():
             for t in f.tensors:
                 other = tensors.setdefault(t.name, t)
                 if other is not t:
                     raise CheckpointError(f"tensor '{t.name}' is in both {other.file.path} and {f.path}")
-        return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)})
+        return Checkpoint(list(files.values()), {name: tensors[name] for name in sorted(tensors)},
+                          [_display(p) for p in paths], given_as)
     except BaseException:
         for f in opened:
             f.close()
@@ -899,12 +937,13 @@ def _open_index(index: str, open_file) -> list:
     return list(shards.values())
 
 
-def _read_index(index: str) -> bytes:
+def _read_index(index: str, what: str = "index") -> bytes:
+    """The bytes of a JSON file beside the checkpoint (an index, a config.json), at most 100 MiB."""
     try:
         with os.fdopen(os.open(index, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK), "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_INDEX_BYTES:
-                raise CheckpointError(f"{index}: index is {size} bytes, over the limit of {MAX_INDEX_BYTES}")
+                raise CheckpointError(f"{index}: {what} is {size} bytes, over the limit of {MAX_INDEX_BYTES}")
             return f.read()
     except FileNotFoundError:
         raise CheckpointError(f"{index}: no such file") from None
@@ -934,25 +973,249 @@ def _weight_map(index: str, data: bytes) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# the selection: which tensors are served
+
+CONFIG_FILE = "config.json"
+_ENGRAM_TENSOR = re.compile(r"(?:.*\.)?layers\.([0-9]+)\.engram\.embed\.(weight|scale)", re.DOTALL)
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+#: Values in an E8M0 scale row per scale (docs/checkpoints.md: one E8M0 scale per 32 values).
+_VALUES_PER_SCALE = 32
+
+
+def format_bytes(n: int) -> str:
+    """A byte count as the Java's ``Bytes.format`` writes it: ``100 B``, ``512.0 KiB``, ``1.2 GiB`` (one decimal,
+    half up, in the largest binary unit that keeps the value at least 1)."""
+    v = float(abs(n))
+    if v < 1024:
+        return f"{n} B"
+    u = -1
+    while v >= 1024 and u < len(_UNITS) - 1:
+        v /= 1024
+        u += 1
+    # Java's %.1f rounds the shortest decimal form of the double half up; repr() is that form
+    shown = decimal.Decimal(repr(v)).quantize(decimal.Decimal("0.1"), decimal.ROUND_HALF_UP)
+    return f"{'-' if n < 0 else ''}{shown} {_UNITS[u]}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The tensors a checkpoint serves, chosen by the one rule of docs/checkpoints.md, "Which tensors are
+    served" (the Java's ``Selection``): ``rule`` is ``"tables"`` (globs given), ``"config"`` (config.json's
+    engram_layer_ids) or ``"all"``; ``tensors`` the :class:`TensorInfo` chosen, by name; ``patterns`` the
+    fingerprint's patterns (the globs, the chosen tensors' exact names, or ``*``); ``description`` the one line
+    ``serve`` logs, STATUS shows as ``selection`` and ``inspect`` prints after ``selection: ``."""
+
+    rule: str
+    tensors: tuple
+    patterns: tuple
+    description: str
+
+    @property
+    def warning(self) -> Optional[str]:
+        """For the rule ``all``, the one line to show (a warning): every tensor is served, and how to choose."""
+        if self.rule != "all":
+            return None
+        return (f"selecting every tensor of the checkpoint (no --tables, and no {CONFIG_FILE} naming {_LAYER_IDS}): "
+                f"give --tables GLOB,... or the model's directory (its {CONFIG_FILE} names the Engram layers) to "
+                "serve only the Engram tables")
+
+
+_LAYER_IDS = "engram_layer_ids"
+_NUM_EMBEDDINGS = "engram_num_embeddings"
+_HEAD_DIM = "engram_head_dim"
+_TEXT_CONFIG = "text_config"
+#: The largest config.json read.
+_MAX_CONFIG_BYTES = 16 << 20
+#: What every message about a malformed config.json ends with.
+_CONFIG_FIX = ": fix the model's config.json, or choose the tables with --tables"
+
+
+def select_served(checkpoint: Checkpoint, tables: Sequence[str] = ()) -> Selection:
+    """The tensors of ``checkpoint`` that ``serve`` serves (docs/checkpoints.md, "Which tensors are served"):
+    1. ``tables`` (globs, as ``--tables``) when given; 2. otherwise, when the checkpoint was given as one
+    directory or one ``*.safetensors.index.json`` whose directory's config.json names ``engram_layer_ids`` (at
+    its top level, or in ``text_config``; the top level wins), exactly ``PREFIXlayers.L.engram.embed.weight``
+    and ``.scale`` for each layer id L, PREFIX empty or ending in ``.``, checked against
+    ``engram_num_embeddings`` and ``engram_head_dim`` where present; 3. otherwise every tensor. Raises
+    :class:`CheckpointError`, one line, for a glob matching nothing and for a config.json that is not JSON,
+    has Engram fields of the wrong type, names a tensor missing or twice, or disagrees with a shape."""
+    if isinstance(tables, str):
+        raise TypeError("tables must be a sequence of globs, not one string")
+    if tables:
+        chosen = checkpoint.select(list(tables))
+        return Selection("tables", tuple(chosen), tuple(tables), f"--tables {','.join(tables)}: {_amount(chosen)}")
+    directory = _model_directory(checkpoint)
+    config = os.path.join(directory, CONFIG_FILE) if directory is not None else None
+    fields = _engram_fields(config) if config is not None and os.path.exists(config) else None
+    if fields is not None:
+        chosen = _engram_tensors(checkpoint, config, *fields)
+        names = [t.name for t in chosen]
+        return Selection("config", tuple(chosen), tuple(names),
+                         f"{CONFIG_FILE} {_LAYER_IDS} {_shape_text(fields[0])}: {_amount(chosen)} "
+                         f"({names_in_short(names)})")
+    every = list(checkpoint.tensors.values())
+    return Selection("all", tuple(every), ("*",),
+                     f"every tensor (no --tables, and no {CONFIG_FILE} naming {_LAYER_IDS}): {_amount(every)}")
+
+
+def counted(n: int, what: str) -> str:
+    """``1 table``, ``4 tables``."""
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def _amount(tensors: Sequence[TensorInfo]) -> str:
+    """``4 tensors, 1.2 GiB``."""
+    return f"{counted(len(tensors), 'tensor')}, {format_bytes(sum(t.nbytes for t in tensors))}"
+
+
+def _model_directory(checkpoint: Checkpoint) -> Optional[str]:
+    """Where the model's config.json would be: the one directory given, or the one index's directory."""
+    if len(checkpoint.given) != 1:
+        return None
+    given = checkpoint.given[0]
+    if os.path.isdir(given):
+        return given
+    if not os.path.basename(given).endswith(INDEX_SUFFIX):
+        return None
+    return os.path.dirname(given) or os.path.dirname(_absolute(given))
+
+
+def _engram_fields(config: str) -> Optional[tuple]:
+    """(layer ids, rows per layer or None, head dim or None) from config.json (the Java's ``ModelConfig``), or
+    None when it names no engram_layer_ids: read from the top level when it names them, else from
+    ``text_config``, all from that one object; every Engram field present is checked."""
+    try:
+        size = os.path.getsize(config)
+    except OSError as e:
+        raise CheckpointError(f"{config}: cannot read: {e}") from None
+    if size > _MAX_CONFIG_BYTES:
+        raise CheckpointError(f"{config}: {size} bytes, over the limit of {_MAX_CONFIG_BYTES} for a {CONFIG_FILE}"
+                              f"{_CONFIG_FIX}")
+    try:
+        root = parse_json(_read_index(config, CONFIG_FILE))
+    except JsonError as e:
+        raise CheckpointError(f"{config}: not JSON: at byte {e.position}: {e.problem}{_CONFIG_FIX}") from None
+    if type(root) is not dict:
+        raise CheckpointError(f"{config}: not a JSON object but {_kind(root)}{_CONFIG_FIX}")
+    fields = root
+    if _LAYER_IDS not in root:
+        text = root.get(_TEXT_CONFIG)
+        if text is None:
+            return None
+        if type(text) is not dict:
+            raise CheckpointError(f"{config}: {_TEXT_CONFIG} is {_kind(text)}, not an object{_CONFIG_FIX}")
+        if _LAYER_IDS not in text:
+            return None
+        fields = text
+    distinct = "distinct non-negative integers"
+    ids = _config_integers(config, _LAYER_IDS, fields[_LAYER_IDS], distinct)
+    if not ids:
+        raise CheckpointError(f"{config}: {_LAYER_IDS} is an empty list: it names no Engram layer{_CONFIG_FIX}")
+    for i, v in enumerate(ids):
+        if v in ids[:i]:
+            raise CheckpointError(f"{config}: {_LAYER_IDS}[{i}] repeats layer {v}, not a list of {distinct}"
+                                  f"{_CONFIG_FIX}")
+    rows = None
+    if _NUM_EMBEDDINGS in fields:
+        rows = _config_integers(config, _NUM_EMBEDDINGS, fields[_NUM_EMBEDDINGS], "non-negative integers")
+        if len(rows) != len(ids):
+            raise CheckpointError(f"{config}: {_NUM_EMBEDDINGS} has {len(rows)} entries but {_LAYER_IDS} has "
+                                  f"{len(ids)}: one per layer{_CONFIG_FIX}")
+    dim = None
+    if _HEAD_DIM in fields:
+        dim = fields[_HEAD_DIM]
+        if type(dim) is not int or dim <= 0 or dim % _VALUES_PER_SCALE:
+            raise CheckpointError(f"{config}: {_HEAD_DIM} is {_config_value(dim)}, not a positive multiple of "
+                                  f"{_VALUES_PER_SCALE} (one E8M0 scale per {_VALUES_PER_SCALE} values){_CONFIG_FIX}")
+    return ids, rows, dim
+
+
+def _config_integers(config: str, field: str, value: object, expected: str) -> list:
+    if type(value) is not list:
+        raise CheckpointError(f"{config}: {field} is {_config_value(value)}, not a list of {expected}{_CONFIG_FIX}")
+    for i, v in enumerate(value):
+        if type(v) is not int or v < 0:
+            raise CheckpointError(f"{config}: {field}[{i}] is {_config_value(v)}, not a list of {expected}"
+                                  f"{_CONFIG_FIX}")
+    return list(value)
+
+
+def _config_value(v: object) -> str:
+    """A JSON value for a config.json message: an integer as itself, anything else as :func:`_kind` says."""
+    return str(v) if type(v) is int else _kind(v)
+
+
+def _engram_tensors(checkpoint: Checkpoint, config: str, ids: list, rows: Optional[list],
+                    dim: Optional[int]) -> list:
+    """Each layer's weight and scale, found once under any prefix ending in '.', checked against the config."""
+    found: dict = {}
+    for name in checkpoint.tensors:
+        m = _ENGRAM_TENSOR.fullmatch(name)
+        if m:
+            found.setdefault((m.group(1), m.group(2)), []).append(name)
+
+    def tensor(layer: int, kind: str) -> TensorInfo:
+        base = f"layers.{layer}.engram.embed.{kind}"
+        names = found.get((str(layer), kind), [])
+        if not names:
+            raise CheckpointError(f"{config}: {_LAYER_IDS} names layer {layer} but the checkpoint has no tensor {base}"
+                                  f" (under any prefix ending in '.'): serve the files this {CONFIG_FILE} belongs to, "
+                                  "or choose the tables with --tables")
+        if len(names) > 1:
+            raise CheckpointError(f"{config}: layer {layer}: two tensors are named {base} under different prefixes, "
+                                  f"{_quoted(names[0])} and {_quoted(names[1])}: choose the tables with --tables")
+        return checkpoint.tensors[names[0]]
+
+    chosen = []
+    for i, layer in enumerate(ids):
+        weight, scale = tensor(layer, "weight"), tensor(layer, "scale")
+        if rows is not None:
+            for t in (weight, scale):
+                if not t.shape or t.shape[0] != rows[i]:
+                    has = f"has {t.shape[0]} rows" if t.shape else "has no rows (a scalar)"
+                    raise CheckpointError(f"{config}: {_NUM_EMBEDDINGS}[{i}] is {rows[i]} but {t.name} {has}")
+        if dim is not None:
+            for t, columns, why in ((weight, dim, ""), (scale, dim // _VALUES_PER_SCALE,
+                                                         f" (one scale per {_VALUES_PER_SCALE} values)")):
+                if len(t.shape) != 2 or t.shape[1] != columns:
+                    raise CheckpointError(f"{config}: {_HEAD_DIM} is {dim} but {t.name} is {t.describe()}, not "
+                                          f"[rows, {columns}]{why}")
+        chosen += [weight, scale]
+    return sorted(chosen, key=_name)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # fingerprint
+
+#: The names of the content digests, as digest records, differences and STATUS write them.
+ENGRAM_DIGEST = "engram-digest-v1"
+TREE_DIGEST = "sha256-tree-v1"
+
 
 @dataclass(frozen=True)
 class FingerprintFile:
-    """One checkpoint file of a fingerprint: base name, size, SHA-256 of its raw header (32 bytes)."""
+    """One checkpoint file of a fingerprint: base name, size, SHA-256 of its raw header (32 bytes), and its
+    content identity: the SHA-256 of the whole file (32 bytes) when it is a Hugging Face snapshot file, else
+    None."""
 
     name: str
     size: int
     header_sha256: bytes
+    content_sha256: Optional[bytes] = None
 
 
 @dataclass(frozen=True)
 class FingerprintTable:
-    """One table of a fingerprint: name, dtype, shape and byte count (always dtype x shape)."""
+    """One table of a fingerprint: name, dtype, shape and byte count (always dtype x shape), and its content
+    identity where a digest record holds it: its engram digest v1 (an int) and its sha256-tree-v1 (32
+    bytes), each None when absent."""
 
     name: str
     dtype: str
     shape: tuple
     nbytes: int
+    engram_digest: Optional[int] = None
+    tree_digest: Optional[bytes] = None
 
 
 @dataclass(frozen=True)
@@ -966,35 +1229,55 @@ class Fingerprint:
     files: tuple
     tables: tuple
 
+    @property
+    def has_identity(self) -> bool:
+        """Whether any file or table carries a content identity (then it is encoded as version 2)."""
+        return any(f.content_sha256 is not None for f in self.files) or any(
+            t.engram_digest is not None or t.tree_digest is not None for t in self.tables)
+
 
 _MAGIC = b"EGFP"
-_ENCODING_VERSION = 1
+#: The encoding of a fingerprint without content identity, and of one with.
+_VERSION_HEADERS = 1
+_VERSION_IDENTITY = 2
+_ENGRAM_BIT = 1
+_TREE_BIT = 2
 
 
 def fingerprint(checkpoint: Checkpoint, patterns: Sequence[str] = (), backend: str = "",
                 layout_version: int = LAYOUT_VERSION) -> bytes:
-    """The canonical encoding (version 1) of the fingerprint of ``patterns`` of ``checkpoint`` served with
-    ``backend`` (``""``: any), byte for byte what ``Fingerprint.of(...).canonicalBytes()`` gives: the files
-    that hold a selected table and the selected tables, by name; patterns sorted and distinct, ``[]`` as
-    ``["*"]``. Raises :class:`CheckpointError` for a pattern that matches nothing or two files of one base
-    name."""
+    """The canonical encoding of the fingerprint of ``patterns`` (globs) of ``checkpoint`` served with
+    ``backend`` (``""``: any), without content identity (so version 1), byte for byte what
+    ``Fingerprint.of(...).canonicalBytes()`` gives: the files that hold a selected table and the selected
+    tables, by name; patterns sorted and distinct, ``[]`` as ``["*"]``. Raises :class:`CheckpointError` for a
+    pattern that matches nothing or two files of one base name. :func:`served_fingerprint` chooses the tables
+    as ``serve`` does and adds the content identities."""
+    return _encode(_fingerprint_of(checkpoint.select(list(patterns)), patterns, backend, layout_version, None))
+
+
+def _fingerprint_of(tensors: Sequence[TensorInfo], patterns: Sequence[str], backend: str, layout_version: int,
+                    identity: Optional["ContentIdentity"]) -> Fingerprint:
     files: dict = {}
     tables = []
-    for t in checkpoint.select(list(patterns)):
+    for t in tensors:
         f = t.file
-        entry = FingerprintFile(f.name, f.size, f.header_sha256)
+        content = identity.files.get(f.name) if identity is not None else None
+        entry = FingerprintFile(f.name, f.size, f.header_sha256, content)
         if files.setdefault(entry.name, entry) != entry:
             raise CheckpointError(f"{f.path}: another checkpoint file has the same base name; a fingerprint names "
                                   "files by base name")
-        tables.append(FingerprintTable(t.name, t.dtype, t.shape, t.nbytes))
-    fp = Fingerprint(layout_version, backend, tuple(sorted(set(patterns))) or ("*",),
-                     tuple(files[n] for n in sorted(files)), tuple(tables))
-    return _encode(fp)
+        digests = identity.tables.get(t.name, (None, None)) if identity is not None else (None, None)
+        tables.append(FingerprintTable(t.name, t.dtype, t.shape, t.nbytes, *digests))
+    return Fingerprint(layout_version, backend, tuple(sorted(set(patterns))) or ("*",),
+                       tuple(files[n] for n in sorted(files)), tuple(sorted(tables, key=_name)))
 
 
 def _encode(fp: Fingerprint) -> bytes:
+    """The canonical encoding: version 1, byte for byte as every earlier build, when no file and no table
+    carries a content identity; version 2 otherwise."""
+    v2 = fp.has_identity
     out = bytearray(_MAGIC)
-    out += struct.pack("<HHi", _ENCODING_VERSION, 0, fp.layout_version)
+    out += struct.pack("<HHi", _VERSION_IDENTITY if v2 else _VERSION_HEADERS, 0, fp.layout_version)
 
     def text(s: str) -> None:
         b = s.encode("utf-8")
@@ -1009,11 +1292,20 @@ def _encode(fp: Fingerprint) -> bytes:
     for f in fp.files:
         text(f.name)
         out += struct.pack("<Q", f.size) + f.header_sha256
+        if v2:
+            out += b"\x00" if f.content_sha256 is None else b"\x01" + f.content_sha256
     out += struct.pack("<I", len(fp.tables))
     for t in fp.tables:
         text(t.name)
         text(t.dtype)
         out += struct.pack(f"<I{len(t.shape)}QQ", len(t.shape), *t.shape, t.nbytes)
+        if v2:
+            bits = (_ENGRAM_BIT if t.engram_digest is not None else 0) | (_TREE_BIT if t.tree_digest is not None else 0)
+            out.append(bits)
+            if t.engram_digest is not None:
+                out += struct.pack("<Q", t.engram_digest)
+            if t.tree_digest is not None:
+                out += t.tree_digest
     return bytes(out)
 
 
@@ -1083,17 +1375,20 @@ class _Decoder:
 
 
 def decode_fingerprint(encoded: bytes) -> Fingerprint:
-    """Decodes a canonical fingerprint strictly (``Fingerprint.decode``): magic, version and flags exact,
-    every length and count bounded by the bytes left, valid UTF-8, known dtypes, ranks up to 16, byte
-    counts equal to dtype x shape, canonical order without repeats, nothing left over. Raises
-    :class:`CheckpointError` ("fingerprint at byte N: ...") naming the offset and the problem."""
+    """Decodes a canonical fingerprint strictly (``Fingerprint.decode``), version 1 or 2: magic, version and
+    flags exact, every length and count bounded by the bytes left, valid UTF-8, known dtypes, ranks up to 16,
+    byte counts equal to dtype x shape, canonical order without repeats, content bytes 0 or 1 and identity
+    bytes 0 to 3 (version 2), a version 2 encoding that carries at least one identity, nothing left over.
+    Raises :class:`CheckpointError` ("fingerprint at byte N: ...") naming the offset and the problem."""
     d = _Decoder(bytes(encoded))
     magic = d.raw(4, "magic")
     if magic != _MAGIC:
         raise d.error(0, f'bad magic {magic.hex()}, expected "EGFP"')
     version = d.unpack("<H", "u16")
-    if version != _ENCODING_VERSION:
-        raise d.error(4, f"encoding version {version}, this build reads only {_ENCODING_VERSION}")
+    if version not in (_VERSION_HEADERS, _VERSION_IDENTITY):
+        raise d.error(4, f"encoding version {version}, this build reads only {_VERSION_HEADERS} and "
+                         f"{_VERSION_IDENTITY}")
+    v2 = version == _VERSION_IDENTITY
     flags = d.unpack("<H", "u16")
     if flags:
         raise d.error(6, f"flags 0x{flags:x}, expected 0")
@@ -1109,14 +1404,23 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
         d.ordered(at, "pattern", patterns[-1] if patterns else None, p)
         patterns.append(p)
     files: list = []
-    for _ in range(d.count("files", 4 + 8 + 32)):
+    for _ in range(d.count("files", 4 + 8 + 32 + v2)):
         at = d.pos
         name = d.text("file name")
         d.ordered(at, "file", files[-1].name if files else None, name)
         size = d.non_negative("file size")
-        files.append(FingerprintFile(name, size, d.raw(32, "header SHA-256")))
+        header = d.raw(32, "header SHA-256")
+        content = None
+        if v2:
+            content_at = d.pos
+            flag = d.unpack("<B", "content flag")
+            if flag > 1:
+                raise d.error(content_at, f"file '{name}': content flag {flag}, expected 0 or 1")
+            if flag:
+                content = d.raw(32, "content SHA-256")
+        files.append(FingerprintFile(name, size, header, content))
     tables: list = []
-    for _ in range(d.count("tables", 4 + 4 + 4 + 8)):
+    for _ in range(d.count("tables", 4 + 4 + 4 + 8 + v2)):
         at = d.pos
         name = d.text("table name")
         d.ordered(at, "table", tables[-1].name if tables else None, name)
@@ -1137,43 +1441,87 @@ def decode_fingerprint(encoded: bytes) -> Fingerprint:
             raise d.error(bytes_at, str(e)) from None
         if needed != nbytes:
             raise d.error(bytes_at, f"table '{name}': {dtype} {_shape_text(shape)} is {needed} bytes, not {nbytes}")
-        tables.append(FingerprintTable(name, dtype, shape, nbytes))
+        engram = tree = None
+        if v2:
+            bits_at = d.pos
+            bits = d.unpack("<B", "identity flags")
+            if bits > _ENGRAM_BIT | _TREE_BIT:
+                raise d.error(bits_at, f"table '{name}': identity flags 0x{bits:x}, expected bits 0 and 1 only")
+            if bits & _ENGRAM_BIT:
+                engram = d.unpack("<Q", "engram digest v1")
+            if bits & _TREE_BIT:
+                tree = d.raw(32, TREE_DIGEST)
+        tables.append(FingerprintTable(name, dtype, shape, nbytes, engram, tree))
     if d.pos != len(d.data):
         raise d.error(d.pos, f"{len(d.data) - d.pos} bytes left over after the last table")
-    return Fingerprint(layout, backend, tuple(patterns), tuple(files), tuple(tables))
+    fp = Fingerprint(layout, backend, tuple(patterns), tuple(files), tuple(tables))
+    if v2 and not fp.has_identity:
+        raise d.error(4, "encoding version 2 but no file or table carries content identity: its canonical "
+                         "encoding is version 1")
+    return fp
+
+
+def _decoded(fp: Union[Fingerprint, bytes]) -> Fingerprint:
+    return decode_fingerprint(fp) if isinstance(fp, (bytes, bytearray, memoryview)) else fp
+
+
+def names_in_short(names: Sequence[str]) -> str:
+    """A list of names as messages give it in short: the first, then ``, ...`` when there are more."""
+    return "" if not names else names[0] + (", ..." if len(names) > 1 else "")
+
+
+def _patterns_in_short(patterns: Sequence[str]) -> str:
+    """``[*]``; ``[layers.1.engram.embed.scale, ... (4 patterns)]``; a pattern over 64 characters cut there."""
+    first = patterns[0] if len(patterns[0]) <= 64 else patterns[0][:64] + "..."
+    return f"[{first}" + (f", ... ({len(patterns)} patterns)" if len(patterns) > 1 else "") + "]"
 
 
 def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[Fingerprint, bytes],
                             limit: Optional[int] = None) -> list:
-    """How ``actual`` differs from ``expected``, one line each, in ``Fingerprint.differences``' order and
-    words: layout version; backend (only when ``expected`` names one); files missing / not expected / size /
-    header SHA-256; tables missing / not expected / dtype / shape / bytes. Patterns are not compared. An
-    empty list is a match. Encoded fingerprints are decoded first. With ``limit``, the first ``limit``
-    lines and then one counting the rest."""
-    e = decode_fingerprint(expected) if isinstance(expected, (bytes, bytearray, memoryview)) else expected
-    a = decode_fingerprint(actual) if isinstance(actual, (bytes, bytearray, memoryview)) else actual
+    """How ``actual`` (the daemon's) differs from ``expected``, one line each, in ``Fingerprint.differences``'
+    order and words (docs/checkpoints.md, "Fingerprint"): layout version; backend (only when ``expected``
+    names one); the selection, in one line, when the two select different table names and their patterns
+    differ (instead of a line per table missing or not expected); files missing / not expected / size /
+    header SHA-256 / content; tables missing / not expected / dtype / shape / bytes / content. Each content
+    identity is compared where both sides have it. Patterns alone are not compared. An empty list is a match.
+    Encoded fingerprints are decoded first. With ``limit``, the first ``limit`` lines and then one counting
+    the rest."""
+    e = _decoded(expected)
+    a = _decoded(actual)
     out: list = []
     if e.layout_version != a.layout_version:
         out.append(f"layout version: expected {e.layout_version}, actual {a.layout_version}")
     if e.backend and e.backend != a.backend:
         out.append(f"backend: expected '{e.backend}', actual '{a.backend}'")
+    by_selection = e.patterns != a.patterns and {t.name for t in e.tables} != {t.name for t in a.tables}
+    if by_selection:
+        out.append(f"selection: the daemon serves {counted(len(a.tables), 'table')} by "
+                   f"{_patterns_in_short(a.patterns)}; this expectation selects {counted(len(e.tables), 'table')} by "
+                   f"{_patterns_in_short(e.patterns)}")
 
-    def compare(what: str, expected_items: tuple, actual_items: tuple, diff) -> None:
+    def compare(what: str, expected_items: tuple, actual_items: tuple, diff, one_sided: bool = True) -> None:
         ex = {x.name: x for x in expected_items}
         ac = {x.name: x for x in actual_items}
         for name in sorted(ex.keys() | ac.keys()):
             if name not in ac:
-                out.append(f"{what} '{name}': missing")
+                if one_sided:
+                    out.append(f"{what} '{name}': missing")
             elif name not in ex:
-                out.append(f"{what} '{name}': not expected")
+                if one_sided:
+                    out.append(f"{what} '{name}': not expected")
             else:
                 out.extend(f"{what} '{name}': {d}" for d in diff(ex[name], ac[name]))
+
+    def content(kind: str, x: Optional[str], y: Optional[str]) -> Iterator[str]:
+        if x is not None and y is not None and x != y:
+            yield f"content differs: {kind} expected {x}, actual {y}"
 
     def file_diff(x: FingerprintFile, y: FingerprintFile) -> Iterator[str]:
         if x.size != y.size:
             yield f"size expected {x.size}, actual {y.size}"
         if x.header_sha256 != y.header_sha256:
             yield f"header SHA-256 expected {x.header_sha256.hex()}, actual {y.header_sha256.hex()}"
+        yield from content("SHA-256", _hex(x.content_sha256), _hex(y.content_sha256))
 
     def table_diff(x: FingerprintTable, y: FingerprintTable) -> Iterator[str]:
         if x.dtype != y.dtype:
@@ -1182,12 +1530,144 @@ def fingerprint_differences(expected: Union[Fingerprint, bytes], actual: Union[F
             yield f"shape expected {_shape_text(x.shape)}, actual {_shape_text(y.shape)}"
         if x.nbytes != y.nbytes:
             yield f"bytes expected {x.nbytes}, actual {y.nbytes}"
+        yield from content(ENGRAM_DIGEST, _engram_hex(x.engram_digest), _engram_hex(y.engram_digest))
+        yield from content(TREE_DIGEST, _hex(x.tree_digest), _hex(y.tree_digest))
 
     compare("file", e.files, a.files, file_diff)
-    compare("table", e.tables, a.tables, table_diff)
+    compare("table", e.tables, a.tables, table_diff, not by_selection)
     if limit is not None and len(out) > limit:
         return out[:limit] + [f"... and {len(out) - limit} more differences"]
     return out
+
+
+def _hex(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else b.hex()
+
+
+def _engram_hex(d: Optional[int]) -> Optional[str]:
+    return None if d is None else f"{d:016x}"
+
+
+def fingerprint_shares_identity(expected: Union[Fingerprint, bytes], actual: Union[Fingerprint, bytes]) -> bool:
+    """Whether comparing the two compares any content identity (``sharesIdentityWith``): a file both name
+    whose content SHA-256 both carry, or a table both name with a digest of one kind on both sides. False
+    means the comparison was of headers only."""
+    e = _decoded(expected)
+    a = _decoded(actual)
+    files = {f.name: f for f in a.files if f.content_sha256 is not None}
+    if any(f.content_sha256 is not None and f.name in files for f in e.files):
+        return True
+    tables = {t.name: t for t in a.tables}
+    for t in e.tables:
+        other = tables.get(t.name)
+        if other is not None and ((t.engram_digest is not None and other.engram_digest is not None)
+                                  or (t.tree_digest is not None and other.tree_digest is not None)):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# content identity, and the fingerprint serve gives
+
+@dataclass(frozen=True)
+class ContentIdentity:
+    """The content identities a checkpoint carries (docs/checkpoints.md, "Content identity"; the Java's
+    ``ContentIdentity``), for the tables of a selection: ``files``, base name -> the whole file's SHA-256 (32
+    bytes) of each Hugging Face snapshot file holding a selected table; ``tables``, table name -> (engram
+    digest v1, sha256-tree-v1 as 32 bytes) from the version 2 digest record (``records``) of the path each
+    table was found through; ``uncovered``, the selected tables such a record does not hold; ``notes``, the
+    lines to show (a version 1 record, which gives no identity; the tables a record does not cover). Nothing
+    is hashed to find them."""
+
+    files: dict
+    tables: dict
+    records: tuple
+    uncovered: tuple
+    notes: tuple
+
+    @property
+    def level(self) -> str:
+        """``headers``, ``record``, ``hf-snapshot`` or ``record+hf-snapshot``, as STATUS's content_identity."""
+        levels = [name for name, present in (("record", self.tables), ("hf-snapshot", self.files)) if present]
+        return "+".join(levels) or "headers"
+
+
+#: At most this many table names in a note.
+_NAMES_IN_A_NOTE = 3
+
+
+def content_identity(checkpoint: Checkpoint, selection: Selection) -> ContentIdentity:
+    """The identities of ``selection``'s tables: the snapshot files that hold them, and for each path given
+    that holds a selected table, its digest record when there is one (``<dir>/engram-digests.json``, the
+    index's directory's, or ``<file>.engram-digests.json``), which gives the tables found through that path
+    their digests. A version 1 record gives none, and a note says so; a note names the selected tables a
+    record does not cover. Raises :class:`CheckpointError` for a record that cannot be read."""
+    from . import digests
+    by_given: dict = {}
+    files: dict = {}
+    for t in selection.tensors:
+        by_given.setdefault(checkpoint.given_as(t.file), []).append(t)
+        if t.file.snapshot_sha256 is not None:
+            files.setdefault(t.file.name, t.file.snapshot_sha256)
+    tables: dict = {}
+    records: list = []
+    uncovered: list = []
+    notes: list = []
+    for given, chosen in by_given.items():
+        path = digests.record_beside(given)
+        if not os.path.exists(path):
+            continue
+        record = digests.read_record(path)
+        if record.version < 2:
+            notes.append(f"{path}: a digest record of version {record.version} holds no engram digest v1 and gives "
+                         f"no content identity: write version 2 with engram-host inspect --write-digests {given}")
+            continue
+        records.append(path)
+        missing = []
+        for t in chosen:
+            held = record.tables.get(t.name)
+            if held is None:
+                missing.append(t.name)
+            else:
+                tables[t.name] = (int(held[0], 16), bytes.fromhex(held[1]))
+        if missing:
+            shown = ", ".join(_quoted(n) for n in missing[:_NAMES_IN_A_NOTE])
+            shown += ", ..." if len(missing) > _NAMES_IN_A_NOTE else ""
+            notes.append(f"{path}: the digest record does not cover {len(missing)} of the {len(chosen)} selected "
+                         f"tables ({shown}), which have no content identity: write it again with engram-host "
+                         f"inspect --write-digests {given}")
+            uncovered += missing
+    return ContentIdentity(files, tables, tuple(records), tuple(sorted(uncovered)), tuple(notes))
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``serve`` would serve from a checkpoint: the :class:`Selection`, the :class:`ContentIdentity` of
+    its tables, and the fingerprint (``fingerprint``, and ``encoded``: its canonical bytes, version 2 when any
+    identity is present)."""
+
+    selection: Selection
+    identity: ContentIdentity
+    fingerprint: Fingerprint
+    encoded: bytes
+
+    @property
+    def sha256_hex(self) -> str:
+        return fingerprint_sha256_hex(self.encoded)
+
+
+def served_fingerprint(checkpoint: Checkpoint, tables: Sequence[str] = (), backend: str = "",
+                       layout_version: int = LAYOUT_VERSION) -> Served:
+    """The selection (:func:`select_served`), the content identity (:func:`content_identity`) and the
+    fingerprint of what ``serve --tables TABLES --backend BACKEND`` would serve from ``checkpoint``, checked
+    against the limits (:func:`check_limits`), as the Java's ``ServedSelection.of``: what an expectation built
+    from a path carries. The client hashes nothing: identities come from records and snapshot links."""
+    selection = select_served(checkpoint, tables)
+    identity = content_identity(checkpoint, selection)
+    fp = _fingerprint_of(selection.tensors, selection.patterns, backend, layout_version, identity)
+    encoded = _encode(fp)
+    check_limits(selection.tensors, encoded)
+    return Served(selection, identity, fp, encoded)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("--expect-checkpoint", metavar="PATH", nargs="+",
                        help="Compute the expected fingerprint from this checkpoint.")
     imp.add_argument("--tables", metavar="GLOB", default="",
-                     help="With --expect-checkpoint: the tables the daemon was told to serve (default: all).")
+                     help="With --expect-checkpoint and --fallback-checkpoint: the tables the daemon was told to "
+                          "serve, comma-separated globs (default: as serve chooses them: the ones the model's "
+                          "config.json names in engram_layer_ids, else all).")
     imp.add_argument("--digest", choices=["sha256", "engram"],
                      help="sha256: hash every table through the mapping; engram: recompute the daemon's digest and "
                           "fail on a difference (pure Python: slow on large tables).")
@@ -91,6 +93,21 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list] = None) -> int:
+    """Runs the command line; the package's log lines (the logger ``engram_host``) go to stderr, one line each."""
+    import logging
+    log = logging.getLogger("engram_host")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("python -m engram_host: %(message)s"))
+    log.addHandler(handler)
+    propagate, log.propagate = log.propagate, False
+    try:
+        return _main(argv)
+    finally:
+        log.removeHandler(handler)
+        log.propagate = propagate
+
+
+def _main(argv: Optional[list]) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -114,10 +131,11 @@ def main(argv: Optional[list] = None) -> int:
         print("Try 'python -m engram_host COMMAND --help' for more information.", file=sys.stderr)
         return 2
     except (E.EngramHostError, ValueError, OSError, ImportError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"python -m engram_host: {first}", file=sys.stderr)
-        for line in getattr(e, "details", ())[:101]:
-            print(f"  {line}", file=sys.stderr)
+        # one line; an EngramHostError adds the daemon's details under it (a mismatch: at most 5, then a count)
+        lines = str(e).splitlines() if isinstance(e, E.EngramHostError) else str(e).splitlines()[:1]
+        print(f"python -m engram_host: {lines[0] if lines else type(e).__name__}", file=sys.stderr)
+        for line in lines[1:]:
+            print(line, file=sys.stderr)
         return 1
     except Exception as e:  # a bug or an unexpected native failure: one line too
         print(f"python -m engram_host: {type(e).__name__}: {e}", file=sys.stderr)

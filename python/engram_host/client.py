@@ -18,7 +18,9 @@ What happens in :func:`connect`, in order (docs/protocol.md):
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
+import re
 import select
 import socket as _socket
 import struct
@@ -40,24 +42,36 @@ PathLike = Union[str, "os.PathLike[str]"]
 # ------------------------------------------------------------------------------------------ expectations
 
 
-def expectation_of(expect) -> _wire.Expectation:
+def expectation_of(expect, tables: Sequence[str] = ()) -> _wire.Expectation:
     """``expect`` as connect() takes it: None (any), an :class:`Expectation`, a 64-hex-digit SHA-256, raw
-    canonical fingerprint bytes, or a checkpoint: a path or a list of paths (its structured fingerprint is
-    computed here, over all its tables; use :func:`expect_checkpoint` to name a selection or a backend)."""
+    canonical fingerprint bytes (version 1 or 2), or a checkpoint: a path or a list of paths, whose structured
+    fingerprint is computed here as :func:`expect_checkpoint` does, with ``tables`` (globs, as ``--tables``)
+    choosing the tables; ``tables`` goes with a checkpoint only."""
+    if _is_checkpoint(expect):
+        return expect_checkpoint([expect] if isinstance(expect, (str, os.PathLike)) else list(expect), tables)
+    if tables:
+        raise ValueError("tables= chooses the tables of an expected checkpoint: give expect=PATH with it, or leave "
+                         "tables out")
     if expect is None:
         return _wire.Expectation.any()
     if isinstance(expect, _wire.Expectation):
         return expect
     if isinstance(expect, (bytes, bytearray, memoryview)):
         return _wire.Expectation.structured(bytes(expect))
-    if isinstance(expect, str) and len(expect) == 64 and all(c in "0123456789abcdefABCDEF" for c in expect):
+    if _is_sha256(expect):
         return _wire.Expectation.sha256(expect.lower())
-    if isinstance(expect, (str, os.PathLike)):
-        return expect_checkpoint([expect])
-    if isinstance(expect, (list, tuple)):
-        return expect_checkpoint(list(expect))
     raise TypeError(f"expect: {type(expect).__name__} is none of None, a SHA-256 hex string, fingerprint bytes, "
                     "a checkpoint path or a list of them")
+
+
+def _is_sha256(expect) -> bool:
+    return isinstance(expect, str) and len(expect) == 64 and all(c in "0123456789abcdefABCDEF" for c in expect)
+
+
+def _is_checkpoint(expect) -> bool:
+    """Whether ``expect`` names a checkpoint: a path (not a SHA-256), or a list of paths."""
+    return (isinstance(expect, os.PathLike) or (isinstance(expect, str) and not _is_sha256(expect))
+            or isinstance(expect, (list, tuple)))
 
 
 def expect_sha256(hex_digest: str) -> _wire.Expectation:
@@ -66,11 +80,34 @@ def expect_sha256(hex_digest: str) -> _wire.Expectation:
 
 
 def expect_checkpoint(paths: Sequence[PathLike], tables: Sequence[str] = (), backend: str = "") -> _wire.Expectation:
-    """Expect the structured fingerprint of this checkpoint, as ``serve --tables ... --backend ...`` would
-    load it (docs/checkpoints.md, "Fingerprint")."""
+    """Expect the structured fingerprint of this checkpoint as ``serve --tables ... --backend ...`` would load it
+    (docs/checkpoints.md): the tables chosen by ``tables`` (globs), else by the model's config.json
+    (engram_layer_ids), else all of them (said in one warning line); and the content identities the checkpoint
+    carries, from a version 2 digest record beside it or a Hugging Face snapshot's links. Nothing is hashed."""
     from . import checkpoint
     with checkpoint.open_checkpoint([os.fspath(p) for p in paths]) as cp:
-        return _wire.Expectation.structured(checkpoint.fingerprint(cp, list(tables), backend))
+        return _wire.Expectation.structured(_served(cp, tables, backend).encoded)
+
+
+def _served(cp, tables: Sequence[str], backend: str):
+    """:func:`checkpoint.served_fingerprint`, its lines said through the logger."""
+    from . import checkpoint
+    served = checkpoint.served_fingerprint(cp, list(tables), backend)
+    for line in ([served.selection.warning] if served.selection.warning else []) + list(served.identity.notes):
+        _say(line)
+    return served
+
+
+#: What the client says when the daemon's fingerprint and the expectation share no content identity.
+HEADERS_ONLY = ("compared headers only: neither side has content identity in common; write a digest record "
+                "(engram-host inspect --write-digests PATH) or serve from a Hugging Face snapshot to compare content")
+
+
+def _say(line: str) -> None:
+    """One line through the package's logger (``engram_host``, level WARNING): on stderr unless the application
+    configured logging, and on stderr for ``python -m engram_host``. logging is imported on first use."""
+    import logging
+    logging.getLogger("engram_host").warning(line)
 
 
 # ------------------------------------------------------------------------------------------ the owner
@@ -581,31 +618,62 @@ def _receive(channel: _wire.Channel, path: str, version: int) -> _wire.Incoming:
 
 
 def _refusal(reply: _wire.ErrorReply) -> E.EngramHostError:
-    details = list(reply.details)
-    if reply.code == 4 and len(reply.details) == 1 and reply.details[0].startswith("expected fingerprint ") \
-            and reply.daemon_fingerprint:
-        details += _daemon_record(reply.daemon_fingerprint)
-    return E.from_reply(reply.code, reply.message, details, reply.retryable, reply.daemon_fingerprint)
+    return E.from_reply(reply.code, reply.message, reply.details, reply.retryable, reply.daemon_fingerprint)
 
 
-def _daemon_record(canonical: bytes) -> list[str]:
+#: The line the daemon ends a longer list of differences with (docs/protocol.md, "IMPORT").
+_MORE = re.compile(r"\.\.\. and ([0-9]+) more differences")
+
+
+def _mismatch(reply: _wire.ErrorReply, path: str, expectation: _wire.Expectation) -> E.FingerprintMismatch:
+    """A FINGERPRINT_MISMATCH refusal of ``expectation``, shown as docs/checkpoints.md, "How a client shows a
+    mismatch" says: one summary line, then the daemon's differences (at most 5, then how many more there are);
+    for a SHA-256 expectation, both SHA-256s and the daemon's record in short. Which of the two is chosen by
+    the kind of expectation this client sent, not by the daemon's words."""
+    from . import checkpoint
+    served = hashlib.sha256(reply.daemon_fingerprint).hexdigest() if reply.daemon_fingerprint else None
+    served_text = f"fingerprint {served}" if served else "a fingerprint it did not send"
+    if expectation.kind == _wire.ExpectationKind.SHA256:
+        count = 1
+        shown = [f"expected fingerprint {expectation.data.hex()} but the daemon serves {served or served_text}"]
+        if reply.daemon_fingerprint:
+            shown.append(_record_in_short(reply.daemon_fingerprint))
+    else:
+        listed = list(reply.details)
+        m = _MORE.fullmatch(listed[-1]) if listed else None
+        unlisted = int(m.group(1)) if m else 0
+        if m:
+            listed.pop()
+        count = len(listed) + unlisted
+        shown = listed[:E.FingerprintMismatch.SHOWN_DIFFERENCES]
+        if count > len(shown):
+            shown.append(f"... and {checkpoint.counted(count - len(shown), 'more difference')}")
+    summary = (f"{E.ErrorCode.FINGERPRINT_MISMATCH.name}: the daemon on {path} serves {served_text}, not the expected "
+               f"checkpoint: {checkpoint.counted(count, 'difference')}")
+    return E.FingerprintMismatch(summary, code=E.ErrorCode.FINGERPRINT_MISMATCH, details=reply.details,
+                                 retryable=reply.retryable, daemon_fingerprint=reply.daemon_fingerprint, shown=shown,
+                                 daemon_message=reply.message)
+
+
+def _record_in_short(canonical: bytes) -> str:
+    """The daemon's fingerprint in one line: ``the daemon serves 4 tables from 2 files: NAME, ...``."""
     from . import checkpoint
     try:
         fp = checkpoint.decode_fingerprint(canonical)
-    except Exception as e:
-        return [f"the daemon's record could not be decoded: {e}"]
-    out = [f"the daemon's record: layout {fp.layout_version}, backend {fp.backend}"]
-    out += [f"  file {f.name} ({f.size} bytes, header sha256 {f.header_sha256.hex()})" for f in fp.files]
-    out += [f"  table {t.name} {t.dtype} {list(t.shape)} {t.nbytes} bytes" for t in fp.tables]
-    return out
+    except checkpoint.CheckpointError as e:
+        return f"the daemon's record could not be decoded: {e}"
+    names = checkpoint.names_in_short([t.name for t in fp.tables])
+    return (f"the daemon serves {checkpoint.counted(len(fp.tables), 'table')} from "
+            f"{checkpoint.counted(len(fp.files), 'file')}" + (f": {names}" if names else ""))
 
 
 def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> Optional[str]:
-    """Why the manifest does not meet the expectation as the daemon itself judges it, or None."""
+    """Why the manifest does not meet the expectation as the daemon itself judges it, or None. A structured
+    expectation met without any content identity compared says so once (:data:`HEADERS_ONLY`)."""
     served = manifest.fingerprint_sha256
-    if expectation.kind == 0:
+    if expectation.kind == _wire.ExpectationKind.ANY:
         return None
-    if expectation.kind == 1:
+    if expectation.kind == _wire.ExpectationKind.SHA256:
         return None if served == expectation.data else \
             f"fingerprint {served.hex()}, not the expected {expectation.data.hex()}"
     from . import checkpoint
@@ -613,8 +681,13 @@ def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -
         actual = checkpoint.decode_fingerprint(manifest.fingerprint)
     except Exception as e:
         return f"its structured fingerprint is malformed: {e}"
-    d = checkpoint.fingerprint_differences(checkpoint.decode_fingerprint(expectation.data), actual)
-    return "; ".join(d[:3]) if d else None
+    expected = checkpoint.decode_fingerprint(expectation.data)
+    d = checkpoint.fingerprint_differences(expected, actual)
+    if d:
+        return "; ".join(d[:3])
+    if not checkpoint.fingerprint_shares_identity(expected, actual):
+        _say(HEADERS_ONLY)
+    return None
 
 
 def _ask(path: str, daemon_uid, timeout: float, request: int, answer: int, name: str) -> _wire.Incoming:
@@ -704,9 +777,10 @@ def _ms(ns: int) -> float:
 
 def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = None, cpu_view: bool = False,
             wait: float = 0.0, daemon_uid=None, *, instance: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-            populate: bool = False, name: str = "engram_host (python)") -> ImportedTables:
+            populate: bool = False, name: str = "engram_host (python)", tables: Sequence[str] = ()) -> ImportedTables:
     """Imports the daemon's tables. ``socket``: a path or template (default as the Java CLI: ``--socket``,
-    ``$ENGRAM_HOST_SOCKET``, then the per-user default). ``expect``: see :func:`expectation_of`. ``device``: a
+    ``$ENGRAM_HOST_SOCKET``, then the per-user default). ``expect``: see :func:`expectation_of`; ``tables``:
+    with ``expect=PATH``, globs choosing its tables, as ``serve --tables``. ``device``: a
     GPU ordinal for GPU views (memfds registered read-only, cuda-vmm imported with read-only access, the
     daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
     cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
@@ -719,7 +793,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     t_start = time.perf_counter_ns()
     if device is not None and not 0 <= device <= _wire.MAX_DEVICE:
         raise ValueError(f"device {device} is not a GPU ordinal 0..{_wire.MAX_DEVICE}")
-    expectation = expectation_of(expect)
+    expectation = expectation_of(expect, tables)
     path = _paths.socket_path(socket, instance, device)
     gpu = _GpuPrep(device) if device is not None else None
     torch_warm = None
@@ -746,9 +820,11 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
             fds = msg.fds
             if msg.msg_type == _wire.ERROR:
                 reply = _wire.decode_error(_wire.Reader(msg.body, "ERROR"))
-                if reply.code == 3 and time.monotonic() < deadline:
+                if reply.code == E.ErrorCode.NOT_READY and time.monotonic() < deadline:
                     time.sleep(NOT_READY_RETRY)
                     continue
+                if reply.code == E.ErrorCode.FINGERPRINT_MISMATCH:
+                    raise _mismatch(reply, path, expectation)
                 raise _refusal(reply)
             if msg.msg_type != _wire.MANIFEST:
                 raise _wire.ProtocolError(f"expected MANIFEST, got {_wire.type_name(msg.msg_type)}")
@@ -895,13 +971,15 @@ def connect_or_load(checkpoint: Union[PathLike, Sequence[PathLike]], socket: Opt
                     tables: Sequence[str] = (), threads: Optional[int] = None, notice=None,
                     **kwargs) -> ImportedTables:
     """:func:`connect`, or, only when no daemon listens at the socket (no socket file, or a socket whose connect
-    is refused, as a killed daemon leaves), a load of ``checkpoint`` (``tables``: the selection) into this
+    is refused, as a killed daemon leaves), a load of ``checkpoint`` (``tables``: globs choosing the tables, of
+    ``expect=PATH`` too; without them the model's config.json or every tensor, as ``serve``) into this
     process's own memory, said in one line on stderr (or to ``notice``). ``.source`` says which happened.
     Whatever a live daemon answers (a refusal, a mismatch, BUSY, a timeout) and a daemon this client does not
     trust raise: none of them turns into a slow disk load."""
     paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     try:
-        return connect(socket, expect, device, cpu_view, wait, daemon_uid, **kwargs)
+        return connect(socket, expect, device, cpu_view, wait, daemon_uid,
+                       tables=tables if _is_checkpoint(expect) else (), **kwargs)
     except E.DaemonAbsent as absent:
         line = (f"engram-host: no daemon listens on {absent.socket_path} ({absent.reason}): loading "
                 f"{', '.join(os.fspath(p) for p in paths)} from disk")
@@ -915,9 +993,11 @@ def connect_or_load(checkpoint: Union[PathLike, Sequence[PathLike]], socket: Opt
 
 def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device: Optional[int] = None,
                    threads: Optional[int] = None) -> ImportedTables:
-    """Loads the selected tables of a checkpoint into anonymous memory of this process (the fallback), reading
-    through the fds the checkpoint was validated from, and refusing a file that changed during the load. With
-    ``device``, each table is registered with CUDA for a GPU view (which pins it)."""
+    """Loads the tables of a checkpoint that ``serve`` would serve (``tables``: globs; without them the model's
+    config.json or every tensor) into anonymous memory of this process (the fallback), reading through the fds
+    the checkpoint was validated from, and refusing a file that changed during the load. Its fingerprint is the
+    one ``serve`` would have, content identities included. With ``device``, each table is registered with CUDA
+    for a GPU view (which pins it)."""
     from concurrent.futures import ThreadPoolExecutor
     from . import checkpoint
     t_start = time.perf_counter_ns()
@@ -925,8 +1005,8 @@ def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device
     attachment = _Attachment()
     try:
         with checkpoint.open_checkpoint([os.fspath(p) for p in paths]) as cp:
-            selected = cp.select(list(tables))
-            fp = checkpoint.fingerprint(cp, list(tables), "")
+            served = _served(cp, tables, "")
+            selected = list(served.selection.tensors)
             bases = []
             for t in selected:
                 base = 0
@@ -964,7 +1044,7 @@ def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device
                     attachment.add(f"cuMemHostUnregister of table {t.name}", reg.close)
                     gpu[i] = reg.device_pointer
         total = _ms(time.perf_counter_ns() - t_start)
-        imported = ImportedTables("disk", checkpoint.fingerprint_sha256_hex(fp), attachment, device, False, None,
+        imported = ImportedTables("disk", served.sha256_hex, attachment, device, False, None,
                                   None, -1, {"disk_load_ms": total, "total_ms": total}, [])
         for i, (t, base) in enumerate(zip(selected, bases)):
             e = _wire.TableEntry(t.name, t.dtype, tuple(t.shape), t.nbytes, i if t.nbytes else -1, 0, 0, 255, -1, -1)

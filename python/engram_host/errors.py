@@ -8,11 +8,32 @@ trust, a daemon that broke the protocol, no answer in time, a content mismatch) 
 
 from __future__ import annotations
 
+import enum
 from typing import Optional, Sequence
 
 
+class ErrorCode(enum.IntEnum):
+    """The protocol's error codes (docs/protocol.md, "ERROR"). Members are ints: ``ErrorCode.NOT_READY == 3``."""
+
+    BAD_REQUEST = 1
+    UNSUPPORTED_VERSION = 2
+    NOT_READY = 3
+    FINGERPRINT_MISMATCH = 4
+    NOT_ALLOWED = 5
+    STOPPING = 6
+    INTERNAL = 7
+    LOAD_FAILED = 8
+    BUSY = 9
+    TIMED_OUT = 10
+
+    # As Python 3.11+ writes an IntEnum, on 3.10 too: the number, so messages read the same everywhere.
+    __str__ = int.__repr__
+    __format__ = int.__format__
+
+
 class EngramHostError(Exception):
-    """Base class. ``code``: the protocol's error code, or None for errors the client found itself.
+    """Base class. ``code``: the protocol's error code (an :class:`ErrorCode`, or a plain int for a code this
+    package does not know), or None for errors the client found itself.
     ``details``: the daemon's detail lines (a fingerprint mismatch lists its differences there)."""
 
     code: Optional[int] = None
@@ -35,43 +56,71 @@ class EngramHostError(Exception):
 
 
 class BadRequest(EngramHostError):
-    code, name = 1, "BAD_REQUEST"
+    code = ErrorCode.BAD_REQUEST
+    name = code.name
 
 
 class UnsupportedVersion(EngramHostError):
-    code, name = 2, "UNSUPPORTED_VERSION"
+    code = ErrorCode.UNSUPPORTED_VERSION
+    name = code.name
 
 
 class NotReady(EngramHostError):
-    code, name = 3, "NOT_READY"
+    code = ErrorCode.NOT_READY
+    name = code.name
 
 
 class FingerprintMismatch(EngramHostError):
-    code, name = 4, "FINGERPRINT_MISMATCH"
+    """The daemon serves something else than the expectation. ``details`` are the daemon's detail lines as it
+    sent them, ``daemon_message`` its message, ``daemon_fingerprint`` its canonical fingerprint. The message
+    (``str()``) is the client's, as docs/checkpoints.md ("How a client shows a mismatch") has it: one summary
+    line, then ``shown``: at most :data:`SHOWN_DIFFERENCES` differences and how many more there are, or, for a
+    SHA-256 expectation, both SHA-256s and the daemon's record in short."""
+
+    code = ErrorCode.FINGERPRINT_MISMATCH
+    name = code.name
+    #: At most this many differences are shown under the summary.
+    SHOWN_DIFFERENCES = 5
+
+    def __init__(self, message: str, code: Optional[int] = None, details: Sequence[str] = (),
+                 retryable: bool = False, daemon_fingerprint: bytes = b"", shown: Optional[Sequence[str]] = None,
+                 daemon_message: Optional[str] = None):
+        super().__init__(message, code, details, retryable, daemon_fingerprint)
+        self.shown = self.details if shown is None else tuple(shown)
+        self.daemon_message = daemon_message
+
+    def __str__(self) -> str:
+        return "\n".join([self.args[0] if self.args else ""] + ["  " + line for line in self.shown])
 
 
 class NotAllowed(EngramHostError):
-    code, name = 5, "NOT_ALLOWED"
+    code = ErrorCode.NOT_ALLOWED
+    name = code.name
 
 
 class Stopping(EngramHostError):
-    code, name = 6, "STOPPING"
+    code = ErrorCode.STOPPING
+    name = code.name
 
 
 class Internal(EngramHostError):
-    code, name = 7, "INTERNAL"
+    code = ErrorCode.INTERNAL
+    name = code.name
 
 
 class LoadFailed(EngramHostError):
-    code, name = 8, "LOAD_FAILED"
+    code = ErrorCode.LOAD_FAILED
+    name = code.name
 
 
 class Busy(EngramHostError):
-    code, name = 9, "BUSY"
+    code = ErrorCode.BUSY
+    name = code.name
 
 
 class TimedOut(EngramHostError):
-    code, name = 10, "TIMED_OUT"
+    code = ErrorCode.TIMED_OUT
+    name = code.name
 
 
 BY_CODE = {c.code: c for c in (BadRequest, UnsupportedVersion, NotReady, FingerprintMismatch, NotAllowed, Stopping,
@@ -81,6 +130,10 @@ BY_CODE = {c.code: c for c in (BadRequest, UnsupportedVersion, NotReady, Fingerp
 def from_reply(code: int, message: str, details: Sequence[str], retryable: bool,
                daemon_fingerprint: bytes) -> EngramHostError:
     """The exception for a daemon's ERROR: its code's subclass, or the base class for an unknown code."""
+    try:
+        code = ErrorCode(code)
+    except ValueError:
+        pass  # a code of a later protocol: the base class, with the daemon's message
     cls = BY_CODE.get(code)
     name = cls.name if cls else f"error code {code}"
     return (cls or EngramHostError)(f"{name}: {message}", code=code, details=details, retryable=retryable,

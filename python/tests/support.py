@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
-from typing import Optional
+from typing import Optional, Sequence
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PYTHON_DIR = os.path.join(REPO, "python")
@@ -98,6 +98,93 @@ def safetensors_tables(paths: list) -> dict:
                 fh.seek(base + b)
                 out[name] = (e["dtype"], tuple(e["shape"]), fh.read(end - b))
     return out
+
+
+def write_raw(path: str, header, data: bytes = b"", data_len: int = 0, n: Optional[int] = None) -> str:
+    """A file of: u64le n (default: the header's length), the header bytes, then ``data`` or ``data_len``
+    zero bytes."""
+    h = header.encode("utf-8") if isinstance(header, str) else header
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h) if n is None else n) + h + (data or bytes(data_len)))
+    return path
+
+
+def write_safetensors(path: str, tensors: Sequence[tuple], metadata: Optional[dict] = None) -> str:
+    """A valid safetensors file: ``tensors`` are (name, dtype, shape, data) laid out in the order given, the
+    header padded with spaces to a multiple of 8 as writers do."""
+    header: dict = {"__metadata__": metadata} if metadata is not None else {}
+    offset = 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    return write_raw(path, h, b"".join(t[3] for t in tensors))
+
+
+def write_published(directory: str, layers: Sequence[int] = (1, 14), rows: int = 64, dim: int = 256, prefix: str = "",
+                    config: Optional[dict] = None, where: str = "text_config", index: bool = True,
+                    seed: int = 0) -> str:
+    """A checkpoint in the layout DeepSeek-V4.1 is published in: per layer L, ``PREFIXlayers.L.engram.embed.weight``
+    (F8_E4M3 [rows, dim]) and ``.scale`` (F8_E8M0 [rows, dim/32]) in a shard of their own, beside other tensors
+    (an attention weight per layer, an embedding) in a first shard; ``model.safetensors.index.json`` (unless
+    ``index`` is False); and ``config.json``: ``config`` when given, else ``{"model_type": ...,
+    WHERE: {"engram_layer_ids": layers, "engram_num_embeddings": [rows, ...], "engram_head_dim": dim}}`` with
+    ``where`` "text_config" (as published) or "" (at the top level). Bytes are random from ``seed``."""
+    import random
+    rng = random.Random(seed)
+    os.makedirs(directory, exist_ok=True)
+    shards = {"model-00000.safetensors": [(f"{prefix}embed.weight", "U8", [8], rng.randbytes(8))] + [
+        (f"{prefix}layers.{L}.attn.weight", "BF16", [4, 4], rng.randbytes(32)) for L in layers]}
+    for L in layers:
+        shards[f"model-{L:05d}.safetensors"] = [
+            (f"{prefix}layers.{L}.engram.embed.weight", "F8_E4M3", [rows, dim], rng.randbytes(rows * dim)),
+            (f"{prefix}layers.{L}.engram.embed.scale", "F8_E8M0", [rows, dim // 32], rng.randbytes(rows * dim // 32))]
+    for name, tensors in shards.items():
+        write_safetensors(os.path.join(directory, name), tensors)
+    if index:
+        weight_map = {t[0]: name for name, tensors in shards.items() for t in tensors}
+        with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    if config is None:
+        engram = {"engram_layer_ids": list(layers), "engram_num_embeddings": [rows] * len(layers),
+                  "engram_head_dim": dim}
+        config = {"model_type": "deepseek_v4", **({where: engram} if where else engram)}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+    return directory
+
+
+def hf_snapshot(source: str, cache: str, revision: str = "0123abcd", absolute: bool = False) -> str:
+    """Lays the files of the directory ``source`` out as ``huggingface_hub`` caches a model:
+    ``CACHE/models--org--model/blobs/<SHA-256 of the file>`` holding the bytes, and
+    ``CACHE/models--org--model/snapshots/REVISION/<name>`` a symbolic link to its blob (relative, as
+    huggingface_hub makes them, or ``absolute``). Returns the snapshot directory."""
+    import hashlib
+    repo = os.path.join(cache, "models--org--model")
+    blobs = os.path.join(repo, "blobs")
+    snapshot = os.path.join(repo, "snapshots", revision)
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(snapshot, exist_ok=True)
+    for name in sorted(os.listdir(source)):
+        with open(os.path.join(source, name), "rb") as f:
+            data = f.read()
+        blob = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, blob), "wb") as f:
+            f.write(data)
+        target = os.path.join(blobs, blob) if absolute else os.path.join("..", "..", "blobs", blob)
+        os.symlink(target, os.path.join(snapshot, name))
+    return snapshot
+
+
+def write_record(path: str, tables: dict) -> str:
+    """A digest record, version 2 (docs/checkpoints.md), at ``path``: ``tables`` maps a name to (engram digest
+    v1, sha256-tree-v1) as hex strings."""
+    doc = {"format": "engram-content-digests", "version": 2, "chunk_bytes": 16777216,
+           "tables": {n: {"engram-digest-v1": e, "sha256-tree-v1": t} for n, (e, t) in sorted(tables.items())}}
+    with open(path, "w") as f:
+        f.write(json.dumps(doc, separators=(",", ":")) + "\n")
+    return path
 
 
 def fd_count() -> int:

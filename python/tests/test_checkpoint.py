@@ -21,6 +21,8 @@ from typing import Iterator, Optional, Sequence
 from engram_host.checkpoint import (DTYPE_BITS, CheckpointError, Fingerprint, FingerprintFile, FingerprintTable,
                                     check_limits, decode_fingerprint, fingerprint, fingerprint_differences,
                                     fingerprint_sha256_hex, open_checkpoint, parse_json)
+from tests.support import (hf_snapshot, safetensors_tables, write_published,  # noqa: F401 (test_digests
+                           write_raw, write_record, write_safetensors)                # takes some here)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LAUNCHER = os.path.join(REPO, "bin", "engram-host")
@@ -33,28 +35,6 @@ JAVA_LIB = os.path.join(REPO, "engram-host", "cli", "target", "app", "lib")
 def entry(name: str, dtype: str, shape: str, begin: int, end: int) -> str:
     """One tensor entry of a header, as JSON text (``shape`` is JSON text too)."""
     return f'"{name}":{{"dtype":"{dtype}","shape":{shape},"data_offsets":[{begin},{end}]}}'
-
-
-def write_raw(path: str, header, data: bytes = b"", data_len: int = 0, n: Optional[int] = None) -> str:
-    """A file of: u64le n (default: the header's length), the header bytes, then ``data`` or ``data_len``
-    zero bytes."""
-    h = header.encode("utf-8") if isinstance(header, str) else header
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h) if n is None else n) + h + (data or bytes(data_len)))
-    return path
-
-
-def write_safetensors(path: str, tensors: Sequence[tuple], metadata: Optional[dict] = None) -> str:
-    """A valid safetensors file: ``tensors`` are (name, dtype, shape, data) laid out in the order given, the
-    header padded with spaces to a multiple of 8 as writers do."""
-    header: dict = {"__metadata__": metadata} if metadata is not None else {}
-    offset = 0
-    for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    h += b" " * (-len(h) % 8)
-    return write_raw(path, h, b"".join(t[3] for t in tensors))
 
 
 def pattern(n: int, salt: int = 0) -> bytes:
@@ -488,6 +468,343 @@ class ChangeTest(TempDirTest):
                 os.fstat(fd)
 
 
+class SelectionTest(TempDirTest):
+    """docs/checkpoints.md, "Which tensors are served: the selection": every rule."""
+
+    NAMES = ["layers.1.engram.embed.scale", "layers.1.engram.embed.weight", "layers.14.engram.embed.scale",
+             "layers.14.engram.embed.weight"]
+    FIX = ": fix the model's config.json, or choose the tables with --tables"
+
+    def select(self, paths, tables=()):
+        from engram_host.checkpoint import select_served
+        with open_checkpoint(paths) as cp:
+            return select_served(cp, tables)
+
+    def error(self, paths, tables=()) -> str:
+        with no_fd_leak(self), self.assertRaises(CheckpointError) as caught:
+            self.select(paths, tables)
+        self.assertNotIn("\n", str(caught.exception))
+        return str(caught.exception)
+
+    def config(self, d: str, config) -> str:
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write(config if isinstance(config, str) else json.dumps(config))
+        return os.path.join(d, "config.json")
+
+    def test_the_models_config_chooses_the_engram_tables(self) -> None:
+        from engram_host.checkpoint import format_bytes
+        d = write_published(self.path("m"), rows=100)
+        nbytes = 2 * (100 * 256 + 100 * 8)
+        for given in (d, os.path.join(d, "model.safetensors.index.json"), d + "/"):
+            with self.subTest(given):
+                s = self.select(given)
+                self.assertEqual("config", s.rule)
+                self.assertEqual(self.NAMES, [t.name for t in s.tensors])
+                self.assertEqual(tuple(self.NAMES), s.patterns)
+                self.assertEqual(f"config.json engram_layer_ids [1, 14]: 4 tensors, {format_bytes(nbytes)} "
+                                 "(layers.1.engram.embed.scale, ...)", s.description)
+                self.assertIsNone(s.warning)
+        self.assertEqual("config.json engram_layer_ids [14, 1]: 4 tensors, 51.6 KiB (layers.1.engram.embed.scale, ...)",
+                         self.select(write_published(self.path("r"), layers=(14, 1), rows=100)).description,
+                         "the ids as config.json lists them, the tensors by name")
+        one = write_published(self.path("one"), rows=10, config={"engram_layer_ids": [14]})
+        write_safetensors(os.path.join(one, "model-00014.safetensors"), [
+            ("layers.14.engram.embed.weight", "F8_E4M3", [1, 256], bytes(256))])
+        os.unlink(os.path.join(one, "model.safetensors.index.json"))
+        self.assertEqual(f"{one}/config.json: engram_layer_ids names layer 14 but the checkpoint has no tensor "
+                         "layers.14.engram.embed.scale (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(one))
+        plain = write_published(self.path("plain"), index=False, where="")
+        self.assertEqual(self.NAMES, [t.name for t in self.select(plain).tensors], "a directory without index")
+
+    def test_under_any_prefix_ending_in_a_dot(self) -> None:
+        for prefix in ("model.", "language_model.model."):
+            with self.subTest(prefix):
+                s = self.select(write_published(self.path(prefix), prefix=prefix))
+                self.assertEqual([prefix + n for n in self.NAMES], [t.name for t in s.tensors])
+        # "xlayers." has no prefix ending in '.', so it is no Engram tensor
+        d = write_published(self.path("x"), prefix="x")
+        self.assertEqual(f"{d}/config.json: engram_layer_ids names layer 1 but the checkpoint has no tensor "
+                         "layers.1.engram.embed.weight (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(d))
+        two = write_published(self.path("two"), layers=(1,))
+        write_safetensors(os.path.join(two, "extra.safetensors"), [
+            ("model.layers.1.engram.embed.weight", "F8_E4M3", [64, 256], bytes(64 * 256))])
+        os.unlink(os.path.join(two, "model.safetensors.index.json"))
+        self.assertEqual(f"{two}/config.json: layer 1: two tensors are named layers.1.engram.embed.weight under "
+                         "different prefixes, 'layers.1.engram.embed.weight' and 'model.layers.1.engram.embed.weight':"
+                         " choose the tables with --tables", self.error(two))
+
+    def test_the_top_level_wins_over_text_config(self) -> None:
+        d = write_published(self.path("m"), config={
+            "engram_layer_ids": [14], "text_config": {"engram_layer_ids": [1], "engram_head_dim": "wrong"}})
+        self.assertEqual(self.NAMES[2:], [t.name for t in self.select(d).tensors])
+        d = write_published(self.path("t"), config={"text_config": {"engram_layer_ids": [1]}, "engram_head_dim": "x"})
+        self.assertEqual(self.NAMES[:2], [t.name for t in self.select(d).tensors],
+                         "the other fields are read where engram_layer_ids is")
+
+    def test_globs_override_the_config(self) -> None:
+        d = write_published(self.path("m"))
+        s = self.select(d, ["layers.*.engram.embed.*"])
+        self.assertEqual(("tables", self.NAMES, ("layers.*.engram.embed.*",)),
+                         (s.rule, [t.name for t in s.tensors], s.patterns))
+        self.assertEqual("--tables layers.*.engram.embed.*: 4 tensors, 33.0 KiB", s.description)
+        self.assertEqual("--tables embed.weight,*.scale: 3 tensors, 1.0 KiB",
+                         self.select(d, ["embed.weight", "*.scale"]).description)
+        self.config(d, "{not json")
+        self.assertEqual(self.NAMES, [t.name for t in self.select(d, ["layers.*.engram.*"]).tensors],
+                         "config.json is not read when globs are given")
+        self.assertIn("pattern 'nothing' matches none", self.error(d, ["nothing"]))
+
+    def test_otherwise_every_tensor_with_one_warning(self) -> None:
+        d = write_published(self.path("m"), config={"model_type": "llama", "text_config": None})
+        every = "every tensor (no --tables, and no config.json naming engram_layer_ids): 7 tensors, 33.1 KiB"
+        cases = {
+            "no engram_layer_ids": [d],
+            "one file": [os.path.join(d, "model-00001.safetensors")],
+            "two paths": [os.path.join(d, "model-00001.safetensors"), os.path.join(d, "model-00014.safetensors")],
+        }
+        for case, paths in cases.items():
+            with self.subTest(case):
+                s = self.select(paths)
+                self.assertEqual(("all", ("*",)), (s.rule, s.patterns))
+                with open_checkpoint(paths) as cp:
+                    self.assertEqual(list(cp.tensors), [t.name for t in s.tensors])
+        s = self.select(d)
+        self.assertEqual(every, s.description)
+        self.assertEqual("selecting every tensor of the checkpoint (no --tables, and no config.json naming "
+                         "engram_layer_ids): give --tables GLOB,... or the model's directory (its config.json names "
+                         "the Engram layers) to serve only the Engram tables", s.warning)
+        one_file = write_published(self.path("o"))
+        self.assertEqual("all", self.select(os.path.join(one_file, "model-00001.safetensors")).rule,
+                         "a file given alone does not read its directory's config.json")
+        os.unlink(os.path.join(d, "config.json"))
+        self.assertEqual(every, self.select(d).description)
+
+    def test_checks_the_config_against_the_shapes(self) -> None:
+        def published(name: str, **engram) -> str:
+            fields = {"engram_layer_ids": [1, 14], "engram_num_embeddings": [64, 64], "engram_head_dim": 256}
+            fields.update(engram)
+            return write_published(self.path(name), config={"text_config": fields})
+
+        d = published("rows", engram_num_embeddings=[64, 65])
+        self.assertEqual(f"{d}/config.json: engram_num_embeddings[1] is 65 but layers.14.engram.embed.weight has 64 "
+                         "rows", self.error(d))
+        d = published("dim", engram_head_dim=128)
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 128 but layers.1.engram.embed.weight is F8_E4M3 "
+                         "[64, 256], not [rows, 128]", self.error(d))
+        d = write_published(self.path("scale"), dim=256, config={"engram_layer_ids": [1], "engram_head_dim": 256})
+        write_safetensors(os.path.join(d, "model-00001.safetensors"), [
+            ("layers.1.engram.embed.weight", "F8_E4M3", [4, 256], bytes(1024)),
+            ("layers.1.engram.embed.scale", "F8_E8M0", [4, 16], bytes(64))])
+        self.assertEqual(f"{d}/config.json: engram_head_dim is 256 but layers.1.engram.embed.scale is F8_E8M0 [4, 16], "
+                         "not [rows, 8] (one scale per 32 values)", self.error(d))
+        write_safetensors(os.path.join(d, "model-00001.safetensors"), [
+            ("layers.1.engram.embed.weight", "F8_E4M3", [], bytes(1)),
+            ("layers.1.engram.embed.scale", "F8_E8M0", [4, 8], bytes(32))])
+        self.config(d, {"engram_layer_ids": [1], "engram_num_embeddings": [4]})
+        self.assertEqual(f"{d}/config.json: engram_num_embeddings[0] is 4 but layers.1.engram.embed.weight has no rows "
+                         "(a scalar)", self.error(d))
+        self.config(d, {"engram_layer_ids": [1]})
+        self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight"],
+                         [t.name for t in self.select(d).tensors], "without the other fields nothing is checked")
+
+    def test_refuses_a_config_it_cannot_read(self) -> None:
+        d = write_published(self.path("m"))
+        config = os.path.join(d, "config.json")
+        distinct = "not a list of distinct non-negative integers"
+        cases = {
+            '{"engram_layer_ids": [1,': "not JSON: at byte 24: unexpected end of input, expected a value",
+            '{"a": 1, "a": 2}': 'not JSON: at byte 9: duplicate key "a"',
+            "[]": "not a JSON object but a list",
+            '{"text_config": []}': "text_config is a list, not an object",
+            '{"engram_layer_ids": null}': f"engram_layer_ids is null, {distinct}",
+            '{"engram_layer_ids": "1,14"}': f'engram_layer_ids is the string "1,14", {distinct}',
+            '{"engram_layer_ids": [1, -14]}': f"engram_layer_ids[1] is -14, {distinct}",
+            '{"engram_layer_ids": [1, true]}': f"engram_layer_ids[1] is true, {distinct}",
+            '{"engram_layer_ids": [1, 1.0]}': f"engram_layer_ids[1] is the number 1.0, {distinct}",
+            '{"engram_layer_ids": [14, 1, 14]}': f"engram_layer_ids[2] repeats layer 14, {distinct}",
+            '{"engram_layer_ids": [1, 1, -1]}': f"engram_layer_ids[2] is -1, {distinct}",
+            '{"engram_layer_ids": []}': "engram_layer_ids is an empty list: it names no Engram layer",
+            '{"text_config": {"engram_layer_ids": [1], "engram_num_embeddings": 64}}':
+                "engram_num_embeddings is 64, not a list of non-negative integers",
+            '{"engram_layer_ids": [1, 14], "engram_num_embeddings": [64]}':
+                "engram_num_embeddings has 1 entries but engram_layer_ids has 2: one per layer",
+            '{"engram_layer_ids": [1], "engram_num_embeddings": ["64"]}':
+                'engram_num_embeddings[0] is the string "64", not a list of non-negative integers',
+            '{"engram_layer_ids": [1], "engram_head_dim": 100}': "engram_head_dim is 100, not a positive multiple of "
+                                                                 "32 (one E8M0 scale per 32 values)",
+            '{"engram_layer_ids": [1], "engram_head_dim": 0}': "engram_head_dim is 0, not a positive multiple of 32 "
+                                                               "(one E8M0 scale per 32 values)",
+            '{"engram_layer_ids": [1], "engram_head_dim": null}': "engram_head_dim is null, not a positive multiple of "
+                                                                  "32 (one E8M0 scale per 32 values)",
+        }
+        index = os.path.join(d, "model.safetensors.index.json")
+        for text, problem in cases.items():
+            with self.subTest(text):
+                self.config(d, text)
+                self.assertEqual(f"{config}: {problem}{self.FIX}", self.error(d))
+                self.assertEqual(f"{config}: {problem}{self.FIX}", self.error(index), "through the index too")
+        self.config(d, '{"engram_layer_ids": [1, 2]}')
+        self.assertEqual(f"{config}: engram_layer_ids names layer 2 but the checkpoint has no tensor "
+                         "layers.2.engram.embed.weight (under any prefix ending in '.'): serve the files this "
+                         "config.json belongs to, or choose the tables with --tables", self.error(d))
+        self.config(d, '{"engram_layer_ids": [1], "engram_num_embeddings": [64], "text_config": "ignored"}')
+        self.assertEqual(self.NAMES[:2], [t.name for t in self.select(d).tensors])
+        for absent in ('{"text_config": null}', '{"text_config": {"num_layers": 2}}', '{}'):
+            self.config(d, absent)
+            self.assertEqual("all", self.select(d).rule, absent)
+
+    def test_formats_byte_counts_as_the_java_does(self) -> None:
+        from engram_host.checkpoint import format_bytes
+        cases = {0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1280: "1.3 KiB", 1536: "1.5 KiB", 1288490188: "1.2 GiB",
+                 2899102924: "2.7 GiB", 189 << 30: "189.0 GiB", 1 << 62: "4.0 EiB", -1536: "-1.5 KiB"}
+        for n, text in cases.items():
+            self.assertEqual(text, format_bytes(n), n)
+
+
+class ContentIdentityTest(TempDirTest):
+    """docs/checkpoints.md, "Content identity": digest records version 2 and Hugging Face snapshots, into the
+    fingerprint, without hashing anything."""
+
+    NAMES = SelectionTest.NAMES
+
+    def served(self, paths, tables=(), backend=""):
+        from engram_host.checkpoint import served_fingerprint
+        with open_checkpoint(paths) as cp:
+            return served_fingerprint(cp, tables, backend)
+
+    def digests_of(self, d: str) -> dict:
+        """The true digests of every tensor of the checkpoint ``d``, computed here."""
+        from engram_host.digests import engram_digest_hex, tree_digest
+        out = {}
+        for name, (_dtype, _shape, data) in safetensors_tables([d]).items():
+            out[name] = (engram_digest_hex(data), tree_digest(data, 1))
+        return out
+
+    def test_a_record_gives_its_tables_identities(self) -> None:
+        d = write_published(self.path("m"))
+        true = self.digests_of(d)
+        write_record(os.path.join(d, "engram-digests.json"), {n: true[n] for n in self.NAMES[1:] + ["embed.weight"]})
+        s = self.served(d)
+        self.assertEqual("record", s.identity.level)
+        self.assertEqual((os.path.join(d, "engram-digests.json"),), s.identity.records)
+        self.assertEqual((self.NAMES[0],), s.identity.uncovered, "the record does not hold the first table")
+        self.assertEqual({}, s.identity.files)
+        by_name = {t.name: t for t in s.fingerprint.tables}
+        self.assertEqual(self.NAMES, list(by_name), "embed.weight is in the record, not in the selection")
+        self.assertEqual((None, None), (by_name[self.NAMES[0]].engram_digest, by_name[self.NAMES[0]].tree_digest))
+        for n in self.NAMES[1:]:
+            self.assertEqual((int(true[n][0], 16), bytes.fromhex(true[n][1])),
+                             (by_name[n].engram_digest, by_name[n].tree_digest))
+        self.assertEqual(2, struct.unpack_from("<H", s.encoded, 4)[0])
+        self.assertEqual(s.fingerprint, decode_fingerprint(s.encoded))
+        self.assertEqual(fingerprint_sha256_hex(s.encoded), s.sha256_hex)
+        self.assertEqual((f"{d}/engram-digests.json: the digest record does not cover 1 of the 4 selected tables "
+                          f"('{self.NAMES[0]}'), which have no content identity: write it again with engram-host "
+                          f"inspect --write-digests {d}",), s.identity.notes)
+        # the same checkpoint without its record: the headers only, in version 1, as fingerprint() gives it
+        os.unlink(os.path.join(d, "engram-digests.json"))
+        bare = self.served(d)
+        self.assertEqual(("headers", (), ()), (bare.identity.level, bare.identity.records, bare.identity.uncovered))
+        with open_checkpoint(d) as cp:
+            self.assertEqual(fingerprint(cp, self.NAMES), bare.encoded)
+
+    def test_records_beside_files_and_indexes(self) -> None:
+        d = write_published(self.path("m"))
+        true = self.digests_of(d)
+        one = os.path.join(d, "model-00001.safetensors")
+        write_record(one + ".engram-digests.json", {n: true[n] for n in self.NAMES[:2]})
+        s = self.served([one, os.path.join(d, "model-00014.safetensors")], ["layers.*.engram.embed.*"])
+        self.assertEqual(("record", (one + ".engram-digests.json",), ()),
+                         (s.identity.level, s.identity.records, s.identity.uncovered),
+                         "a record gives identities to the tables found through its path only")
+        self.assertEqual(set(self.NAMES[:2]), set(s.identity.tables))
+        write_record(os.path.join(d, "engram-digests.json"), true)
+        s = self.served(os.path.join(d, "model.safetensors.index.json"))
+        self.assertEqual(set(self.NAMES), set(s.identity.tables))
+        self.assertEqual((), s.identity.uncovered)
+
+    def test_checks_the_limits_as_serve_does(self) -> None:
+        r = write_safetensors(self.path("r.safetensors"), [("r16", "U8", [1] * 16, b"a"), ("r17", "I8", [1] * 17, b"b")])
+        with self.assertRaises(CheckpointError) as caught:
+            self.served(r)
+        self.assertEqual(f"{r}: tensor 'r17': rank 17 (I8 {[1] * 17}) is over the limit of 16 (docs/checkpoints.md, "
+                         "Limits)", str(caught.exception))
+        self.assertEqual(["r16"], [t.name for t in self.served(r, ["r16"]).fingerprint.tables])
+
+    def test_a_version_1_record_gives_no_identity_and_says_so(self) -> None:
+        d = write_published(self.path("m"))
+        record = os.path.join(d, "engram-digests.json")
+        with open(record, "w") as f:
+            json.dump({"format": "engram-content-digests", "version": 1, "algorithm": "sha256-tree-v1",
+                       "chunk_bytes": 16777216, "tables": {n: d2 for n, (_e, d2) in self.digests_of(d).items()}}, f)
+        s = self.served(d)
+        self.assertEqual(("headers", {}), (s.identity.level, s.identity.tables))
+        self.assertEqual((f"{record}: a digest record of version 1 holds no engram digest v1 and gives no content "
+                          f"identity: write version 2 with engram-host inspect --write-digests {d}",), s.identity.notes)
+        self.assertEqual(1, struct.unpack_from("<H", s.encoded, 4)[0])
+        with open(record, "w") as f:
+            f.write("{")
+        with self.assertRaises(CheckpointError) as caught:
+            self.served(d)
+        self.assertEqual(f"{record}: not a digest sidecar: JSON at byte 1: unexpected end of input, expected a string "
+                         "key", str(caught.exception))
+
+    def test_a_record_covers_the_tables_of_its_own_path(self) -> None:
+        a = write_safetensors(self.path("a.safetensors"), [("x", "U8", [1], b"x")])
+        b = write_safetensors(self.path("b.safetensors"), [("y", "U8", [1], b"y")])
+        write_record(a + ".engram-digests.json", {"x": ("00" * 8, "11" * 32), "y": ("00" * 8, "22" * 32)})
+        write_record(b + ".engram-digests.json", {"y": ("01" * 8, "33" * 32)})
+        s = self.served([a, b])
+        self.assertEqual({"x": (0, b"\x11" * 32), "y": (0x0101010101010101, b"\x33" * 32)}, s.identity.tables)
+        os.unlink(b + ".engram-digests.json")
+        self.assertEqual({"x": (0, b"\x11" * 32)}, self.served([a, b]).identity.tables, "not y, from a's record")
+
+    def test_a_hugging_face_snapshot(self) -> None:
+        import hashlib
+        source = write_published(self.path("src"))
+        for absolute in (False, True):
+            with self.subTest(absolute=absolute):
+                snapshot = hf_snapshot(source, self.path(f"cache-{absolute}"), absolute=absolute)
+                self.assertTrue(os.path.islink(os.path.join(snapshot, "model-00001.safetensors")))
+                s = self.served(snapshot)
+                self.assertEqual("config", s.selection.rule, "config.json, a link too, is read")
+                self.assertEqual("hf-snapshot", s.identity.level)
+                expected = {}
+                for name in ("model-00001.safetensors", "model-00014.safetensors"):
+                    with open(os.path.join(source, name), "rb") as f:
+                        expected[name] = hashlib.sha256(f.read()).digest()
+                self.assertEqual(expected, s.identity.files, "only the files that hold a selected table")
+                self.assertEqual(expected, {f.name: f.content_sha256 for f in s.fingerprint.files})
+                self.assertEqual(2, struct.unpack_from("<H", s.encoded, 4)[0])
+                self.assertEqual(s.fingerprint, decode_fingerprint(s.encoded))
+        write_record(os.path.join(snapshot, "engram-digests.json"), self.digests_of(source))
+        self.assertEqual("record+hf-snapshot", self.served(snapshot).identity.level)
+
+    def test_knows_snapshot_files_by_their_links(self) -> None:
+        from engram_host.checkpoint import snapshot_blob_sha256
+        blob = "0f" * 32
+        os.makedirs(self.path("blobs"))
+        os.makedirs(self.path("other"))
+        os.makedirs(self.path("snap/rev"))
+        for where in ("blobs", "other"):
+            for name in (blob, blob.upper(), blob[:-1]):
+                with open(self.path(f"{where}/{name}"), "wb"):
+                    pass
+        cases = {"../../blobs/" + blob: bytes.fromhex(blob), self.path("blobs/" + blob): bytes.fromhex(blob),
+                 "../../blobs/./" + blob: None, "../../other/" + blob: None, blob: None,
+                 "../../blobs/" + blob.upper(): None, "../../blobs/" + blob[:-1]: None}
+        for i, (target, expected) in enumerate(cases.items()):
+            link = self.path(f"snap/rev/m{i}.safetensors")
+            os.symlink(target, link)
+            self.assertEqual(expected, snapshot_blob_sha256(link), target)
+        self.assertIsNone(snapshot_blob_sha256(self.path("blobs/" + blob)), "a regular file")
+        self.assertIsNone(snapshot_blob_sha256(self.path("none")), "no file")
+        os.symlink(self.path("snap/rev/m0.safetensors"), self.path("chain.safetensors"))
+        self.assertIsNone(snapshot_blob_sha256(self.path("chain.safetensors")), "a link to a link: its target only")
+
+
 class FingerprintTest(TempDirTest):
     SHA_A = "aa" * 32
     SHA_B = "bb" * 32
@@ -507,6 +824,58 @@ class FingerprintTest(TempDirTest):
                     + struct.pack("<IQQQ", 2, 2, 2, 2))
         self.assertEqual(expected, encoded)
         self.assertEqual(hashlib.sha256(expected).hexdigest(), fingerprint_sha256_hex(encoded))
+
+    # SHA-256s of fingerprints without content identity, computed by the code of before version 2 (cf09d39):
+    # such a fingerprint must keep its version 1 bytes, so that --expect SHA256, ready files and the fd store
+    # keep meaning the same checkpoint.
+    PINNED_HANDMADE = "77d16614bfebbed24a53629fe7d0cb1f4456716140b74777c268911554485d12"
+    PINNED_EVERY_DTYPE = "cd6805ea5c9bf4c88c83a09ac1034451c7f530f15261339690bc968bfb53dae5"
+    PINNED_EVERY_DTYPE_SELECTED = "3eea58edb03d502f1afebce3b7b45636ac534dc12fa65a8292385940c18f0941"
+
+    def test_a_fingerprint_without_identity_keeps_its_version_1_bytes(self) -> None:
+        from engram_host.checkpoint import _encode
+        fp = Fingerprint(1, "memfd", ("*.scale", "layers.1.*"), (
+            FingerprintFile("a.safetensors", 1234, bytes(range(32))),
+            FingerprintFile("b.safetensors", 99, bytes(32))), (
+            FingerprintTable("layers.1.engram.embed.scale", "F8_E8M0", (10, 8), 80),
+            FingerprintTable("layers.1.engram.embed.weight", "F8_E4M3", (10, 256), 2560),
+            FingerprintTable("s", "F32", (), 4)))
+        encoded = _encode(fp)
+        self.assertEqual(337, len(encoded))
+        self.assertEqual(self.PINNED_HANDMADE, fingerprint_sha256_hex(encoded))
+        self.assertEqual(fp, decode_fingerprint(encoded))
+        every = write_safetensors(self.path("every.safetensors"), every_dtype_tensors(), {"format": "pt"})
+        with open_checkpoint(every) as cp:
+            self.assertEqual(self.PINNED_EVERY_DTYPE, fingerprint_sha256_hex(fingerprint(cp)))
+            self.assertEqual(self.PINNED_EVERY_DTYPE_SELECTED,
+                             fingerprint_sha256_hex(fingerprint(cp, ["t.*", "scalar.f32"], "memfd")))
+
+    # The same fingerprints as the Java's FingerprintTest (small() and engram()), pinned there from the code of
+    # before version 2 too: the two implementations encode them byte for byte alike.
+    JAVA_SMALL_SHA256 = "4e020b11617e03bac53b83d18499dc6d4da60fd77a614d2c32b83182fd954219"
+    JAVA_ENGRAM_SHA256 = "f661020b90c41b4d950d122498bd5a1290b3509b012d690a69f8140829e65464"
+    JAVA_ENGRAM_V1 = (
+        "4547465001000000010000000000000001000000170000006c61796572732e2a2e656e6772616d2e"
+        "656d6265642e2a02000000200000006d6f64656c2d30303030312d6f662d30303030322e7361666574656e736f727340e2010000"
+        "0000000123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef200000006d6f64656c2d30303030322d6f"
+        "662d30303030322e7361666574656e736f7273f1fb090000000000fedcba9876543210fedcba9876543210fedcba9876543210fe"
+        "dcba9876543210020000001b0000006c61796572732e312e656e6772616d2e656d6265642e7363616c650700000046385f45384d"
+        "3002000000e8030000000000000800000000000000401f0000000000001c0000006c61796572732e312e656e6772616d2e656d62"
+        "65642e7765696768740700000046385f45344d3302000000e803000000000000000100000000000000e8030000000000")
+
+    def test_the_javas_pinned_fingerprints(self) -> None:
+        from engram_host.checkpoint import _encode
+        small = Fingerprint(1, "memfd", ("t*",), (FingerprintFile("m.safetensors", 100, bytes.fromhex(self.SHA_A)),),
+                            (FingerprintTable("t", "F4", (2, 2), 2),))
+        self.assertEqual(self.JAVA_SMALL_SHA256, fingerprint_sha256_hex(_encode(small)))
+        engram = Fingerprint(1, "", ("layers.*.engram.embed.*",), (
+            FingerprintFile("model-00001-of-00002.safetensors", 123456, bytes.fromhex("0123456789abcdef" * 4)),
+            FingerprintFile("model-00002-of-00002.safetensors", 654321, bytes.fromhex("fedcba9876543210" * 4))), (
+            FingerprintTable("layers.1.engram.embed.scale", "F8_E8M0", (1000, 8), 8000),
+            FingerprintTable("layers.1.engram.embed.weight", "F8_E4M3", (1000, 256), 256000)))
+        self.assertEqual(self.JAVA_ENGRAM_V1, _encode(engram).hex())
+        self.assertEqual(self.JAVA_ENGRAM_SHA256, fingerprint_sha256_hex(_encode(engram)))
+        self.assertEqual(engram, decode_fingerprint(bytes.fromhex(self.JAVA_ENGRAM_V1)))
 
     def test_lists_only_files_of_selected_tables_in_code_point_order(self) -> None:
         a = write_safetensors(self.path("a.safetensors"), [("\uffff", "U8", [1], b"f"), ("z", "U8", [1], b"z")])
@@ -558,8 +927,10 @@ class FingerprintTest(TempDirTest):
             return good[:at] + bytes([value]) + good[at + 1:]
 
         self.assertEqual('fingerprint at byte 0: bad magic 58474650, expected "EGFP"', self.decode_error(patch(0, 88)))
-        self.assertEqual("fingerprint at byte 4: encoding version 2, this build reads only 1",
-                         self.decode_error(patch(4, 2)))
+        self.assertEqual("fingerprint at byte 4: encoding version 3, this build reads only 1 and 2",
+                         self.decode_error(patch(4, 3)))
+        self.assertEqual("fingerprint at byte 4: encoding version 0, this build reads only 1 and 2",
+                         self.decode_error(patch(4, 0)))
         self.assertEqual("fingerprint at byte 6: flags 0x1, expected 0", self.decode_error(patch(6, 1)))
         self.assertEqual(f"fingerprint at byte {len(good)}: 3 bytes left over after the last table",
                          self.decode_error(good + b"abc"))
@@ -603,7 +974,7 @@ class FingerprintTest(TempDirTest):
         expected = Fingerprint(1, "cuda-vmm", ("*",), (
             FingerprintFile("a", 10, a), FingerprintFile("b", 5, a), FingerprintFile("c", 5, a)), (
             t("t1", "F8_E4M3", (4,), 4), t("t2", "U8", (4, 8), 32), t("t3", "U16", (2,), 4), t("t4", "U8", (1,), 1)))
-        actual = Fingerprint(2, "memfd", ("x",), (
+        actual = Fingerprint(2, "memfd", ("*",), (
             FingerprintFile("a", 11, b), FingerprintFile("c", 5, a), FingerprintFile("d", 5, a)), (
             t("t1", "I8", (4,), 4), t("t2", "U8", (8, 4), 32), t("t3", "U16", (3,), 6), t("t5", "U8", (1,), 1)))
         lines = ["layout version: expected 1, actual 2",
@@ -627,6 +998,149 @@ class FingerprintTest(TempDirTest):
         memfd = Fingerprint(1, "memfd", ("*",), (), ())
         self.assertEqual([], fingerprint_differences(any_backend, memfd))
         self.assertEqual(["backend: expected 'memfd', actual ''"], fingerprint_differences(memfd, any_backend))
+
+
+class FingerprintV2Test(TempDirTest):
+    """Version 2: the content identities of docs/checkpoints.md, "Fingerprint", "Encoding"."""
+
+    T = FingerprintTable
+    F = FingerprintFile
+    H1, H2, C1, C2 = (bytes([i]) * 32 for i in (0x11, 0x22, 0xC1, 0xC2))
+
+    def v2(self) -> Fingerprint:
+        """Two files, one a snapshot file; three tables: both digests, a tree digest only, none."""
+        return Fingerprint(1, "", ("layers.1.engram.embed.scale", "layers.1.engram.embed.weight"), (
+            self.F("a.safetensors", 100, self.H1, self.C1), self.F("b.safetensors", 50, self.H2)), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32, 0x0123456789ABCDEF, self.C2),
+            self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024, None, self.H1),
+            self.T("x", "U8", (2,), 2)))
+
+    def test_encodes_version_2_when_an_identity_is_present(self) -> None:
+        from engram_host.checkpoint import _encode
+        fp = self.v2()
+        s = lambda text: struct.pack("<I", len(text.encode())) + text.encode()  # noqa: E731
+        expected = (b"EGFP" + struct.pack("<HHi", 2, 0, 1) + s("") + struct.pack("<I", 2)
+                    + s("layers.1.engram.embed.scale") + s("layers.1.engram.embed.weight") + struct.pack("<I", 2)
+                    + s("a.safetensors") + struct.pack("<Q", 100) + self.H1 + b"\x01" + self.C1
+                    + s("b.safetensors") + struct.pack("<Q", 50) + self.H2 + b"\x00"
+                    + struct.pack("<I", 3)
+                    + s("layers.1.engram.embed.scale") + s("F8_E8M0") + struct.pack("<IQQQ", 2, 4, 8, 32)
+                    + b"\x03" + struct.pack("<Q", 0x0123456789ABCDEF) + self.C2
+                    + s("layers.1.engram.embed.weight") + s("F8_E4M3") + struct.pack("<IQQQ", 2, 4, 256, 1024)
+                    + b"\x02" + self.H1
+                    + s("x") + s("U8") + struct.pack("<IQQ", 1, 2, 2) + b"\x00")
+        self.assertEqual(expected, _encode(fp))
+        self.assertEqual(fp, decode_fingerprint(expected))
+        self.assertTrue(fp.has_identity)
+        only_file = Fingerprint(1, "", ("*",), (self.F("a", 1, self.H1, self.C1),), ())
+        self.assertEqual(2, struct.unpack_from("<H", _encode(only_file), 4)[0])
+        self.assertEqual(only_file, decode_fingerprint(_encode(only_file)))
+        only_engram = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 0),))
+        self.assertEqual(2, struct.unpack_from("<H", _encode(only_engram), 4)[0], "a digest of 0 is a digest")
+        self.assertEqual(only_engram, decode_fingerprint(_encode(only_engram)))
+        none = Fingerprint(1, "", ("*",), (self.F("a", 1, self.H1),), (self.T("t", "U8", (1,), 1),))
+        self.assertEqual(1, struct.unpack_from("<H", _encode(none), 4)[0])
+        self.assertFalse(none.has_identity)
+
+    def decode_error(self, data: bytes) -> str:
+        with self.assertRaises(CheckpointError) as caught:
+            decode_fingerprint(data)
+        return str(caught.exception)
+
+    def test_decodes_version_2_strictly(self) -> None:
+        from engram_host.checkpoint import _encode
+        good = _encode(self.v2())
+        content_at = good.index(b"a.safetensors") + len("a.safetensors") + 8 + 32
+        self.assertEqual(1, good[content_at])
+
+        def patch(at: int, value: int) -> bytes:
+            return good[:at] + bytes([value]) + good[at + 1:]
+
+        self.assertEqual(f"fingerprint at byte {content_at}: file 'a.safetensors': content flag 2, expected 0 or 1",
+                         self.decode_error(patch(content_at, 2)))
+        identity_at = good.index(struct.pack("<Q", 0x0123456789ABCDEF)) - 1
+        self.assertEqual(3, good[identity_at])
+        self.assertEqual(f"fingerprint at byte {identity_at}: table 'layers.1.engram.embed.scale': identity flags 0x4,"
+                         " expected bits 0 and 1 only", self.decode_error(patch(identity_at, 4)))
+        self.assertEqual(f"fingerprint at byte {len(good) - 1}: identity flags needs 1 bytes but only 0 are left",
+                         self.decode_error(good[:-1]))
+        self.assertEqual(f"fingerprint at byte {len(good)}: 1 bytes left over after the last table",
+                         self.decode_error(good + b"\x00"))
+        # a version 1 encoding read as version 2 lacks the content bytes; version 2 without identity is refused
+        none = _encode(Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1),)))
+        as_v2 = none[:4] + struct.pack("<H", 2) + none[6:] + b"\x00"
+        self.assertEqual("fingerprint at byte 4: encoding version 2 but no file or table carries content identity: its "
+                         "canonical encoding is version 1", self.decode_error(as_v2))
+        second_file = good.index(b"b.safetensors") - 4
+        self.assertTrue(self.decode_error(good[:4] + struct.pack("<H", 1) + good[6:]).startswith(
+            f"fingerprint at byte {second_file - 33}: file name of "), "a version 2 body read as version 1")
+
+    def test_lists_content_differences_where_both_sides_have_the_digest(self) -> None:
+        e = self.v2()
+        a = Fingerprint(1, "memfd", e.patterns, (
+            self.F("a.safetensors", 100, self.H1, self.C2), self.F("b.safetensors", 50, self.H2, self.C1)), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32, 0xFEDCBA9876543210, self.H2),
+            self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024, 7, self.H1),
+            self.T("x", "U8", (2,), 2, 1, self.C1)))
+        self.assertEqual([
+            f"file 'a.safetensors': content differs: SHA-256 expected {self.C1.hex()}, actual {self.C2.hex()}",
+            "table 'layers.1.engram.embed.scale': content differs: engram-digest-v1 expected 0123456789abcdef, "
+            "actual fedcba9876543210",
+            f"table 'layers.1.engram.embed.scale': content differs: sha256-tree-v1 expected {self.C2.hex()}, actual "
+            f"{self.H2.hex()}",
+        ], fingerprint_differences(e, a))
+        from engram_host.checkpoint import _encode
+        self.assertEqual(fingerprint_differences(e, a), fingerprint_differences(_encode(e), _encode(a)))
+        small = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 5),))
+        twelve = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 12),))
+        self.assertEqual(["table 't': content differs: engram-digest-v1 expected 0000000000000005, actual "
+                          "000000000000000c"], fingerprint_differences(small, twelve))
+
+    def test_lists_a_different_selection_in_one_line(self) -> None:
+        names = [f"layers.{i}.engram.embed.{k}" for i in (1, 14) for k in ("scale", "weight")]
+        config = Fingerprint(1, "", tuple(names), (), tuple(
+            self.T(n, "U8", (1,), 1, None, self.C1 if n.endswith("weight") else None) for n in names))
+        every = Fingerprint(1, "", ("*",), (), tuple(
+            self.T(n, "U8", (1,), 1, None, self.C2 if n == names[1] else None) for n in names + ["other", "z"]))
+        self.assertEqual([
+            "selection: the daemon serves 4 tables by [layers.1.engram.embed.scale, ... (4 patterns)]; this "
+            "expectation selects 6 tables by [*]",
+            f"table 'layers.1.engram.embed.weight': content differs: sha256-tree-v1 expected {self.C2.hex()}, actual "
+            f"{self.C1.hex()}",
+        ], fingerprint_differences(every, config))
+        # the same tables by other patterns: no line; other tables by the same patterns: a line per table
+        by_glob = Fingerprint(1, "", ("layers.*",), (), config.tables)
+        self.assertEqual([], fingerprint_differences(by_glob, config))
+        fewer = Fingerprint(1, "", config.patterns, (), config.tables[:3])
+        self.assertEqual(["table 'layers.14.engram.embed.weight': not expected"],
+                         fingerprint_differences(fewer, config))
+        one = Fingerprint(1, "", ("a", "b"), (), (self.T("a", "U8", (1,), 1),))
+        two = Fingerprint(1, "", ("b", "c"), (), (self.T("b", "U8", (1,), 1), self.T("c", "U8", (1,), 1)))
+        self.assertEqual(["selection: the daemon serves 2 tables by [b, ... (2 patterns)]; this expectation selects "
+                          "1 table by [a, ... (2 patterns)]"], fingerprint_differences(one, two))
+        long = "p" * 70
+        self.assertEqual([f"selection: the daemon serves 1 table by [{long[:64]}...]; this expectation selects 1 table "
+                          "by [a, ... (2 patterns)]"],
+                         fingerprint_differences(one, Fingerprint(1, "", (long,), (), (self.T("b", "U8", (1,), 1),))))
+
+    def test_tells_whether_any_identity_was_compared(self) -> None:
+        from engram_host.checkpoint import fingerprint_shares_identity as shares
+        headers = Fingerprint(1, "", ("*",), (self.F("a.safetensors", 100, self.H1),), (
+            self.T("layers.1.engram.embed.scale", "F8_E8M0", (4, 8), 32),))
+        self.assertFalse(shares(headers, headers))
+        self.assertFalse(shares(self.v2(), headers))
+        self.assertFalse(shares(headers, self.v2()))
+        self.assertTrue(shares(self.v2(), self.v2()))
+        snapshot = Fingerprint(1, "", ("*",), (self.F("a.safetensors", 1, self.H2, self.C2),), ())
+        self.assertTrue(shares(snapshot, self.v2()), "the file's SHA-256 on both sides")
+        engram_only = Fingerprint(1, "", ("*",), (), (self.T("layers.1.engram.embed.weight", "F8_E4M3", (4, 256), 1024,
+                                                             3),))
+        self.assertFalse(shares(engram_only, self.v2()), "the daemon has only a tree digest for that table")
+        tree_only = Fingerprint(1, "", ("*",), (), (self.T("layers.1.engram.embed.scale", "U8", (1,), 1, None,
+                                                           self.H1),))
+        self.assertTrue(shares(tree_only, self.v2()), "compared even where the headers differ")
+        from engram_host.checkpoint import _encode
+        self.assertTrue(shares(_encode(self.v2()), _encode(self.v2())))
 
 
 class LimitsTest(TempDirTest):

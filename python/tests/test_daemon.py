@@ -4,6 +4,7 @@ checkpoints; the client in this process or as ``python -m engram_host`` processe
 import gc
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -18,10 +19,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
-from support import (TEST_LAUNCHER, Daemon, fd_count, generate, java_app_reason, memfd_mappings,  # noqa: E402
-                     require_test_launcher, run_cli, run_python_cli, safetensors_tables, unlistened_socket)
+from support import (TEST_LAUNCHER, Daemon, fd_count, generate, hf_snapshot, java_app_reason,  # noqa: E402
+                     memfd_mappings, require_test_launcher, run_cli, run_python_cli, safetensors_tables,
+                     unlistened_socket, write_published)
 
 ROWS = 8192
+QUIET = logging.NullHandler()
 
 
 def setUpModule():
@@ -30,6 +33,8 @@ def setUpModule():
     if reason:
         raise unittest.SkipTest(reason)
     WORK = tempfile.mkdtemp(prefix="engram-py-test-")
+    # the package's lines (the selection, headers only) are checked where they matter, not printed everywhere
+    logging.getLogger("engram_host").addHandler(QUIET)
     CKPT = generate(os.path.join(WORK, "sharded"), rows=ROWS, layers="1,14")
     SINGLE = generate(os.path.join(WORK, "single"), rows=ROWS, layers="2", single_file=True, seed=7)
     EXPECTED = safetensors_tables([CKPT])
@@ -37,6 +42,7 @@ def setUpModule():
 
 
 def tearDownModule():
+    logging.getLogger("engram_host").removeHandler(QUIET)
     DAEMON.close()
     shutil.rmtree(WORK, ignore_errors=True)
 
@@ -80,11 +86,53 @@ class ImportTest(unittest.TestCase):
             engram_host.connect(DAEMON.socket, expect=SINGLE)
         e = cm.exception
         self.assertEqual(4, e.code)
+        self.assertIs(E.ErrorCode.FINGERPRINT_MISMATCH, e.code)
         self.assertTrue(any("engram.layers.2" in d for d in e.details), e.details)
         self.assertGreater(len(e.daemon_fingerprint), 0)
         with self.assertRaises(E.FingerprintMismatch) as cm:
             engram_host.connect(DAEMON.socket, expect="0" * 64)
         self.assertIn("0" * 64, "\n".join(cm.exception.details) + str(cm.exception))
+
+    def test_a_mismatch_reads_as_the_docs_say(self):
+        with engram_host.connect(DAEMON.socket) as imported:
+            served = imported.fingerprint
+        with self.assertRaises(E.FingerprintMismatch) as cm:
+            engram_host.connect(DAEMON.socket, expect=SINGLE)
+        e = cm.exception
+        # the sharded checkpoint's 2 files and 4 tables against the single file's 1 and 2: 9 differences
+        self.assertEqual(9, len(e.details))
+        self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {DAEMON.socket} serves fingerprint {served}, not the "
+                          "expected checkpoint: 9 differences"] + ["  " + d for d in e.details[:5]]
+                         + ["  ... and 4 more differences"], str(e).splitlines())
+        with self.assertRaises(E.FingerprintMismatch) as cm:
+            engram_host.connect(DAEMON.socket, expect="0" * 64)
+        self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {DAEMON.socket} serves fingerprint {served}, not the "
+                          "expected checkpoint: 1 difference",
+                          f"  expected fingerprint {'0' * 64} but the daemon serves {served}",
+                          "  the daemon serves 4 tables from 2 files: engram.layers.1.embedding.scale, ..."],
+                         str(cm.exception).splitlines())
+
+    def test_tables_choose_the_expected_tables(self):
+        with self.assertRaises(E.FingerprintMismatch) as cm:
+            engram_host.connect(DAEMON.socket, expect=CKPT, tables=["engram.layers.1.*"])
+        self.assertIn("table 'engram.layers.14.embedding.weight': not expected", cm.exception.details)
+        with engram_host.connect(DAEMON.socket, expect=CKPT, tables=["engram.*"]) as imported:
+            self.assertEqual(len(EXPECTED), len(imported.tables), "patterns alone are not compared")
+        with self.assertRaises(ValueError):
+            engram_host.connect(DAEMON.socket, tables=["engram.*"])
+
+    def test_says_once_that_only_headers_were_compared(self):
+        with self.assertLogs("engram_host", "WARNING") as logs:
+            with engram_host.connect(DAEMON.socket, expect=CKPT):
+                pass
+        said = [r.getMessage() for r in logs.records]
+        self.assertEqual(1, said.count(engram_host.client.HEADERS_ONLY), said)
+        self.assertTrue(said[0].startswith("selecting every tensor of the checkpoint (no --tables, and no "
+                                           "config.json naming engram_layer_ids)"), said)
+        p = run_python_cli("import", "--socket", DAEMON.socket, "--json", "--expect-checkpoint", CKPT)
+        self.assertEqual(0, p.returncode, p.stderr)
+        self.assertEqual(1, p.stderr.splitlines().count("python -m engram_host: " + engram_host.client.HEADERS_ONLY),
+                         p.stderr)
 
     def test_status(self):
         s = engram_host.status(DAEMON.socket)
@@ -104,6 +152,58 @@ class ImportTest(unittest.TestCase):
             time.sleep(0.05)
         else:
             self.fail("the lease outlived BYE")
+
+
+class PublishedLayoutTest(unittest.TestCase):
+    """A checkpoint in the layout DeepSeek-V4.1 is published in (layers.L.engram.embed.*, config.json naming
+    text_config.engram_layer_ids), served by a daemon told the Engram tables by --tables: the client finds the
+    same tables through config.json."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="engram-py-published-")
+        cls.model = write_published(os.path.join(cls.dir, "model"), rows=128)
+        cls.snapshot = hf_snapshot(cls.model, os.path.join(cls.dir, "cache"))
+        cls.daemon = Daemon(cls.model, "--tables", "layers.*.engram.embed.*")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_the_models_config_expects_the_served_tables(self):
+        with self.assertLogs("engram_host", "WARNING") as logs:
+            with engram_host.connect(self.daemon.socket, expect=self.model) as imported:
+                self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight",
+                                  "layers.14.engram.embed.scale", "layers.14.engram.embed.weight"],
+                                 sorted(imported.tables))
+        self.assertEqual([engram_host.client.HEADERS_ONLY], [r.getMessage() for r in logs.records])
+
+    def test_identities_against_a_daemon_serving_headers_only(self):
+        """An expectation from a Hugging Face snapshot carries each file's SHA-256; a daemon serving the same files
+        from a plain directory has none to compare: it connects, and the client says only headers were compared."""
+        expectation = engram_host.expect_checkpoint([self.snapshot])
+        self.assertEqual(2, int.from_bytes(expectation.data[4:6], "little"), "a version 2 expectation")
+        with self.assertLogs("engram_host", "WARNING") as logs:
+            try:
+                imported = engram_host.connect(self.daemon.socket, expect=expectation)
+            except E.BadRequest as e:
+                if "encoding version 2" in str(e):
+                    self.skipTest(f"this daemon decodes version 1 expectations only: {e}")
+                raise
+            with imported:
+                self.assertEqual(4, len(imported.tables))
+        self.assertEqual([engram_host.client.HEADERS_ONLY], [r.getMessage() for r in logs.records])
+
+    def test_the_command_line_shows_a_mismatch_in_at_most_seven_lines(self):
+        p = run_python_cli("import", "--socket", DAEMON.socket, "--expect-checkpoint", self.model)
+        self.assertEqual(1, p.returncode, p.stdout)
+        lines = [line for line in p.stderr.splitlines()
+                 if not line.startswith("python -m engram_host: selecting every tensor")]
+        self.assertRegex(lines[0], rf"^python -m engram_host: FINGERPRINT_MISMATCH: the daemon on {DAEMON.socket} "
+                                   r"serves fingerprint [0-9a-f]{64}, not the expected checkpoint: [0-9]+ differences$")
+        self.assertEqual(7, len(lines), p.stderr)
+        self.assertRegex(lines[-1], r"^  \.\.\. and [0-9]+ more differences$")
 
 
 class ContentCheckTest(unittest.TestCase):

@@ -199,14 +199,9 @@ class TreeDigestTest(TempDirTest):
             tree_digest(b"abc", 0)
 
 
-class SidecarTest(TempDirTest):
+class RecordFileTest(TempDirTest):
+    """Writes a record and reads the one-line error of reading it."""
     D1 = "0c4278d99b29da1ade86fade7817d53950883f0f46c9863a0865f5fe56f47c13"
-
-    def test_knows_sidecars_by_name(self) -> None:
-        self.assertTrue(is_sidecar("/d/m.safetensors.engram-digests.json"))
-        self.assertTrue(is_sidecar("/d/engram-digests.json"))
-        self.assertFalse(is_sidecar("/d/m.safetensors"))
-        self.assertFalse(is_sidecar("/d/x-engram-digests.json"))
 
     def read_error(self, text: str) -> str:
         path = self.path("m.safetensors.engram-digests.json")
@@ -224,6 +219,14 @@ class SidecarTest(TempDirTest):
         doc.update(changes)
         return json.dumps(doc)
 
+
+class SidecarTest(RecordFileTest):
+    def test_knows_sidecars_by_name(self) -> None:
+        self.assertTrue(is_sidecar("/d/m.safetensors.engram-digests.json"))
+        self.assertTrue(is_sidecar("/d/engram-digests.json"))
+        self.assertFalse(is_sidecar("/d/m.safetensors"))
+        self.assertFalse(is_sidecar("/d/x-engram-digests.json"))
+
     def test_reads_strictly(self) -> None:
         path = self.path("engram-digests.json")
         with open(path, "w") as f:
@@ -234,9 +237,13 @@ class SidecarTest(TempDirTest):
         self.assertEqual("not a digest sidecar: not a JSON object but a list", self.read_error("[]"))
         self.assertEqual("'format' is the string \"other\", this build reads only \"engram-content-digests\"",
                          self.read_error(self.doc(format="other")))
-        self.assertEqual("'version' is the number 2, this build reads only 1", self.read_error(self.doc(version=2)))
-        self.assertEqual("'version' is the number 1.0, this build reads only 1", self.read_error(self.doc(version=1.0)))
-        self.assertEqual("'version' is true, this build reads only 1", self.read_error(self.doc(version=True)))
+        self.assertEqual("'version' is the number 3, this build reads only 1 and 2",
+                         self.read_error(self.doc(version=3)))
+        self.assertEqual("'version' is the number 1.0, this build reads only 1 and 2",
+                         self.read_error(self.doc(version=1.0)))
+        self.assertEqual("'version' is true, this build reads only 1 and 2", self.read_error(self.doc(version=True)))
+        self.assertEqual("unexpected field 'algorithm' (expected format, version, chunk_bytes, tables)",
+                         self.read_error(self.doc(version=2)), "version 2 has no 'algorithm'")
         self.assertEqual("'algorithm' is the string \"xxh64\", this build reads only \"sha256-tree-v1\"",
                          self.read_error(self.doc(algorithm="xxh64")))
         self.assertEqual("'chunk_bytes' is the number 1024, this build reads only 16777216",
@@ -259,6 +266,68 @@ class SidecarTest(TempDirTest):
         with self.assertRaises(CheckpointError) as caught:
             read_sidecar(missing)
         self.assertEqual(f"{missing}: no such file", str(caught.exception))
+
+
+class RecordV2Test(RecordFileTest):
+    """Version 2 (docs/checkpoints.md, "The digest record, version 2"): both digests per table."""
+
+    E1 = "0123456789abcdef"
+
+    def doc2(self, **changes) -> str:
+        doc = {"format": "engram-content-digests", "version": 2, "chunk_bytes": 16777216,
+               "tables": {"b": {"engram-digest-v1": self.E1, "sha256-tree-v1": self.D1},
+                          "a": {"sha256-tree-v1": ABC, "engram-digest-v1": "ef46db3751d8e999"}}}
+        doc.update(changes)
+        return json.dumps(doc, separators=(",", ":")) + "\n"
+
+    def test_reads_both_digests(self) -> None:
+        from engram_host.digests import read_record
+        path = self.path("engram-digests.json")
+        with open(path, "w") as f:
+            f.write(self.doc2())
+        record = read_record(path)
+        self.assertEqual((path, 2), (record.path, record.version))
+        self.assertEqual({"b": (self.E1, self.D1), "a": ("ef46db3751d8e999", ABC)}, record.tables)
+        self.assertEqual(["b", "a"], list(record.tables), "the file's order")
+        self.assertEqual({"b": self.D1, "a": ABC}, read_sidecar(path), "the content check reads version 2 too")
+        with open(path, "w") as f:
+            f.write(self.doc())
+        self.assertEqual((1, {"a": self.D1}), (read_record(path).version, read_record(path).tables))
+
+    def test_reads_version_2_strictly(self) -> None:
+        def tables(value) -> str:
+            return self.doc2(tables={"a": value})
+
+        self.assertEqual("unexpected field 'extra' (expected format, version, chunk_bytes, tables)",
+                         self.read_error(self.doc2(extra=1)))
+        self.assertEqual("not a digest sidecar: no 'chunk_bytes'",
+                         self.read_error('{"format":"engram-content-digests","version":2,"tables":{}}'))
+        self.assertEqual("'chunk_bytes' is the number 1024, this build reads only 16777216",
+                         self.read_error(self.doc2(chunk_bytes=1024)))
+        self.assertEqual("'tables' is not an object of table name to digests but a list",
+                         self.read_error(self.doc2(tables=[])))
+        self.assertEqual(f"table 'a': not an object of engram-digest-v1 and sha256-tree-v1 but the string "
+                         f"\"{self.D1[:40]}...\"", self.read_error(tables(self.D1)))
+        self.assertEqual("table 'a': unexpected field 'xxh64' (expected engram-digest-v1, sha256-tree-v1)",
+                         self.read_error(tables({"engram-digest-v1": self.E1, "sha256-tree-v1": self.D1,
+                                                 "xxh64": self.E1})))
+        self.assertEqual("table 'a': engram-digest-v1 is null, not 16 lower-case hex digits",
+                         self.read_error(tables({"sha256-tree-v1": self.D1})))
+        self.assertEqual("table 'a': sha256-tree-v1 is null, not 64 lower-case hex digits",
+                         self.read_error(tables({"engram-digest-v1": self.E1})))
+        self.assertEqual("'version' is the number 2.0, this build reads only 1 and 2",
+                         self.read_error(self.doc2(version=2.0).replace('"version":2.0', '"version":2.0,"algorithm":'
+                                                                        '"sha256-tree-v1"')))
+        self.assertEqual("table 'a': engram-digest-v1 is the string \"0123456789ABCDEF\", not 16 lower-case hex "
+                         "digits", self.read_error(tables({"engram-digest-v1": self.E1.upper(),
+                                                           "sha256-tree-v1": self.D1})))
+        self.assertEqual("table 'a': engram-digest-v1 is the number 5, not 16 lower-case hex digits",
+                         self.read_error(tables({"engram-digest-v1": 5, "sha256-tree-v1": self.D1})))
+        self.assertEqual("table 'a': sha256-tree-v1 is the string \"0123456789abcdef\", not 64 lower-case hex "
+                         "digits", self.read_error(tables({"engram-digest-v1": self.E1, "sha256-tree-v1": self.E1})))
+        self.assertEqual("a table has an empty name",
+                         self.read_error(self.doc2(tables={"": {"engram-digest-v1": self.E1,
+                                                                "sha256-tree-v1": self.D1}})))
 
 
 class JavaSidecarTest(TempDirTest):

@@ -93,7 +93,10 @@ class PeerTest(unittest.TestCase):
     def test_every_error_code(self):
         for code, cls in E.BY_CODE.items():
             with self.subTest(code=code):
-                e = self.refused(f"error-{code}", cls, f"^{cls.name}: scripted error {code}")
+                # a mismatch is shown as docs/checkpoints.md has it; the daemon's message is kept beside
+                e = self.refused(f"error-{code}", cls, f"^{cls.name}: scripted error {code}" if code != 4 else
+                                 "^FINGERPRINT_MISMATCH: the daemon on .* serves a fingerprint it did not send, not "
+                                 "the expected checkpoint: 1 difference\n  detail of 4$")
                 self.assertEqual(code, e.code)
                 self.assertEqual((f"detail of {code}",), e.details)
                 self.assertEqual(code in (3, 9), e.retryable)
@@ -114,10 +117,15 @@ class PeerTest(unittest.TestCase):
     def test_mismatch_with_101_details(self):
         e = self.refused("mismatch-101", E.FingerprintMismatch, "FINGERPRINT_MISMATCH")
         self.assertEqual(101, len(e.details))
+        self.assertEqual("fingerprint mismatch", e.daemon_message)
+        lines = str(e).splitlines()
+        self.assertTrue(lines[0].endswith(", not the expected checkpoint: 107 differences"), lines[0])
+        self.assertEqual([f"  table t{i}: missing" for i in range(5)] + ["  ... and 102 more differences"], lines[1:])
 
     def test_error_in_parts(self):
-        e = self.refused("parts-error", E.FingerprintMismatch, "fingerprint mismatch")
+        e = self.refused("parts-error", E.FingerprintMismatch, "FINGERPRINT_MISMATCH")
         self.assertEqual(1500000, len(e.daemon_fingerprint))
+        self.assertEqual("fingerprint mismatch", e.daemon_message)
 
     def test_timed_out(self):
         self.refused("timed-out", E.TimedOut, "TIMED_OUT: request timeout")
