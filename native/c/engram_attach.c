@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -467,7 +468,8 @@ static void fds_close(struct fds *f) {
     f->n = 0;
 }
 
-struct message { uint8_t *payload; uint32_t length; struct fds fds; };
+// deadline: now_ms() by which the whole message, its fillers and PARTs included, must have arrived.
+struct message { uint8_t *payload; uint32_t length; struct fds fds; double deadline; };
 
 // Fails after closing every fd received so far (the protocol's rule for a bad message).
 static void fail_msg(struct message *m, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
@@ -493,6 +495,15 @@ static void recv_exact(int s, uint8_t *buf, size_t len, struct message *m, const
         h.msg_iovlen = 1;
         h.msg_control = control.buf;
         h.msg_controllen = sizeof control.buf;
+        // SO_RCVTIMEO bounds one recvmsg; the deadline bounds the whole answer, so a daemon that sends a byte
+        // just inside each wait cannot hold the client forever.
+        double left = m->deadline - now_ms();
+        struct pollfd p = {s, POLLIN, 0};
+        int ready = left > 0 ? poll(&p, 1, (int)left + 1) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) fail_errno("poll", what);
+        if (ready == 0)
+            fail_msg(m, "no whole answer from the daemon within %d s while reading %s", REPLY_TIMEOUT_S, what);
         ssize_t r = recvmsg(s, &h, MSG_CMSG_CLOEXEC);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -559,6 +570,7 @@ static void recv_fillers(int s, struct message *m, uint32_t count, const char *w
 // One message: header, payload (at most limit bytes, and at least a frame header), then its fds.
 static void recv_message(int s, struct message *m, const char *what, uint32_t limit) {
     memset(m, 0, sizeof *m);
+    m->deadline = now_ms() + REPLY_TIMEOUT_S * 1000.0;
     uint8_t header[8];
     recv_exact(s, header, 8, m, what);
     uint32_t length = rd32(header), count = rd32(header + 4);
@@ -853,6 +865,25 @@ static void seal_names(char *out, size_t cap, int seals) {
 // An fd that is no memfd (F_GET_SEALS fails, EINVAL) is refused too.
 static int accept_future_write_seal;
 
+static int name_order(const void *a, const void *b) {
+    const struct str *x = *(const struct str *const *)a, *y = *(const struct str *const *)b;
+    int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+// A name names one table: a manifest that lists one twice is refused (sorted, so 65,536 names cost no more than a
+// sort).
+static void check_names_unique(struct reader *r, const struct manifest *mf) {
+    if (mf->tables_n < 2) return;
+    const struct str **names = xcalloc(mf->tables_n, sizeof *names);
+    for (uint32_t i = 0; i < mf->tables_n; i++) names[i] = &mf->tables[i].name;
+    qsort(names, mf->tables_n, sizeof *names, name_order);
+    for (uint32_t i = 1; i < mf->tables_n; i++)
+        if (!name_order(&names[i - 1], &names[i]))
+            rfail(r, "table '%.*s' is listed twice; a name names one table", (int)names[i]->n, names[i]->p);
+    free(names);
+}
+
 static void check_memfd(struct message *m, uint32_t i, const struct region *g) {
     int seals = fcntl(g->fd, F_GET_SEALS);
     if (seals < 0) {
@@ -864,11 +895,12 @@ static void check_memfd(struct message *m, uint32_t i, const struct region *g) {
     }
     char missing[160] = "";
     size_t n = 0;
+    int write_bits = accept_future_write_seal ? F_SEAL_WRITE | F_SEAL_FUTURE_WRITE : F_SEAL_WRITE;
+    const char *write_name = accept_future_write_seal ? "WRITE or FUTURE_WRITE"
+                             : (seals & F_SEAL_FUTURE_WRITE) ? "WRITE (FUTURE_WRITE leaves writable a mapping made before it)"
+                                                             : "WRITE";
     const struct { int bits; const char *name; } NEED[] = {
-        {F_SEAL_SEAL, "SEAL"}, {F_SEAL_SHRINK, "SHRINK"}, {F_SEAL_GROW, "GROW"},
-        accept_future_write_seal ? (typeof(NEED[0])){F_SEAL_WRITE | F_SEAL_FUTURE_WRITE, "WRITE or FUTURE_WRITE"}
-            : (seals & F_SEAL_FUTURE_WRITE) ? (typeof(NEED[0])){F_SEAL_WRITE, "WRITE (FUTURE_WRITE leaves writable a mapping made before it)"}
-            : (typeof(NEED[0])){F_SEAL_WRITE, "WRITE"}};
+        {F_SEAL_SEAL, "SEAL"}, {F_SEAL_SHRINK, "SHRINK"}, {F_SEAL_GROW, "GROW"}, {write_bits, write_name}};
     for (size_t k = 0; k < sizeof NEED / sizeof NEED[0]; k++)
         if (!(seals & NEED[k].bits)) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", NEED[k].name);
     if (n) {
@@ -967,6 +999,7 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
         mf->table_bytes += t->bytes;
     }
     end_frame(r);
+    check_names_unique(r, mf);
     for (uint32_t i = 0; i < mf->regions_n; i++)
         if (mf->regions[i].kind <= K_MEMFD_HUGETLB) check_memfd(m, i, &mf->regions[i]);
 }

@@ -232,6 +232,15 @@ peer eof 1 'closed the connection while sending MANIFEST'
 peer count-mismatch 1 'lists 3 regions but the message carried 2 fds'
 peer outside-region 1 "table 't': \[100, 100 \+ $((page - 96))\) is outside region 0 of $page bytes"
 peer wrong-bytes 1 "bytes is 100 but F16 x shape needs 200"
+# What the manifest claims, checked before anything is mapped: sizes, dtypes, names, kinds.
+peer huge-shape 1 "table 't': \[0, 0 \+ 281474976710656\) is outside region 0 of $page bytes"
+peer unknown-dtype 1 "table 't': unknown dtype 'F9_E9M9'"
+peer duplicate-name 1 "table 't' is listed twice"
+peer kind-mismatch 1 "table 't': kind/numa_node/device 1/0/-1 differ from its region 0's 0/0/-1"
+# fds: fewer than the header announces are refused at once, not after a wait for fillers.
+peer fewer-fds 1 'fd_count is 2 but only 1 fds arrived with the header and 0 fillers'
+# An answer in parts is bounded as a whole: a PART every 2 s keeps each read in time, not the answer.
+peer slow-parts 1 'no whole answer from the daemon within 10 s while reading MANIFEST, PART'
 peer trailing 1 '1 trailing bytes after the frame'
 peer bad-magic 1 'bad magic 0x12345678'
 # Not the daemon protocol: --bench-peer serves the JMH AttachBench on its socket (its own framing, unchanged).
@@ -255,9 +264,12 @@ peer mismatch-101 1 '^  \.\.\. and 7 more differences$'
 peer too-many-details 1 'ERROR at byte [0-9]+: detail_count 102 exceeds the limit of 101'
 peer long-message 1 'ERROR at byte [0-9]+: message is 4097 bytes long, more than 4096'
 # Seals and sizes of memfd regions.
-peer unsealed 1 'region 0 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE or FUTURE_WRITE'
-peer some-seals 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW \(0x6\) and lack SEAL, WRITE or FUTURE_WRITE'
-peer no-seal-seal 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW\|FUTURE_WRITE \(0x16\) and lack SEAL,'
+peer unsealed 1 'region 0 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE, so'
+peer some-seals 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW \(0x6\) and lack SEAL, WRITE, so'
+peer no-seal-seal 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW\|FUTURE_WRITE \(0x16\) and lack SEAL, WRITE \(FUTURE_WRITE leaves writable'
+# FUTURE_WRITE after a writable mapping (what builds before WRITE sealing sent): refused, unless the user accepts it.
+peer future-write 1 'its seals are SEAL\|SHRINK\|GROW\|FUTURE_WRITE \(0x17\) and lack WRITE \(FUTURE_WRITE leaves writable a mapping made before it\)'
+peer future-write 0 '"regions":1,' --accept-future-write-seal
 peer regular-file 1 'region 0 \(memfd, fd [0-9]+\): fcntl\(F_GET_SEALS\) failed: EINVAL'
 peer sealed-write 0 '"regions":2,'
 peer wrong-size 1 "manifest says a memfd of $((2 * page)) bytes but fd [0-9]+ is a file of $page bytes"

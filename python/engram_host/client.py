@@ -777,7 +777,8 @@ def _ms(ns: int) -> float:
 
 def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = None, cpu_view: bool = False,
             wait: float = 0.0, daemon_uid=None, *, instance: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-            populate: bool = False, name: str = "engram_host (python)", tables: Sequence[str] = ()) -> ImportedTables:
+            populate: bool = False, name: str = "engram_host (python)", tables: Sequence[str] = (),
+            accept_future_write_seal: bool = False) -> ImportedTables:
     """Imports the daemon's tables. ``socket``: a path or template (default as the Java CLI: ``--socket``,
     ``$ENGRAM_HOST_SOCKET``, then the per-user default). ``expect``: see :func:`expectation_of`; ``tables``:
     with ``expect=PATH``, globs choosing its tables, as ``serve --tables``. ``device``: a
@@ -785,7 +786,9 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
     cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
     retrying while the daemon is loading. ``daemon_uid``: a uid (or several) to trust besides root's and this
-    process's own. ``timeout``: seconds to wait for each answer.
+    process's own. ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds
+    sealed FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
+    FUTURE_WRITE leaves writable a mapping made before it; docs/security.md).
 
     Raises :class:`DaemonAbsent` when no daemon listens, the code's subclass of :class:`EngramHostError` for a
     daemon's ERROR, :class:`DaemonNotTrusted`, :class:`ProtocolViolation` or :class:`NoAnswer`.
@@ -847,7 +850,8 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
             torch_warm.join()
             timings["torch_init_wait_ms"] = _ms(time.perf_counter_ns() - t0)
         t0 = time.perf_counter_ns()
-        cpu, gpu_addr, region_timings = _attach(manifest, fds, attachment, device, cpu_view, populate, path, timings)
+        cpu, gpu_addr, region_timings = _attach(manifest, fds, attachment, device, cpu_view, populate, path, timings,
+                                                accept_future_write_seal)
         fds = []
         timings["attach_ms"] = _ms(time.perf_counter_ns() - t0)
         timings["total_ms"] = _ms(time.perf_counter_ns() - t_start)
@@ -891,7 +895,7 @@ def _region_what(manifest: _wire.Manifest, i: int) -> str:
 
 
 def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device: Optional[int], cpu_view: bool,
-            populate: bool, path: str, timings: dict) -> tuple[list, list, list]:
+            populate: bool, path: str, timings: dict, accept_future_write_seal: bool = False) -> tuple[list, list, list]:
     """Maps every region; every resource goes to ``attachment``. Closes every fd, on success or failure."""
     n = len(fds)
     cpu = [0] * n
@@ -901,7 +905,7 @@ def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device
         for i, r in enumerate(manifest.regions):  # every memfd, before any is mapped
             if r.kind in (_wire.KIND_MEMFD, _wire.KIND_MEMFD_HUGETLB):
                 try:
-                    _memory.check_memfd(fds[i], r.size, _region_what(manifest, i))
+                    _memory.check_memfd(fds[i], r.size, _region_what(manifest, i), accept_future_write_seal)
                 except ValueError as e:
                     raise E.DaemonNotTrusted(f"the daemon on {path}: {e}; refused") from None
         vmm: list[int] = []

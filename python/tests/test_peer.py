@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -149,6 +150,10 @@ class PeerTest(unittest.TestCase):
             "count-mismatch": "MANIFEST lists 3 regions but 2 fds arrived",
             "outside-region": r"table 't' \[100, \+\d+\) does not fit in region 0",
             "wrong-bytes": "table 't' is F16 \\[100\\], which is 200 bytes, but the manifest says 100",
+            "huge-shape": r"table 't' \[0, \+281474976710656\) does not fit in region 0",
+            "unknown-dtype": "has dtype 'F9_E9M9', not a safetensors dtype",
+            "duplicate-name": "table 't' is listed twice",
+            "kind-mismatch": "table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
             "trailing": "1 trailing bytes after the last field",
             "bad-magic": "bad magic 0x12345678",
             "too-many-details": "detail_count 102 is over the limit of 101",
@@ -172,6 +177,8 @@ class PeerTest(unittest.TestCase):
     def test_memfds_without_seals_are_refused(self):
         for case, pattern in {"unsealed": "seals are SEAL; need", "some-seals": "seals are SHRINK\\|GROW; need",
                               "no-seal-seal": "seals are SHRINK\\|GROW\\|FUTURE_WRITE; need",
+                              "future-write": "seals are SEAL\\|SHRINK\\|GROW\\|FUTURE_WRITE; need SEAL, SHRINK, GROW"
+                                              " and WRITE \\(FUTURE_WRITE leaves writable a mapping made before it\\)",
                               "wrong-size": "holds \\d+ bytes but the manifest says",
                               "regular-file": "F_GET_SEALS\\) failed: EINVAL"}.items():
             with self.subTest(case=case):
@@ -193,6 +200,26 @@ class PeerTest(unittest.TestCase):
         with engram_host.connect(peer.socket, daemon_uid=65534) as imported:
             self.assertEqual(2, len(imported.tables))
         self.assertEqual(0, peer.finish()[0])
+
+    def test_future_write_only_when_asked(self):
+        peer = Peer("future-write", self.dir)
+        with engram_host.connect(peer.socket, accept_future_write_seal=True) as imported:
+            self.assertEqual(1, len(imported.tables))
+        peer.finish()
+
+    def test_an_answer_whose_parts_trickle_is_bounded_as_a_whole(self):
+        t0 = time.monotonic()
+        self.refused("slow-parts", E.NoAnswer, "did not answer within")
+        self.assertLess(time.monotonic() - t0, 14)
+
+    def test_fewer_fds_than_announced_are_refused_at_once(self):
+        peer = Peer("fewer-fds", self.dir)
+        t0 = time.monotonic()
+        with self.assertRaises(E.ProtocolViolation) as cm:  # the peer holds the connection open for 5 s
+            engram_host.connect(peer.socket)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertRegex(str(cm.exception), "announced 2 fds but 1 arrived")
+        peer.finish()
 
     def test_frame_over_1_gib_is_refused(self):
         self.refused("part-over-1gib", E.ProtocolViolation, "over 1073741824 bytes", timeout=120)
