@@ -108,6 +108,36 @@ class FingerprintTest {
         assertArrayEquals(b.array(), small().canonicalBytes());
     }
 
+    /** Computed by the code before fingerprints could carry content identity: these values must never change. */
+    static final String SMALL_SHA256 = "4e020b11617e03bac53b83d18499dc6d4da60fd77a614d2c32b83182fd954219";
+    static final String ENGRAM_SHA256 = "f661020b90c41b4d950d122498bd5a1290b3509b012d690a69f8140829e65464";
+    /** {@link #engram()} encoded by that code (version 1). */
+    static final String ENGRAM_V1 = "4547465001000000010000000000000001000000170000006c61796572732e2a2e656e6772616d2e"
+            + "656d6265642e2a02000000200000006d6f64656c2d30303030312d6f662d30303030322e7361666574656e736f727340e2010000"
+            + "0000000123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef200000006d6f64656c2d30303030322d6f"
+            + "662d30303030322e7361666574656e736f7273f1fb090000000000fedcba9876543210fedcba9876543210fedcba9876543210fe"
+            + "dcba9876543210020000001b0000006c61796572732e312e656e6772616d2e656d6265642e7363616c650700000046385f45384d"
+            + "3002000000e8030000000000000800000000000000401f0000000000001c0000006c61796572732e312e656e6772616d2e656d62"
+            + "65642e7765696768740700000046385f45344d3302000000e803000000000000000100000000000000e8030000000000";
+
+    /** Two files and two tables of the published layout, no content identity. */
+    static Fingerprint engram() {
+        return new Fingerprint(1, "", List.of("layers.*.engram.embed.*"), List.of(
+                new Fingerprint.FileEntry("model-00001-of-00002.safetensors", 123456, "0123456789abcdef".repeat(4)),
+                new Fingerprint.FileEntry("model-00002-of-00002.safetensors", 654321, "fedcba9876543210".repeat(4))),
+                List.of(new Fingerprint.Table("layers.1.engram.embed.scale", DType.F8_E8M0, new long[] {1000, 8}, 8000),
+                        new Fingerprint.Table("layers.1.engram.embed.weight", DType.F8_E4M3, new long[] {1000, 256},
+                                256000)));
+    }
+
+    @Test
+    void shouldKeepTheSha256ThatEarlierBuildsGaveAFingerprint() {
+        assertEquals(SMALL_SHA256, small().sha256Hex());
+        assertEquals(ENGRAM_SHA256, engram().sha256Hex());
+        assertEquals(ENGRAM_V1, HexFormat.of().formatHex(engram().canonicalBytes()));
+        assertEquals(engram(), Fingerprint.decode(HexFormat.of().parseHex(ENGRAM_V1)));
+    }
+
     @Test
     void shouldPutItselfInCanonicalForm() {
         Fingerprint f = new Fingerprint(1, "", List.of("b", "a", "b"), List.of(
