@@ -137,6 +137,37 @@ class TreeDigestTest {
     }
 
     @Test
+    void shouldGiveBothDigestsInOnePassAsEachAlone() throws Exception {
+        long mib64 = ContentDigest.CHUNK;
+        int length = (int) (2 * mib64 + C + 5); // two whole engram chunks, then one leaf and a bit
+        byte[] data = pattern(length);
+        Path file = dir.resolve("both.bin");
+        Files.write(file, data);
+        try (Mapping m = Posix.mmapAnonymous(length, "both digests test");
+                Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
+            RawMemory.copy(data, RawMemory.BYTE_ARRAY_BASE, null, m.address(), length);
+            List<TreeDigest.Source> sources = List.of(new TreeDigest.Memory(m.address(), length),
+                    new TreeDigest.Memory(m.address(), mib64), new TreeDigest.Memory(m.address(), 3),
+                    new TreeDigest.Memory(0, 0), new TreeDigest.FileRegion(fd, 7, mib64 + 1, "both.bin"));
+            for (int threads : new int[] {1, 2}) {
+                java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+                List<TableDigests> both = TreeDigest.bothAll(sources, threads, done::addAndGet);
+                List<byte[]> trees = TreeDigest.digestAll(sources, threads);
+                for (int i = 0; i < sources.size(); i++) {
+                    TreeDigest.Source src = sources.get(i);
+                    long engram = src instanceof TreeDigest.Memory mem ? ContentDigest.digest(mem.address(), mem.length())
+                            : ContentDigest.digest(file, 7, mib64 + 1);
+                    assertEquals(new TableDigests(ContentDigest.hex(engram), TreeDigest.hex(trees.get(i))), both.get(i),
+                            "source " + i + " on " + threads + " threads");
+                }
+                assertEquals(sources.stream().mapToLong(TreeDigest.Source::length).sum(), done.get(), "every byte once");
+            }
+            assertEquals(PATTERN.get(C), TreeDigest.bothAll(List.of(new TreeDigest.Memory(m.address(), C)), 2,
+                    x -> { }).get(0).treeDigest());
+        }
+    }
+
+    @Test
     void shouldNameTheSourceOfARegionPastTheEndOfItsFile() throws Exception {
         Path file = dir.resolve("short.bin");
         Files.write(file, new byte[1000]);
