@@ -74,6 +74,15 @@ public final class OpenCheckpoint implements AutoCloseable {
         return fds.get(t.file());
     }
 
+    /** The open fd of {@code f}, one of the checkpoint's files; not to be closed by the caller. */
+    public Fd fd(SafetensorsFile f) {
+        Fd fd = fds.get(f.path());
+        if (fd == null || checkpoint.files().stream().noneMatch(x -> x == f)) {
+            throw new IllegalArgumentException(f.path() + " is not a file of this checkpoint");
+        }
+        return fd;
+    }
+
     /** How many files are held open. */
     public int fileCount() {
         return fds.size();

@@ -17,6 +17,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.LongConsumer;
 
 /**
  * One validated safetensors file: an 8-byte little-endian header length n, n bytes of JSON header, then
@@ -133,6 +134,11 @@ public final class SafetensorsFile {
      * header of up to 100 MiB is hashed again without holding it whole on the heap.
      */
     static byte[] sha256(String where, Fd fd, long offset, long length) {
+        return sha256(where, fd, offset, length, done -> { });
+    }
+
+    /** As {@link #sha256(String, Fd, long, long)}, telling {@code progress} each piece's length once hashed. */
+    static byte[] sha256(String where, Fd fd, long offset, long length, LongConsumer progress) {
         MessageDigest md = newSha256();
         if (length == 0) {
             return md.digest();
@@ -146,6 +152,7 @@ public final class SafetensorsFile {
                 RawMemory.copy(scratch.address(), buf, 0, n);
                 md.update(buf, 0, n);
                 done += n;
+                progress.accept(n);
             }
         } catch (NativeException e) {
             throw new CheckpointException(where + ": cannot read " + length + " bytes at offset " + offset + ": "
