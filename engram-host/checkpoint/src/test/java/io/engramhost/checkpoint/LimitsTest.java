@@ -132,6 +132,28 @@ class LimitsTest {
     }
 
     @Test
+    void shouldCheckWhatTheServedSelectionSelectsWithItsIdentity(@org.junit.jupiter.api.io.TempDir Path dir)
+            throws Exception {
+        long[] rank17 = new long[17];
+        java.util.Arrays.fill(rank17, 1);
+        Path file = new SafetensorsWriter().add("ab", DType.U8, new long[] {1}, new byte[] {1})
+                .add("r17", DType.U8, rank17, new byte[] {2}).write(dir.resolve("m.safetensors"));
+        Checkpoint cp = Checkpoint.open(file);
+        assertEquals(file + ": tensor 'r17': rank 17 (U8 " + java.util.Arrays.toString(rank17) + ") is over the limit of"
+                + " 16 (docs/checkpoints.md, Limits)", assertThrows(CheckpointException.class,
+                        () -> ServedSelection.of(cp, List.of(), "memfd")).getMessage(), "every tensor: r17 too");
+        ServedSelection ab = ServedSelection.of(cp, List.of("ab"), "memfd");
+        assertEquals(Limits.checkServed(cp, List.of("ab"), "memfd"), ab.fingerprint(), "no identity: as before");
+        try (OpenCheckpoint open = OpenCheckpoint.open(file)) {
+            DigestSidecar.writeRecord(DigestSidecar.locationFor(file), DigestSidecar.computeRecord(open,
+                    List.of(cp.tensor("ab")), 1, x -> { }));
+        }
+        ServedSelection known = ServedSelection.of(cp, List.of("ab"), "memfd");
+        assertEquals(ab.fingerprint().canonicalBytes().length + 1 + (1 + 8 + 32), known.fingerprint().canonicalBytes()
+                .length, "version 2: a content byte per file, the identity byte and both digests per table");
+    }
+
+    @Test
     void shouldRefuseMoreRegionsThanOneManifestCarries() {
         assertDoesNotThrow(() -> Limits.checkRegions(65536));
         assertThrows(CheckpointException.class, () -> Limits.checkRegions(65537));
