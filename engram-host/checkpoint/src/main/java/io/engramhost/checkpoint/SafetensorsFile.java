@@ -93,7 +93,14 @@ public final class SafetensorsFile {
             throw new CheckpointException(where + ": file is " + size
                     + " bytes, too short for the 8-byte header length");
         }
-        long n = ByteBuffer.wrap(readBytes(where, fd, 0, 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        byte[] prefix = readBytes(where, fd, 0, 8);
+        long n = ByteBuffer.wrap(prefix).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        if ((n < 0 || n > MAX_HEADER_LENGTH || 8 + n > size)
+                && (size == 8 || readBytes(where, fd, 8, 1)[0] != '{')) {
+            throw new CheckpointException(where + ": not a safetensors file (its first 8 bytes, " + text(prefix)
+                    + " = " + HexFormat.of().formatHex(prefix) + ", are not a header length followed by a JSON"
+                    + " object): give a .safetensors file, an index or a model directory");
+        }
         if (n < 0 || n > MAX_HEADER_LENGTH) {
             throw new CheckpointException(where + ": header length " + Long.toUnsignedString(n)
                     + " exceeds the limit of " + MAX_HEADER_LENGTH + " bytes (100 MiB)");
@@ -111,6 +118,15 @@ public final class SafetensorsFile {
         }
         return new SafetensorsFile(path, size, n, sha256(bytes), parsed.metadata(),
                 Collections.unmodifiableMap(byName), state);
+    }
+
+    /** {@code bytes} as text in quotes, each byte outside printable ASCII shown as '.'. */
+    private static String text(byte[] bytes) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (byte b : bytes) {
+            sb.append(b >= 0x20 && b < 0x7f && b != '"' ? (char) b : '.');
+        }
+        return sb.append('"').toString();
     }
 
     /** {@code length} bytes of {@code fd} at {@code offset}, by pread through a scratch mapping. */
