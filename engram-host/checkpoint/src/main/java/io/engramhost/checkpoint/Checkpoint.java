@@ -130,7 +130,7 @@ public final class Checkpoint {
     }
 
     /** The path given to {@link #open} through which {@code f} (one of {@link #files}) was found. */
-    Path givenAs(SafetensorsFile f) {
+    public Path givenAs(SafetensorsFile f) {
         Path p = givenAs.get(f.path());
         if (p == null) {
             throw new IllegalArgumentException(f.path() + " is not a file of this checkpoint");

@@ -51,6 +51,20 @@ public final class HfSnapshot {
         return Optional.of(new Blob(file, parent.resolve(target).normalize(), name.toString()));
     }
 
+    /** The bytes of the files of {@code checkpoint} that {@code blobs} name: what {@link #verify} reads. */
+    public static long bytes(Checkpoint checkpoint, List<Blob> blobs) {
+        long n = 0;
+        for (Blob b : blobs) {
+            n += file(checkpoint, b).fileSize();
+        }
+        return n;
+    }
+
+    private static SafetensorsFile file(Checkpoint checkpoint, Blob b) {
+        return checkpoint.files().stream().filter(f -> f.path().equals(b.file())).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException(b.file() + " is not a file of " + checkpoint));
+    }
+
     /**
      * Checks every one of {@code blobs} (files of {@code checkpoint}) against its name: the SHA-256 of the whole
      * file, read through the fd it was validated from, on up to {@code threads} threads (one file each).
@@ -60,8 +74,7 @@ public final class HfSnapshot {
     public static void verify(OpenCheckpoint checkpoint, List<Blob> blobs, int threads, LongConsumer progress) {
         List<SafetensorsFile> files = new ArrayList<>();
         for (Blob b : blobs) {
-            files.add(checkpoint.checkpoint().files().stream().filter(f -> f.path().equals(b.file())).findFirst()
-                    .orElseThrow(() -> new IllegalArgumentException(b.file() + " is not a file of " + checkpoint)));
+            files.add(file(checkpoint.checkpoint(), b));
         }
         WorkerThreads.forEach(blobs.size(), threads, "blob check", () -> null, (i, none) -> {
             SafetensorsFile f = files.get(i);
