@@ -2,6 +2,8 @@ package io.engramhost.checkpoint;
 
 import io.engramhost.os.Fd;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.util.ArrayList;
@@ -138,7 +140,7 @@ public final class OpenCheckpoint implements AutoCloseable {
                 // The length prefix, then the header hashed in pieces: never the whole header (up to 100 MiB)
                 // on the heap, which a daemon that has just loaded a header that large may not have room for.
                 byte[] prefix = SafetensorsFile.readBytes(f.path().toString(), fd, 0, 8);
-                long n = java.nio.ByteBuffer.wrap(prefix).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+                long n = ByteBuffer.wrap(prefix).order(ByteOrder.LITTLE_ENDIAN).getLong();
                 if (n != f.headerLength() || !MessageDigest.isEqual(
                         SafetensorsFile.sha256(f.path().toString(), fd, 8, headerEnd - 8), f.headerSha256())) {
                     what.add("header bytes");

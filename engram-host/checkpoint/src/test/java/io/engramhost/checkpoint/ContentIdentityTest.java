@@ -15,6 +15,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -86,7 +87,7 @@ class ContentIdentityTest {
         Path snapshot = CheckpointGenerator.writeHfSnapshot(model(), dir.resolve("hub/models--org--name"), "r1");
         try (OpenCheckpoint cp = OpenCheckpoint.open(snapshot)) {
             List<HfSnapshot.Blob> blobs = ServedSelection.of(cp.checkpoint(), List.of(), "").identity().snapshotFiles();
-            java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+            AtomicLong done = new AtomicLong();
             HfSnapshot.verify(cp, blobs, 2, done::addAndGet);
             long total = 0;
             for (HfSnapshot.Blob b : blobs) {

@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -116,7 +117,7 @@ class DigestSidecarTest {
         Path file = new SafetensorsWriter().add("abc", DType.U8, new long[] {3}, "abc".getBytes(StandardCharsets.US_ASCII))
                 .add("empty", DType.F32, new long[] {0, 4}, new byte[0]).write(dir.resolve("m.safetensors"));
         try (OpenCheckpoint cp = OpenCheckpoint.open(file)) {
-            java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+            AtomicLong done = new AtomicLong();
             Map<String, TableDigests> d = DigestSidecar.computeRecord(cp, cp.checkpoint().tensors(), 2, done::addAndGet);
             assertEquals(Map.of("abc", new TableDigests(ContentDigest.hex(ContentDigest.digest("abc".getBytes(
                     StandardCharsets.US_ASCII))), D2), "empty", new TableDigests(E1, D1)), d);

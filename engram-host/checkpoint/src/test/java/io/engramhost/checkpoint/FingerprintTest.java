@@ -14,6 +14,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
@@ -423,7 +424,7 @@ class FingerprintTest {
     @Test
     void shouldSummariseADifferentSelectionInOneLine() {
         Fingerprint served = engram(); // 2 tables by [layers.*.engram.embed.*]
-        List<Fingerprint.Table> more = new java.util.ArrayList<>(served.tables());
+        List<Fingerprint.Table> more = new ArrayList<>(served.tables());
         more.add(new Fingerprint.Table("embed.weight", DType.BF16, new long[] {4, 4}, 32));
         more.add(new Fingerprint.Table("norm.weight", DType.BF16, new long[] {4}, 8));
         Fingerprint all = new Fingerprint(1, "", List.of("*"), served.files(), more);

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Each limit at its boundary: exactly at it passes, one over fails with one line naming it. */
 class LimitsTest {
@@ -132,14 +133,13 @@ class LimitsTest {
     }
 
     @Test
-    void shouldCheckWhatTheServedSelectionSelectsWithItsIdentity(@org.junit.jupiter.api.io.TempDir Path dir)
-            throws Exception {
+    void shouldCheckWhatTheServedSelectionSelectsWithItsIdentity(@TempDir Path dir) throws Exception {
         long[] rank17 = new long[17];
-        java.util.Arrays.fill(rank17, 1);
+        Arrays.fill(rank17, 1);
         Path file = new SafetensorsWriter().add("ab", DType.U8, new long[] {1}, new byte[] {1})
                 .add("r17", DType.U8, rank17, new byte[] {2}).write(dir.resolve("m.safetensors"));
         Checkpoint cp = Checkpoint.open(file);
-        assertEquals(file + ": tensor 'r17': rank 17 (U8 " + java.util.Arrays.toString(rank17) + ") is over the limit of"
+        assertEquals(file + ": tensor 'r17': rank 17 (U8 " + Arrays.toString(rank17) + ") is over the limit of"
                 + " 16 (docs/checkpoints.md, Limits)", assertThrows(CheckpointException.class,
                         () -> ServedSelection.of(cp, List.of(), "memfd")).getMessage(), "every tensor: r17 too");
         ServedSelection ab = ServedSelection.of(cp, List.of("ab"), "memfd");

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.engramhost.util.Bytes;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -48,7 +49,7 @@ class SelectionTest {
         assertEquals(engram, names(config));
         assertEquals(engram, config.patterns(), "the exact names");
         assertEquals(Optional.empty(), config.warning());
-        assertEquals("config.json engram_layer_ids [1, 14]: 4 tensors, " + Bytes(config) + " (layers.1.engram.embed.scale,"
+        assertEquals("config.json engram_layer_ids [1, 14]: 4 tensors, " + size(config) + " (layers.1.engram.embed.scale,"
                 + " ...)", config.description());
         assertEquals(m.resolve("config.json"), config.config().orElseThrow().file());
         assertEquals(engram, names(Selection.of(Checkpoint.open(m.resolve("model.safetensors.index.json")), List.of())),
@@ -69,7 +70,7 @@ class SelectionTest {
         assertEquals(List.of("*"), all.patterns());
         assertEquals(List.of("layers.1.engram.embed.scale", "layers.1.engram.embed.weight"), names(all));
         assertEquals("every tensor (no --tables, and no config.json naming engram_layer_ids): 2 tensors, "
-                + Bytes(all), all.description());
+                + size(all), all.description());
         assertTrue(all.warning().orElseThrow().startsWith("selecting every tensor of the checkpoint (no --tables"),
                 all.warning().get());
         // two paths: no model directory either
@@ -83,8 +84,8 @@ class SelectionTest {
         assertEquals(Selection.Rule.ALL, Selection.ofPatterns(byDir, List.of()).rule(), "patterns alone read no config");
     }
 
-    private static String Bytes(Selection s) {
-        return io.engramhost.util.Bytes.format(Checkpoint.totalBytes(s.tensors()));
+    private static String size(Selection s) {
+        return Bytes.format(Checkpoint.totalBytes(s.tensors()));
     }
 
     @Test

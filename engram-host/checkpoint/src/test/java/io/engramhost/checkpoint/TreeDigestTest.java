@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -150,7 +151,7 @@ class TreeDigestTest {
                     new TreeDigest.Memory(m.address(), mib64), new TreeDigest.Memory(m.address(), 3),
                     new TreeDigest.Memory(0, 0), new TreeDigest.FileRegion(fd, 7, mib64 + 1, "both.bin"));
             for (int threads : new int[] {1, 2}) {
-                java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+                AtomicLong done = new AtomicLong();
                 List<TableDigests> both = TreeDigest.bothAll(sources, threads, done::addAndGet);
                 List<byte[]> trees = TreeDigest.digestAll(sources, threads);
                 for (int i = 0; i < sources.size(); i++) {
