@@ -78,16 +78,20 @@ public final class CheckpointGenerator {
     public record Model(List<Integer> layers, long rows, int dim, long seed, String prefix, boolean wholeModel,
             boolean singleFile) {
         public Model {
-            new Spec(layers, rows, dim, seed); // the same checks
-            layers = List.copyOf(new TreeSet<>(layers));
             if (rows < 1) {
                 throw new IllegalArgumentException("rows must be at least 1, was " + rows);
             }
+            new Spec(layers, 0, dim, seed); // the same checks of the layers and dim
+            layers = List.copyOf(new TreeSet<>(layers));
             if (!prefix.isEmpty() && !prefix.endsWith(".")) {
                 throw new IllegalArgumentException("prefix '" + prefix + "' must be empty or end in '.'");
             }
-            for (int i = 0; i < layers.size(); i++) {
-                Math.multiplyExact(layerRows(rows, i), (long) dim);
+            try {
+                for (int i = 0; i < layers.size(); i++) {
+                    Math.multiplyExact(layerRows(rows, i), (long) dim);
+                }
+            } catch (ArithmeticException e) {
+                throw new IllegalArgumentException(rows + " rows of " + dim + " values are more than 2^63 bytes");
             }
         }
 

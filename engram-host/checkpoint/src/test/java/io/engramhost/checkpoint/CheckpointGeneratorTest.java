@@ -198,6 +198,9 @@ class CheckpointGeneratorTest {
             assertEquals(List.of("config.json", "model.safetensors", "notes.txt"), left.map(p -> p.getFileName().toString())
                     .sorted().toList(), "no temporary file left");
         }
+        assertEquals("4611686018427387904 rows of 256 values are more than 2^63 bytes", assertThrows(
+                IllegalArgumentException.class, () -> new CheckpointGenerator.Model(List.of(1), 1L << 62, 256, 0, "", false,
+                        false)).getMessage());
         assertEquals("rows must be at least 1, was 0", assertThrows(IllegalArgumentException.class,
                 () -> new CheckpointGenerator.Model(List.of(1), 0, 256, 0, "", false, false)).getMessage());
         assertEquals("prefix 'model' must be empty or end in '.'", assertThrows(IllegalArgumentException.class,

@@ -73,7 +73,7 @@ final class GenerateCommand implements Callable<Integer> {
         CheckpointGenerator.Model model;
         try {
             model = new CheckpointGenerator.Model(layers, rows, dim, seed, prefix, wholeModel, singleFile);
-        } catch (IllegalArgumentException | ArithmeticException e) {
+        } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage());
         }
         List<Path> before = entries();
