@@ -24,17 +24,22 @@ public final class Checkpoint {
     public static final String INDEX_SUFFIX = ".safetensors.index.json";
     public static final String FILE_SUFFIX = ".safetensors";
 
+    private final List<Path> paths;
     private final List<SafetensorsFile> files;
     private final Map<String, TensorInfo> tensors;
     private final Map<Path, SafetensorsFile> byPath;
+    private final Map<Path, Path> givenAs;
 
-    private Checkpoint(List<SafetensorsFile> files, Map<String, TensorInfo> tensors) {
+    private Checkpoint(List<Path> paths, List<SafetensorsFile> files, Map<String, TensorInfo> tensors,
+            Map<Path, Path> givenAs) {
+        this.paths = List.copyOf(paths);
         this.files = List.copyOf(files);
         this.tensors = Collections.unmodifiableMap(tensors);
         this.byPath = new HashMap<>();
         for (SafetensorsFile f : files) {
             byPath.put(f.path(), f);
         }
+        this.givenAs = Map.copyOf(givenAs);
     }
 
     public static Checkpoint open(List<Path> paths) {
@@ -47,12 +52,14 @@ public final class Checkpoint {
             throw new CheckpointException("no checkpoint path given");
         }
         Map<Path, SafetensorsFile> files = new LinkedHashMap<>();
+        Map<Path, Path> givenAs = new HashMap<>();
         for (Path p : paths) {
             for (SafetensorsFile f : resolve(p, opener)) {
                 Path key = f.path().toAbsolutePath().normalize();
                 if (files.putIfAbsent(key, f) != null) {
                     throw new CheckpointException(f.path() + ": given more than once (via " + p + ")");
                 }
+                givenAs.put(f.path(), p);
             }
         }
         Map<String, TensorInfo> tensors = new TreeMap<>(FingerprintCodec::compareNames);
@@ -65,7 +72,7 @@ public final class Checkpoint {
                 }
             }
         }
-        return new Checkpoint(new ArrayList<>(files.values()), tensors);
+        return new Checkpoint(paths, new ArrayList<>(files.values()), tensors, givenAs);
     }
 
     public static Checkpoint open(Path... paths) {
@@ -115,6 +122,39 @@ public final class Checkpoint {
             throw new CheckpointException(dir + ": holds no *" + FILE_SUFFIX + " file and no *" + INDEX_SUFFIX);
         }
         return shards.stream().map(opener).toList();
+    }
+
+    /** The paths it was opened from, as given: files, indexes and directories. */
+    public List<Path> paths() {
+        return paths;
+    }
+
+    /** The path given to {@link #open} through which {@code f} (one of {@link #files}) was found. */
+    public Path givenAs(SafetensorsFile f) {
+        Path p = givenAs.get(f.path());
+        if (p == null) {
+            throw new IllegalArgumentException(f.path() + " is not a file of this checkpoint");
+        }
+        return p;
+    }
+
+    /**
+     * The model directory of this checkpoint, where its config.json would be: the directory, or the index's
+     * directory, when it was opened from one directory or one {@code *.safetensors.index.json}; else null.
+     */
+    public Path modelDirectory() {
+        if (paths.size() != 1) {
+            return null;
+        }
+        Path p = paths.get(0);
+        if (Files.isDirectory(p)) {
+            return p;
+        }
+        Path name = p.getFileName();
+        if (name == null || !name.toString().endsWith(INDEX_SUFFIX)) {
+            return null;
+        }
+        return p.getParent() != null ? p.getParent() : p.toAbsolutePath().getParent();
     }
 
     /** The files, in the order they were given (shards of an index or a directory by name). */

@@ -42,13 +42,12 @@ public final class ContentDigest {
     }
 
     static long digest(Object base, long offset, long length, long chunk) {
-        int n = chunks(length, chunk);
-        ByteBuffer hashes = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
-        for (int i = 0; i < n; i++) {
+        long[] hashes = new long[chunks(length, chunk)];
+        for (int i = 0; i < hashes.length; i++) {
             long start = i * chunk;
-            hashes.putLong(Xxh64.hash(base, offset + start, Math.min(chunk, length - start), 0));
+            hashes[i] = Xxh64.hash(base, offset + start, Math.min(chunk, length - start), 0);
         }
-        return Xxh64.hash(hashes.array());
+        return combine(hashes);
     }
 
     private static int chunks(long length, long chunk) {
@@ -86,10 +85,10 @@ public final class ContentDigest {
             long len = Math.min(chunk, length - start);
             parts.add(pool.submit(() -> Xxh64.hash(null, address + start, len, 0)));
         }
-        ByteBuffer hashes = ByteBuffer.allocate(8 * n).order(ByteOrder.LITTLE_ENDIAN);
+        long[] hashes = new long[n];
         try {
-            for (Future<Long> f : parts) {
-                hashes.putLong(f.get());
+            for (int i = 0; i < n; i++) {
+                hashes[i] = parts.get(i).get();
             }
         } catch (InterruptedException e) {
             parts.forEach(f -> f.cancel(false));
@@ -98,7 +97,7 @@ public final class ContentDigest {
         } catch (ExecutionException e) {
             throw new IllegalStateException("hashing a chunk failed: " + e.getCause(), e.getCause());
         }
-        return Xxh64.hash(hashes.array());
+        return combine(hashes);
     }
 
     /** engram digest v1 of {@code length} bytes of {@code file} from {@code offset}, streamed through 1 MiB. */
@@ -106,7 +105,7 @@ public final class ContentDigest {
         if (offset < 0 || length < 0) {
             throw new IllegalArgumentException("negative offset " + offset + " or length " + length);
         }
-        ByteBuffer hashes = ByteBuffer.allocate(8 * chunks(length, CHUNK)).order(ByteOrder.LITTLE_ENDIAN);
+        long[] hashes = new long[chunks(length, CHUNK)];
         ByteBuffer buf = ByteBuffer.allocate(COPY);
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
             for (long start = 0; start < length; start += CHUNK) {
@@ -121,10 +120,10 @@ public final class ContentDigest {
                     h.update(buf.array(), 0, n);
                     p += n;
                 }
-                hashes.putLong(h.digest());
+                hashes[(int) (start / CHUNK)] = h.digest();
             }
         }
-        return Xxh64.hash(hashes.array());
+        return combine(hashes);
     }
 
     /** SHA-256 of native memory, copied through a reused 1 MiB array. */
@@ -148,5 +147,24 @@ public final class ContentDigest {
     /** A digest as 16 lower-case hex digits. */
     public static String hex(long digest) {
         return String.format("%016x", digest);
+    }
+
+    /** True when {@code text} is 16 lower-case hex digits, the form {@link #hex} gives. */
+    public static boolean isHex(String text) {
+        return text != null && text.length() == 16 && text.chars().allMatch(ContentDigest::isHexDigit);
+    }
+
+    /** A lower-case hex digit. */
+    static boolean isHexDigit(int c) {
+        return c >= '0' && c <= '9' || c >= 'a' && c <= 'f';
+    }
+
+    /** The digest of content whose 64 MiB chunks hash to {@code chunkHashes}: XXH64 of them, little-endian. */
+    static long combine(long[] chunkHashes) {
+        ByteBuffer hashes = ByteBuffer.allocate(8 * chunkHashes.length).order(ByteOrder.LITTLE_ENDIAN);
+        for (long h : chunkHashes) {
+            hashes.putLong(h);
+        }
+        return Xxh64.hash(hashes.array());
     }
 }

@@ -14,32 +14,49 @@ import java.util.List;
 /**
  * The canonical binary form of a {@link Fingerprint}, little-endian throughout:
  * <pre>
- *   magic "EGFP" | u16 encoding version (1) | u16 flags (0) | i32 layout version | str backend
+ *   magic "EGFP" | u16 encoding version (1 or 2) | u16 flags (0) | i32 layout version | str backend
  *   u32 count, str pattern ...
- *   u32 count, { str name | u64 size | 32 bytes header SHA-256 } ...
- *   u32 count, { str name | str dtype | u32 rank | u64 dim ... | u64 bytes } ...
+ *   u32 count, { str name | u64 size | 32 bytes header SHA-256 | v2: u8 content (0/1) [| 32 bytes SHA-256] } ...
+ *   u32 count, { str name | str dtype | u32 rank | u64 dim ... | u64 bytes
+ *                | v2: u8 identity (bit 0, bit 1) [| u64 engram digest v1] [| 32 bytes sha256-tree-v1] } ...
  *   str = u32 byte length | UTF-8 bytes
  * </pre>
- * Lists are sorted by name (code point order, which is UTF-8 byte order) with no duplicates; patterns
- * likewise, and never empty. Decoding refuses anything else, and any byte left over.
+ * A fingerprint without content identity is version 1 (as every earlier build encodes it), one with any is
+ * version 2, and a version 2 encoding must carry some. Lists are sorted by name (code point order, which is UTF-8
+ * byte order) with no duplicates; patterns likewise, and never empty. Decoding refuses anything else, and any
+ * byte left over.
  */
 final class FingerprintCodec {
     static final byte[] MAGIC = {'E', 'G', 'F', 'P'};
-    static final int VERSION = 1;
+    /** The encoding without content identity. */
+    static final int VERSION_1 = 1;
+    /** The encoding with content identity. */
+    static final int VERSION_2 = 2;
     /** The same rank limit as everywhere else ({@link Limits#MAX_RANK}). */
     static final int MAX_RANK = Limits.MAX_RANK;
+    /** A table's identity byte: an engram digest v1 follows. */
+    static final int ENGRAM_BIT = 1;
+    /** A table's identity byte: a sha256-tree-v1 follows. */
+    static final int TREE_BIT = 2;
 
     private FingerprintCodec() {
     }
 
     static byte[] encode(Fingerprint f) {
+        boolean v2 = f.hasIdentity();
         Out out = new Out();
-        out.raw(MAGIC).u16(VERSION).u16(0).i32(f.layoutVersion()).str(f.backend());
+        out.raw(MAGIC).u16(v2 ? VERSION_2 : VERSION_1).u16(0).i32(f.layoutVersion()).str(f.backend());
         out.i32(f.patterns().size());
         f.patterns().forEach(out::str);
         out.i32(f.files().size());
         for (Fingerprint.FileEntry e : f.files()) {
             out.str(e.name()).i64(e.size()).raw(HexFormat.of().parseHex(e.headerSha256()));
+            if (v2) {
+                out.u8(e.hasContent() ? 1 : 0);
+                if (e.hasContent()) {
+                    out.raw(HexFormat.of().parseHex(e.contentSha256()));
+                }
+            }
         }
         out.i32(f.tables().size());
         for (Fingerprint.Table t : f.tables()) {
@@ -49,13 +66,24 @@ final class FingerprintCodec {
                 out.i64(d);
             }
             out.i64(t.bytes());
+            if (v2) {
+                out.u8((t.engramDigest() != null ? ENGRAM_BIT : 0) | (t.treeDigest() != null ? TREE_BIT : 0));
+                if (t.engramDigest() != null) {
+                    out.i64(Long.parseUnsignedLong(t.engramDigest(), 16));
+                }
+                if (t.treeDigest() != null) {
+                    out.raw(HexFormat.of().parseHex(t.treeDigest()));
+                }
+            }
         }
         return out.bytes();
     }
 
     static Fingerprint decode(byte[] bytes) {
         In in = new In(bytes);
-        int layout = fixedHead(in);
+        int version = fixedHead(in);
+        boolean v2 = version == VERSION_2;
+        int layout = in.i32();
         String backend = in.str("backend");
         List<String> patterns = new ArrayList<>();
         int n = patternCount(in);
@@ -65,18 +93,31 @@ final class FingerprintCodec {
             in.ordered(at, "pattern", patterns.isEmpty() ? null : patterns.get(i - 1), p);
             patterns.add(p);
         }
+        boolean identity = false;
         List<Fingerprint.FileEntry> files = new ArrayList<>();
-        n = in.count("files", 4 + 8 + 32);
+        n = in.count("files", 4 + 8 + 32 + (v2 ? 1 : 0));
         for (int i = 0; i < n; i++) {
             int at = in.pos;
             String name = in.str("file name");
             in.ordered(at, "file", files.isEmpty() ? null : files.get(i - 1).name(), name);
             long size = in.nonNegative("file size");
             String sha = HexFormat.of().formatHex(in.raw(32, "header SHA-256"));
-            files.add(new Fingerprint.FileEntry(name, size, sha));
+            String content = null;
+            if (v2) {
+                int flagAt = in.pos;
+                int flag = in.u8("content flag");
+                if (flag > 1) {
+                    throw in.error(flagAt, "file '" + name + "': content flag " + flag + ", expected 0 or 1");
+                }
+                if (flag == 1) {
+                    content = HexFormat.of().formatHex(in.raw(32, "content SHA-256"));
+                    identity = true;
+                }
+            }
+            files.add(new Fingerprint.FileEntry(name, size, sha, content));
         }
         List<Fingerprint.Table> tables = new ArrayList<>();
-        n = in.count("tables", 4 + 4 + 4 + 8);
+        n = in.count("tables", 4 + 4 + 4 + 8 + (v2 ? 1 : 0));
         for (int i = 0; i < n; i++) {
             int at = in.pos;
             String name = in.str("table name");
@@ -101,8 +142,25 @@ final class FingerprintCodec {
             }
             int bytesAt = in.pos;
             long length = in.nonNegative("table bytes");
+            String engram = null;
+            String tree = null;
+            if (v2) {
+                int flagsAt = in.pos;
+                int flags = in.u8("identity flags");
+                if ((flags & ~(ENGRAM_BIT | TREE_BIT)) != 0) {
+                    throw in.error(flagsAt, "table '" + name + "': identity flags 0x" + Integer.toHexString(flags)
+                            + ", expected bits 0 and 1 only");
+                }
+                if ((flags & ENGRAM_BIT) != 0) {
+                    engram = ContentDigest.hex(in.u64("engram digest v1"));
+                }
+                if ((flags & TREE_BIT) != 0) {
+                    tree = HexFormat.of().formatHex(in.raw(32, TreeDigest.ALGORITHM));
+                }
+                identity |= flags != 0;
+            }
             try {
-                tables.add(new Fingerprint.Table(name, dtype, shape, length));
+                tables.add(new Fingerprint.Table(name, dtype, shape, length, engram, tree));
             } catch (IllegalArgumentException e) {
                 throw in.error(bytesAt, e.getMessage());
             }
@@ -110,24 +168,28 @@ final class FingerprintCodec {
         if (in.pos != bytes.length) {
             throw in.error(in.pos, (bytes.length - in.pos) + " bytes left over after the last table");
         }
+        if (v2 && !identity) {
+            throw in.error(4, "encoding version 2 but no file or table carries content identity: its canonical"
+                    + " encoding is version 1");
+        }
         return new Fingerprint(layout, backend, patterns, files, tables);
     }
 
-    /** Magic, encoding version and flags, checked; returns the layout version that follows them. */
+    /** Magic, encoding version and flags, checked; returns the encoding version. */
     private static int fixedHead(In in) {
         byte[] magic = in.raw(4, "magic");
         if (!Arrays.equals(magic, MAGIC)) {
             throw in.error(0, "bad magic " + HexFormat.of().formatHex(magic) + ", expected \"EGFP\"");
         }
         int version = in.u16();
-        if (version != VERSION) {
-            throw in.error(4, "encoding version " + version + ", this build reads only " + VERSION);
+        if (version != VERSION_1 && version != VERSION_2) {
+            throw in.error(4, "encoding version " + version + ", this build reads only 1 and 2");
         }
         int flags = in.u16();
         if (flags != 0) {
             throw in.error(6, "flags 0x" + Integer.toHexString(flags) + ", expected 0");
         }
-        return in.i32();
+        return version;
     }
 
     private static int patternCount(In in) {
@@ -138,8 +200,8 @@ final class FingerprintCodec {
         return n;
     }
 
-    /** The head of an encoded fingerprint: its layout version, its backend, and where its file list starts. */
-    record Head(int layoutVersion, String backend, int filesAt) {
+    /** The head of an encoded fingerprint: its encoding version, layout version, backend, where its files start. */
+    record Head(int version, int layoutVersion, String backend, int filesAt) {
     }
 
     /**
@@ -148,13 +210,86 @@ final class FingerprintCodec {
      */
     static Head head(byte[] bytes) {
         In in = new In(bytes);
-        int layout = fixedHead(in);
+        int version = fixedHead(in);
+        int layout = in.i32();
         String backend = in.str("backend");
         int n = patternCount(in);
         for (int i = 0; i < n; i++) {
             in.skipStr("pattern");
         }
-        return new Head(layout, backend, in.pos);
+        return new Head(version, layout, backend, in.pos);
+    }
+
+    /**
+     * Whether the files and tables of two encodings (after their heads, {@link #head}) are equal as
+     * {@link Fingerprint#differences} judges them, without making objects of them: entry by entry, names, sizes,
+     * header SHA-256, dtypes, shapes and byte counts exactly, each content SHA-256 and digest where both have it.
+     * An expectation whose lists are malformed is not equal.
+     */
+    static boolean sameEntries(byte[] expectation, Head expected, byte[] actual, Head mine) {
+        In e = new In(expectation);
+        In a = new In(actual);
+        e.pos = expected.filesAt();
+        a.pos = mine.filesAt();
+        boolean ev2 = expected.version() == VERSION_2;
+        boolean av2 = mine.version() == VERSION_2;
+        try {
+            long files = e.u32();
+            if (files != a.u32()) {
+                return false;
+            }
+            for (long i = 0; i < files; i++) {
+                int es = e.pos;
+                int as = a.pos;
+                e.skipStr("file name");
+                e.skip(8 + 32, "file");
+                a.skipStr("file name");
+                a.skip(8 + 32, "file");
+                if (!e.sameSpan(es, a, as)) {
+                    return false;
+                }
+                int ec = ev2 ? e.u8("content flag") : 0;
+                int ac = av2 ? a.u8("content flag") : 0;
+                if (ec > 1 || !sameOptional(e, ec == 1, a, ac == 1, 32)) {
+                    return false;
+                }
+            }
+            long tables = e.u32();
+            if (tables != a.u32()) {
+                return false;
+            }
+            for (long i = 0; i < tables; i++) {
+                int es = e.pos;
+                int as = a.pos;
+                e.skipTableHead();
+                a.skipTableHead();
+                if (!e.sameSpan(es, a, as)) {
+                    return false;
+                }
+                int ef = ev2 ? e.u8("identity flags") : 0;
+                int af = av2 ? a.u8("identity flags") : 0;
+                if ((ef & ~(ENGRAM_BIT | TREE_BIT)) != 0 || !sameOptional(e, (ef & ENGRAM_BIT) != 0, a, (af & ENGRAM_BIT) != 0, 8)
+                        || !sameOptional(e, (ef & TREE_BIT) != 0, a, (af & TREE_BIT) != 0, 32)) {
+                    return false;
+                }
+            }
+            return e.pos == expectation.length && a.pos == actual.length;
+        } catch (IllegalArgumentException malformed) {
+            return false;
+        }
+    }
+
+    /** Steps over an optional value of {@code n} bytes on each side; unequal only when both have it and it differs. */
+    private static boolean sameOptional(In e, boolean inE, In a, boolean inA, int n) {
+        int es = e.pos;
+        int as = a.pos;
+        if (inE) {
+            e.skip(n, "identity");
+        }
+        if (inA) {
+            a.skip(n, "identity");
+        }
+        return !(inE && inA) || e.sameSpan(es, a, as);
     }
 
     /**
@@ -188,6 +323,11 @@ final class FingerprintCodec {
 
         Out raw(byte[] b) {
             buf.write(b, 0, b.length);
+            return this;
+        }
+
+        Out u8(int v) {
+            buf.write(v);
             return this;
         }
 
@@ -237,6 +377,11 @@ final class FingerprintCodec {
             }
         }
 
+        void skip(int n, String what) {
+            need(n, what);
+            pos += n;
+        }
+
         byte[] raw(int n, String what) {
             need(n, what);
             byte[] b = Arrays.copyOfRange(buf.array(), pos, pos + n);
@@ -249,6 +394,38 @@ final class FingerprintCodec {
             int v = buf.getShort(pos) & 0xffff;
             pos += 2;
             return v;
+        }
+
+        int u8(String what) {
+            need(1, what);
+            return buf.get(pos++) & 0xff;
+        }
+
+        long u32() {
+            return Integer.toUnsignedLong(i32());
+        }
+
+        long u64(String what) {
+            need(8, what);
+            long v = buf.getLong(pos);
+            pos += 8;
+            return v;
+        }
+
+        /** Whether the bytes from {@code from} to here equal those of {@code other} from {@code otherFrom} to its position. */
+        boolean sameSpan(int from, In other, int otherFrom) {
+            return Arrays.equals(buf.array(), from, pos, other.buf.array(), otherFrom, other.pos);
+        }
+
+        /** Steps over a table's name, dtype, rank, dims and byte count, checking only that they are there. */
+        void skipTableHead() {
+            skipStr("table name");
+            skipStr("dtype");
+            long rank = u32();
+            if (rank > MAX_RANK) {
+                throw error(pos - 4, "rank " + rank + " exceeds " + MAX_RANK);
+            }
+            skip((int) rank * 8 + 8, "dims");
         }
 
         int i32() {

@@ -41,13 +41,26 @@ public final class Limits {
     }
 
     /**
-     * The fingerprint a daemon serving {@code patterns} of {@code checkpoint} with {@code backend} would have,
-     * after checking the selected tables and that fingerprint against every limit ({@link #check}). What
-     * {@code inspect} and {@code serve} both call, so they agree.
+     * The fingerprint a daemon serving {@code patterns} (globs; empty: every tensor) of {@code checkpoint} with
+     * {@code backend} would have, without content identity, after checking the selected tables and that
+     * fingerprint against every limit ({@link #check}). {@link ServedSelection#of} applies the selection's rules
+     * and the content identity too.
      */
     public static Fingerprint checkServed(Checkpoint checkpoint, List<String> patterns, String backend) {
-        Fingerprint fingerprint = Fingerprint.of(checkpoint, patterns, backend, Fingerprint.LAYOUT_VERSION);
-        check(checkpoint.select(patterns), fingerprint);
+        return checkServed(checkpoint, Selection.ofPatterns(checkpoint, patterns), ContentIdentity.NONE, backend);
+    }
+
+    /**
+     * The fingerprint a daemon serving {@code selection} of {@code checkpoint} with {@code backend} would have,
+     * its files and tables carrying {@code identity}, after checking the selected tables and that fingerprint
+     * against every limit ({@link #check}). What {@code inspect} and {@code serve} both call (through
+     * {@link ServedSelection#of}), so they agree.
+     */
+    public static Fingerprint checkServed(Checkpoint checkpoint, Selection selection, ContentIdentity identity,
+            String backend) {
+        Fingerprint fingerprint = Fingerprint.of(checkpoint, selection.tensors(), selection.patterns(), identity,
+                backend, Fingerprint.LAYOUT_VERSION);
+        check(selection.tensors(), fingerprint);
         return fingerprint;
     }
 

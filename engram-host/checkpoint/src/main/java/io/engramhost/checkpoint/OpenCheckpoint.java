@@ -2,6 +2,8 @@ package io.engramhost.checkpoint;
 
 import io.engramhost.os.Fd;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.util.ArrayList;
@@ -74,6 +76,15 @@ public final class OpenCheckpoint implements AutoCloseable {
         return fds.get(t.file());
     }
 
+    /** The open fd of {@code f}, one of the checkpoint's files; not to be closed by the caller. */
+    public Fd fd(SafetensorsFile f) {
+        Fd fd = fds.get(f.path());
+        if (fd == null || checkpoint.files().stream().noneMatch(x -> x == f)) {
+            throw new IllegalArgumentException(f.path() + " is not a file of this checkpoint");
+        }
+        return fd;
+    }
+
     /** How many files are held open. */
     public int fileCount() {
         return fds.size();
@@ -129,7 +140,7 @@ public final class OpenCheckpoint implements AutoCloseable {
                 // The length prefix, then the header hashed in pieces: never the whole header (up to 100 MiB)
                 // on the heap, which a daemon that has just loaded a header that large may not have room for.
                 byte[] prefix = SafetensorsFile.readBytes(f.path().toString(), fd, 0, 8);
-                long n = java.nio.ByteBuffer.wrap(prefix).order(java.nio.ByteOrder.LITTLE_ENDIAN).getLong();
+                long n = ByteBuffer.wrap(prefix).order(ByteOrder.LITTLE_ENDIAN).getLong();
                 if (n != f.headerLength() || !MessageDigest.isEqual(
                         SafetensorsFile.sha256(f.path().toString(), fd, 8, headerEnd - 8), f.headerSha256())) {
                     what.add("header bytes");

@@ -17,6 +17,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.LongConsumer;
 
 /**
  * One validated safetensors file: an 8-byte little-endian header length n, n bytes of JSON header, then
@@ -92,7 +93,14 @@ public final class SafetensorsFile {
             throw new CheckpointException(where + ": file is " + size
                     + " bytes, too short for the 8-byte header length");
         }
-        long n = ByteBuffer.wrap(readBytes(where, fd, 0, 8)).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        byte[] prefix = readBytes(where, fd, 0, 8);
+        long n = ByteBuffer.wrap(prefix).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        if ((n < 0 || n > MAX_HEADER_LENGTH || 8 + n > size)
+                && (size == 8 || readBytes(where, fd, 8, 1)[0] != '{')) {
+            throw new CheckpointException(where + ": not a safetensors file (its first 8 bytes, " + text(prefix)
+                    + " = " + HexFormat.of().formatHex(prefix) + ", are not a header length followed by a JSON"
+                    + " object): give a .safetensors file, an index or a model directory");
+        }
         if (n < 0 || n > MAX_HEADER_LENGTH) {
             throw new CheckpointException(where + ": header length " + Long.toUnsignedString(n)
                     + " exceeds the limit of " + MAX_HEADER_LENGTH + " bytes (100 MiB)");
@@ -110,6 +118,15 @@ public final class SafetensorsFile {
         }
         return new SafetensorsFile(path, size, n, sha256(bytes), parsed.metadata(),
                 Collections.unmodifiableMap(byName), state);
+    }
+
+    /** {@code bytes} as text in quotes, each byte outside printable ASCII shown as '.'. */
+    private static String text(byte[] bytes) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (byte b : bytes) {
+            sb.append(b >= 0x20 && b < 0x7f && b != '"' ? (char) b : '.');
+        }
+        return sb.append('"').toString();
     }
 
     /** {@code length} bytes of {@code fd} at {@code offset}, by pread through a scratch mapping. */
@@ -133,6 +150,11 @@ public final class SafetensorsFile {
      * header of up to 100 MiB is hashed again without holding it whole on the heap.
      */
     static byte[] sha256(String where, Fd fd, long offset, long length) {
+        return sha256(where, fd, offset, length, done -> { });
+    }
+
+    /** As {@link #sha256(String, Fd, long, long)}, telling {@code progress} each piece's length once hashed. */
+    static byte[] sha256(String where, Fd fd, long offset, long length, LongConsumer progress) {
         MessageDigest md = newSha256();
         if (length == 0) {
             return md.digest();
@@ -146,6 +168,7 @@ public final class SafetensorsFile {
                 RawMemory.copy(scratch.address(), buf, 0, n);
                 md.update(buf, 0, n);
                 done += n;
+                progress.accept(n);
             }
         } catch (NativeException e) {
             throw new CheckpointException(where + ": cannot read " + length + " bytes at offset " + offset + ": "

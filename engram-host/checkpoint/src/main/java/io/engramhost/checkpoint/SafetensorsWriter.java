@@ -100,24 +100,35 @@ public final class SafetensorsWriter {
         return out;
     }
 
-    /** Writes the file; returns {@code file}. */
+    /** Writes the file, as {@link #writeFile} does; returns {@code file}. */
     public Path write(Path file) throws IOException {
         byte[] header = header();
+        return writeFile(file, out -> {
+            out.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(header.length).array());
+            out.write(header);
+            for (Entry e : entries) {
+                Bounded bounded = new Bounded(out, e);
+                e.content.writeTo(bounded);
+                if (bounded.written != e.length) {
+                    throw new IOException("tensor '" + e.name + "': content wrote " + bounded.written
+                            + " bytes, expected " + e.length);
+                }
+            }
+        });
+    }
+
+    /**
+     * Writes what {@code content} writes to {@code file} (mode 0644): into a new file beside it, buffered through
+     * 1 MiB, then renamed over it, so that {@code file} appears whole or not at all and only its name is
+     * replaced. Returns {@code file}.
+     */
+    public static Path writeFile(Path file, Content content) throws IOException {
         Path dir = file.toAbsolutePath().getParent();
         Path tmp = Files.createTempFile(dir, "." + file.getFileName(), ".tmp");
         boolean done = false;
         try {
             try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(tmp), BUFFER)) {
-                out.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(header.length).array());
-                out.write(header);
-                for (Entry e : entries) {
-                    Bounded bounded = new Bounded(out, e);
-                    e.content.writeTo(bounded);
-                    if (bounded.written != e.length) {
-                        throw new IOException("tensor '" + e.name + "': content wrote " + bounded.written
-                                + " bytes, expected " + e.length);
-                    }
-                }
+                content.writeTo(out);
             }
             Files.setPosixFilePermissions(tmp, PosixFilePermissions.fromString("rw-r--r--"));
             Files.move(tmp, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);

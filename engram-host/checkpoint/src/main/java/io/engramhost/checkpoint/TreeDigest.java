@@ -13,8 +13,6 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongConsumer;
 
 /**
@@ -66,7 +64,7 @@ public final class TreeDigest {
     /** The digest of a byte array, on the calling thread. */
     public static byte[] digest(byte[] data) {
         MessageDigest md = sha256();
-        int n = chunks(data.length);
+        int n = chunks(data.length, CHUNK);
         byte[][] leaves = new byte[n][];
         for (int i = 0; i < n; i++) {
             int start = (int) (i * CHUNK);
@@ -109,21 +107,68 @@ public final class TreeDigest {
      */
     public static List<byte[][]> leavesAll(List<? extends Source> sources, int threads, LongConsumer progress) {
         Objects.requireNonNull(progress, "progress");
-        if (threads < 1) {
-            throw new IllegalArgumentException("threads must be at least 1, was " + threads);
-        }
         List<Leaf> tasks = new ArrayList<>();
         byte[][][] leaves = new byte[sources.size()][][];
         for (int s = 0; s < sources.size(); s++) {
             Source src = sources.get(s);
-            int n = chunks(src.length());
+            int n = chunks(src.length(), CHUNK);
             leaves[s] = new byte[n][];
             for (int c = 0; c < n; c++) {
                 tasks.add(new Leaf(s, c, src, c * CHUNK, Math.min(CHUNK, src.length() - c * CHUNK)));
             }
         }
-        hashLeaves(tasks, leaves, Math.min(threads, Math.max(tasks.size(), 1)), progress);
+        runTasks(tasks.size(), threads, (i, w) -> {
+            Leaf leaf = tasks.get(i);
+            w.md.reset();
+            w.hash(leaf.src, leaf.start, leaf.length, null);
+            leaves[leaf.source][leaf.index] = w.md.digest();
+            progress.accept(leaf.length);
+        });
         return List.of(leaves);
+    }
+
+    /**
+     * Both digests of each source, in order, from one read of its bytes: its engram digest v1
+     * ({@link ContentDigest}) and its {@value #ALGORITHM}. The unit of work is one 64 MiB chunk of the engram
+     * digest (four leaves of the tree), every unit of every source one task for {@code threads} threads; each
+     * piece read is hashed by both. {@code progress} is told each unit's length once it is hashed. Throws
+     * {@link CheckpointException} naming the source of the first read that failed.
+     */
+    public static List<TableDigests> bothAll(List<? extends Source> sources, int threads, LongConsumer progress) {
+        Objects.requireNonNull(progress, "progress");
+        List<Leaf> units = new ArrayList<>();
+        byte[][][] leaves = new byte[sources.size()][][];
+        long[][] chunkHashes = new long[sources.size()][];
+        for (int s = 0; s < sources.size(); s++) {
+            Source src = sources.get(s);
+            leaves[s] = new byte[chunks(src.length(), CHUNK)][];
+            int n = chunks(src.length(), ContentDigest.CHUNK);
+            chunkHashes[s] = new long[n];
+            for (int c = 0; c < n; c++) {
+                long start = c * ContentDigest.CHUNK;
+                units.add(new Leaf(s, c, src, start, Math.min(ContentDigest.CHUNK, src.length() - start)));
+            }
+        }
+        runTasks(units.size(), threads, (i, w) -> {
+            Leaf unit = units.get(i);
+            Xxh64 xxh = new Xxh64(0);
+            int first = (int) (unit.start / CHUNK);
+            for (long p = 0; p < unit.length; p += CHUNK) {
+                long n = Math.min(CHUNK, unit.length - p);
+                w.md.reset();
+                w.hash(unit.src, unit.start + p, n, xxh);
+                leaves[unit.source][first + (int) (p / CHUNK)] = w.md.digest();
+            }
+            chunkHashes[unit.source][unit.index] = xxh.digest();
+            progress.accept(unit.length);
+        });
+        MessageDigest md = sha256();
+        List<TableDigests> out = new ArrayList<>(sources.size());
+        for (int s = 0; s < sources.size(); s++) {
+            out.add(TableDigests.of(ContentDigest.combine(chunkHashes[s]), root(md, sources.get(s).length(),
+                    leaves[s])));
+        }
+        return out;
     }
 
     /** A digest as 64 lower-case hex digits. */
@@ -133,14 +178,15 @@ public final class TreeDigest {
 
     /** True when {@code text} is 64 lower-case hex digits, the form digests are shown and stored in. */
     public static boolean isHex(String text) {
-        return text != null && text.length() == 64 && text.chars().allMatch(c -> c >= '0' && c <= '9' || c >= 'a' && c <= 'f');
+        return text != null && text.length() == 64 && text.chars().allMatch(ContentDigest::isHexDigit);
     }
 
+    /** A piece of a source: its {@code index}-th chunk (of the size the caller splits it into). */
     private record Leaf(int source, int index, Source src, long start, long length) {
     }
 
-    private static int chunks(long length) {
-        return Math.toIntExact((length + CHUNK - 1) / CHUNK);
+    private static int chunks(long length, long chunk) {
+        return Math.toIntExact((length + chunk - 1) / chunk);
     }
 
     static byte[] root(MessageDigest md, long total, byte[][] leaves) {
@@ -154,67 +200,54 @@ public final class TreeDigest {
         return md.digest();
     }
 
-    private static void hashLeaves(List<Leaf> tasks, byte[][][] leaves, int threads, LongConsumer progress) {
-        AtomicInteger next = new AtomicInteger();
-        AtomicReference<RuntimeException> failure = new AtomicReference<>();
-        Runnable worker = () -> {
-            MessageDigest md = sha256();
-            byte[] buf = new byte[COPY];
-            Mapping scratch = null;
-            try {
-                while (failure.get() == null) {
-                    int i = next.getAndIncrement();
-                    if (i >= tasks.size()) {
-                        return;
-                    }
-                    Leaf leaf = tasks.get(i);
-                    if (leaf.src instanceof FileRegion && scratch == null) {
-                        scratch = Posix.mmapAnonymous(COPY, "digest buffer");
-                    }
-                    leaves[leaf.source][leaf.index] = hashLeaf(md, buf, scratch, leaf);
-                    progress.accept(leaf.length);
-                }
-            } catch (RuntimeException | Error e) {
-                failure.compareAndSet(null, e instanceof CheckpointException ce ? ce
-                        : new CheckpointException("digest: " + e.getMessage(), e));
-            } finally {
-                if (scratch != null) {
-                    scratch.close();
+    /** What each worker thread holds: a SHA-256, a copy buffer and, for file sources, a scratch mapping to pread into. */
+    private static final class Worker implements WorkerThreads.Local {
+        final MessageDigest md = sha256();
+        private final byte[] buf = new byte[COPY];
+        private Mapping scratch;
+
+        /** Feeds {@code length} bytes of {@code src} from {@code start} to {@link #md} and, when not null, {@code xxh}. */
+        void hash(Source src, long start, long length, Xxh64 xxh) {
+            for (long p = 0; p < length; p += COPY) {
+                int n = (int) Math.min(COPY, length - p);
+                read(src, start + p, n);
+                md.update(buf, 0, n);
+                if (xxh != null) {
+                    xxh.update(buf, 0, n);
                 }
             }
-        };
-        if (threads <= 1) {
-            worker.run();
-        } else {
-            // stop handing out leaves, but wait: a read in flight still runs
-            WorkerThreads.runAll(threads, "engram-digest-", worker,
-                    () -> failure.compareAndSet(null, new CheckpointException("digest interrupted")));
         }
-        if (failure.get() != null) {
-            throw failure.get();
+
+        /** Copies {@code n} bytes of {@code src} from {@code at} (within the source) into {@link #buf}. */
+        private void read(Source src, long at, int n) {
+            if (src instanceof Memory m) {
+                RawMemory.copy(m.address() + at, buf, 0, n);
+                return;
+            }
+            FileRegion f = (FileRegion) src;
+            if (scratch == null) {
+                scratch = Posix.mmapAnonymous(COPY, "digest buffer");
+            }
+            long offset = f.offset() + at;
+            try {
+                Posix.preadFully(f.fd(), scratch.address(), n, offset);
+            } catch (RuntimeException e) {
+                throw new CheckpointException(f.what() + ": reading " + n + " bytes at offset " + offset + ": "
+                        + e.getMessage(), e);
+            }
+            RawMemory.copy(scratch.address(), buf, 0, n);
+        }
+
+        @Override
+        public void close() {
+            if (scratch != null) {
+                scratch.close();
+            }
         }
     }
 
-    private static byte[] hashLeaf(MessageDigest md, byte[] buf, Mapping scratch, Leaf leaf) {
-        md.reset();
-        for (long p = 0; p < leaf.length; p += COPY) {
-            int n = (int) Math.min(COPY, leaf.length - p);
-            if (leaf.src instanceof Memory m) {
-                RawMemory.copy(m.address() + leaf.start + p, buf, 0, n);
-            } else {
-                FileRegion f = (FileRegion) leaf.src;
-                long at = f.offset() + leaf.start + p;
-                try {
-                    Posix.preadFully(f.fd(), scratch.address(), n, at);
-                } catch (RuntimeException e) {
-                    throw new CheckpointException(f.what() + ": reading " + n + " bytes at offset " + at + ": "
-                            + e.getMessage(), e);
-                }
-                RawMemory.copy(scratch.address(), buf, 0, n);
-            }
-            md.update(buf, 0, n);
-        }
-        return md.digest();
+    private static void runTasks(int count, int threads, WorkerThreads.Task<Worker> task) {
+        WorkerThreads.forEach(count, threads, "digest", Worker::new, task);
     }
 
     static MessageDigest sha256() {

@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -58,6 +59,72 @@ class DigestSidecarTest {
         }
     }
 
+    static final String E1 = "ef46db3751d8e999";
+    static final String E2 = "0123456789abcdef";
+
+    @Test
+    void shouldWriteVersion2WithBothDigestsAndReadBothVersions() throws Exception {
+        Map<String, TableDigests> digests = new LinkedHashMap<>();
+        digests.put("layers.14.engram.embed.weight", new TableDigests(E2, D2));
+        digests.put("layers.1.engram.embed.scale", new TableDigests(E1, D1));
+        Path target = dir.resolve("engram-digests.json");
+        DigestSidecar.writeRecord(target, digests);
+        assertEquals("{\"format\":\"engram-content-digests\",\"version\":2,\"chunk_bytes\":16777216,\"tables\":{"
+                + "\"layers.1.engram.embed.scale\":{\"engram-digest-v1\":\"" + E1 + "\",\"sha256-tree-v1\":\"" + D1 + "\"},"
+                + "\"layers.14.engram.embed.weight\":{\"engram-digest-v1\":\"" + E2 + "\",\"sha256-tree-v1\":\"" + D2
+                + "\"}}}\n", Files.readString(target));
+        DigestSidecar.Record record = DigestSidecar.readRecord(target);
+        assertEquals(2, record.version());
+        assertEquals(digests, record.both());
+        assertEquals(Map.of("layers.1.engram.embed.scale", D1, "layers.14.engram.embed.weight", D2),
+                DigestSidecar.read(target), "the tree digests, for verify and --verify-content");
+        DigestSidecar.write(target, Map.of("a", D1));
+        DigestSidecar.Record v1 = DigestSidecar.readRecord(target);
+        assertEquals(1, v1.version());
+        assertEquals(Map.of("a", D1), v1.treeDigests());
+        assertEquals(Map.of(), v1.both(), "version 1 holds no engram digest");
+    }
+
+    private static String v2(String tables) {
+        return "{\"format\":\"engram-content-digests\",\"version\":2,\"chunk_bytes\":16777216,\"tables\":" + tables + "}";
+    }
+
+    @Test
+    void shouldReadVersion2Strictly() throws Exception {
+        String both = "\"engram-digest-v1\":\"" + E1 + "\",\"sha256-tree-v1\":\"" + D1 + "\"";
+        assertEquals("table 'a': not an object of engram-digest-v1 and sha256-tree-v1 but the string \"" + D1.substring(0, 40)
+                + "...\"", readError(v2("{\"a\":\"" + D1 + "\"}")), "a version 1 table in a version 2 record");
+        assertEquals("table 'a': unexpected field 'md5' (expected engram-digest-v1, sha256-tree-v1)",
+                readError(v2("{\"a\":{" + both + ",\"md5\":\"x\"}}")));
+        assertEquals("table 'a': engram-digest-v1 is null, not 16 lower-case hex digits",
+                readError(v2("{\"a\":{\"sha256-tree-v1\":\"" + D1 + "\"}}")));
+        assertEquals("table 'a': engram-digest-v1 is the string \"EF46DB3751D8E999\", not 16 lower-case hex digits",
+                readError(v2("{\"a\":{\"engram-digest-v1\":\"EF46DB3751D8E999\",\"sha256-tree-v1\":\"" + D1 + "\"}}")));
+        assertEquals("table 'a': sha256-tree-v1 is the number 5, not 64 lower-case hex digits",
+                readError(v2("{\"a\":{\"engram-digest-v1\":\"" + E1 + "\",\"sha256-tree-v1\":5}}")));
+        assertEquals("'tables' is not an object of table name to digests but a list", readError(v2("[]")));
+        assertEquals("a table has an empty name", readError(v2("{\"\":{" + both + "}}")));
+        assertEquals("'chunk_bytes' is the number 1024, this build reads only 16777216", readError(
+                v2("{}").replace("16777216", "1024")));
+        assertEquals("unexpected field 'extra' (expected format, version, chunk_bytes, tables)",
+                readError(v2("{}").replace("{\"format\"", "{\"extra\":1,\"format\"")));
+        assertEquals(2, DigestSidecar.readRecord(Files.writeString(dir.resolve("ok.engram-digests.json"),
+                v2("{\"a\":{" + both + "}}"))).version());
+    }
+
+    @Test
+    void shouldComputeBothDigestsOfARecordInOnePassThroughTheOpenFds() throws Exception {
+        Path file = new SafetensorsWriter().add("abc", DType.U8, new long[] {3}, "abc".getBytes(StandardCharsets.US_ASCII))
+                .add("empty", DType.F32, new long[] {0, 4}, new byte[0]).write(dir.resolve("m.safetensors"));
+        try (OpenCheckpoint cp = OpenCheckpoint.open(file)) {
+            AtomicLong done = new AtomicLong();
+            Map<String, TableDigests> d = DigestSidecar.computeRecord(cp, cp.checkpoint().tensors(), 2, done::addAndGet);
+            assertEquals(Map.of("abc", new TableDigests(ContentDigest.hex(ContentDigest.digest("abc".getBytes(
+                    StandardCharsets.US_ASCII))), D2), "empty", new TableDigests(E1, D1)), d);
+            assertEquals(3, done.get());
+        }
+    }
+
     @Test
     void shouldRefuseToWriteThroughASymlink() throws Exception {
         Path elsewhere = Files.writeString(dir.resolve("victim"), "keep");
@@ -94,8 +161,11 @@ class DigestSidecarTest {
         assertEquals("not a digest sidecar: not a JSON object but a list", readError("[]"));
         assertEquals("'format' is the string \"other\", this build reads only \"engram-content-digests\"",
                 readError(doc("\"other\"", "1", "\"sha256-tree-v1\"", "16777216", ok)));
-        assertEquals("'version' is the number 2, this build reads only 1",
-                readError(doc("\"engram-content-digests\"", "2", "\"sha256-tree-v1\"", "16777216", ok)));
+        assertEquals("'version' is the number 3, this build reads only 1 and 2",
+                readError(doc("\"engram-content-digests\"", "3", "\"sha256-tree-v1\"", "16777216", ok)));
+        assertEquals("unexpected field 'algorithm' (expected format, version, chunk_bytes, tables)",
+                readError(doc("\"engram-content-digests\"", "2", "\"sha256-tree-v1\"", "16777216", ok)),
+                "version 2 has no algorithm: each table names its two");
         assertEquals("'algorithm' is the string \"xxh64\", this build reads only \"sha256-tree-v1\"",
                 readError(doc("\"engram-content-digests\"", "1", "\"xxh64\"", "16777216", ok)));
         assertEquals("'chunk_bytes' is the number 1024, this build reads only 16777216",

@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Each limit at its boundary: exactly at it passes, one over fails with one line naming it. */
 class LimitsTest {
@@ -129,6 +130,27 @@ class LimitsTest {
         assertEquals(Fingerprint.of(cp, List.of(), "memfd", Fingerprint.LAYOUT_VERSION).canonicalBytes().length + 3,
                 Limits.checkServed(cp, List.of(), "cuda-vmm").canonicalBytes().length,
                 "the backend's name is part of the fingerprint, so of its limit");
+    }
+
+    @Test
+    void shouldCheckWhatTheServedSelectionSelectsWithItsIdentity(@TempDir Path dir) throws Exception {
+        long[] rank17 = new long[17];
+        Arrays.fill(rank17, 1);
+        Path file = new SafetensorsWriter().add("ab", DType.U8, new long[] {1}, new byte[] {1})
+                .add("r17", DType.U8, rank17, new byte[] {2}).write(dir.resolve("m.safetensors"));
+        Checkpoint cp = Checkpoint.open(file);
+        assertEquals(file + ": tensor 'r17': rank 17 (U8 " + Arrays.toString(rank17) + ") is over the limit of"
+                + " 16 (docs/checkpoints.md, Limits)", assertThrows(CheckpointException.class,
+                        () -> ServedSelection.of(cp, List.of(), "memfd")).getMessage(), "every tensor: r17 too");
+        ServedSelection ab = ServedSelection.of(cp, List.of("ab"), "memfd");
+        assertEquals(Limits.checkServed(cp, List.of("ab"), "memfd"), ab.fingerprint(), "no identity: as before");
+        try (OpenCheckpoint open = OpenCheckpoint.open(file)) {
+            DigestSidecar.writeRecord(DigestSidecar.locationFor(file), DigestSidecar.computeRecord(open,
+                    List.of(cp.tensor("ab")), 1, x -> { }));
+        }
+        ServedSelection known = ServedSelection.of(cp, List.of("ab"), "memfd");
+        assertEquals(ab.fingerprint().canonicalBytes().length + 1 + (1 + 8 + 32), known.fingerprint().canonicalBytes()
+                .length, "version 2: a content byte per file, the identity byte and both digests per table");
     }
 
     @Test

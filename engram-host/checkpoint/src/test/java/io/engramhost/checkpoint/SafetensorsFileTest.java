@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -84,6 +85,22 @@ class SafetensorsFileTest {
         RawSafetensors.write(file(), 3, h, new byte[0]);
         assertEquals(at() + "header length 3 runs past the end of the file (10 bytes)",
                 assertThrows(CheckpointException.class, () -> SafetensorsFile.open(file())).getMessage());
+    }
+
+    @Test
+    void shouldSayAFileThatIsNotSafetensorsIsNot() throws Exception {
+        Files.writeString(file(), "# Engram notes\nnot a checkpoint at all\n");
+        assertEquals(at() + "not a safetensors file (its first 8 bytes, \"# Engram\" = 2320456e6772616d, are not a"
+                + " header length followed by a JSON object): give a .safetensors file, an index or a model directory",
+                assertThrows(CheckpointException.class, () -> SafetensorsFile.open(file())).getMessage());
+        Files.write(file(), new byte[] {(byte) 0xff, 0, 0, 0, 0, 0, 0, (byte) 0x80});
+        assertEquals(at() + "not a safetensors file (its first 8 bytes, \"........\" = ff00000000000080, are not a"
+                + " header length followed by a JSON object): give a .safetensors file, an index or a model directory",
+                assertThrows(CheckpointException.class, () -> SafetensorsFile.open(file())).getMessage());
+        // a length that runs past the end, and no JSON after it
+        Files.write(file(), new byte[] {100, 0, 0, 0, 0, 0, 0, 0, 'x', 'y'});
+        assertTrue(assertThrows(CheckpointException.class, () -> SafetensorsFile.open(file())).getMessage()
+                .startsWith(at() + "not a safetensors file (its first 8 bytes, \"d.......\" = 6400000000000000"));
     }
 
     @Test

@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -133,6 +134,37 @@ class TreeDigestTest {
                 assertEquals(TreeDigest.hex(md.digest()), TreeDigest.hex(leaves.get(0)[c]), "leaf " + c);
             }
             assertEquals(data.length, done.get(), "progress: every byte once");
+        }
+    }
+
+    @Test
+    void shouldGiveBothDigestsInOnePassAsEachAlone() throws Exception {
+        long mib64 = ContentDigest.CHUNK;
+        int length = (int) (2 * mib64 + C + 5); // two whole engram chunks, then one leaf and a bit
+        byte[] data = pattern(length);
+        Path file = dir.resolve("both.bin");
+        Files.write(file, data);
+        try (Mapping m = Posix.mmapAnonymous(length, "both digests test");
+                Fd fd = Posix.open(file, Posix.O_RDONLY, 0)) {
+            RawMemory.copy(data, RawMemory.BYTE_ARRAY_BASE, null, m.address(), length);
+            List<TreeDigest.Source> sources = List.of(new TreeDigest.Memory(m.address(), length),
+                    new TreeDigest.Memory(m.address(), mib64), new TreeDigest.Memory(m.address(), 3),
+                    new TreeDigest.Memory(0, 0), new TreeDigest.FileRegion(fd, 7, mib64 + 1, "both.bin"));
+            for (int threads : new int[] {1, 2}) {
+                AtomicLong done = new AtomicLong();
+                List<TableDigests> both = TreeDigest.bothAll(sources, threads, done::addAndGet);
+                List<byte[]> trees = TreeDigest.digestAll(sources, threads);
+                for (int i = 0; i < sources.size(); i++) {
+                    TreeDigest.Source src = sources.get(i);
+                    long engram = src instanceof TreeDigest.Memory mem ? ContentDigest.digest(mem.address(), mem.length())
+                            : ContentDigest.digest(file, 7, mib64 + 1);
+                    assertEquals(new TableDigests(ContentDigest.hex(engram), TreeDigest.hex(trees.get(i))), both.get(i),
+                            "source " + i + " on " + threads + " threads");
+                }
+                assertEquals(sources.stream().mapToLong(TreeDigest.Source::length).sum(), done.get(), "every byte once");
+            }
+            assertEquals(PATTERN.get(C), TreeDigest.bothAll(List.of(new TreeDigest.Memory(m.address(), C)), 2,
+                    x -> { }).get(0).treeDigest());
         }
     }
 

@@ -1,6 +1,10 @@
 package io.engramhost.cli;
 
+import io.engramhost.checkpoint.CheckpointException;
+import io.engramhost.checkpoint.HfSnapshot;
 import io.engramhost.checkpoint.OpenCheckpoint;
+import io.engramhost.checkpoint.Selection;
+import io.engramhost.checkpoint.ServedSelection;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
@@ -15,6 +19,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.atomic.AtomicLong;
@@ -26,7 +31,9 @@ import picocli.CommandLine.Option;
  * {@code verify}: the parity check. Imports the resident tables as a client would (with a CPU view), reads
  * each through its mapping and the same tensor from the checkpoint files through their fds, hashes both in
  * 16 MiB chunks on N threads and reports every difference by table and byte offset, and every table missing
- * on either side. Trusts no recorded digest. Exit 0 when everything matches, 1 otherwise.
+ * on either side. The tables are those {@code serve} selects from that checkpoint ({@link Selection}). Trusts no
+ * recorded digest, and checks each Hugging Face snapshot file that holds a selected table against its blob's
+ * name, the SHA-256 of the whole file ({@link HfSnapshot#verify}). Exit 0 when everything matches, 1 otherwise.
  */
 @Command(name = "verify", description = "Compare every resident table, byte for byte, with the checkpoint on disk.")
 final class VerifyCommand implements Callable<Integer> {
@@ -41,7 +48,8 @@ final class VerifyCommand implements Callable<Integer> {
     List<Path> checkpoint;
 
     @Option(names = "--tables", split = ",", paramLabel = "GLOB",
-            description = "Compare only these tables, on both sides (default: all).")
+            description = "Compare only these tables, on both sides (default: as serve selects them: the model's "
+            + "config.json's Engram layers, else all).")
     List<String> tables = List.of();
 
     @Option(names = "--threads", defaultValue = "0", paramLabel = "N",
@@ -72,25 +80,42 @@ final class VerifyCommand implements Callable<Integer> {
         }
         try (ImportedTables imported = EngramClient.connect(path, Expectation.any(), options);
                 OpenCheckpoint cp = OpenCheckpoint.open(checkpoint)) {
-            long total = ParityCheck.bytesToHash(imported, cp, tables);
+            ServedSelection served = ServedSelection.of(cp.checkpoint(), tables, "");
+            served.selection().warning().ifPresent(w -> System.err.println("engram-host verify: " + w));
+            List<String> patterns = served.selection().patterns();
+            List<HfSnapshot.Blob> blobs = served.identity().snapshotFiles();
+            long blobBytes = HfSnapshot.bytes(cp.checkpoint(), blobs);
+            long total = ParityCheck.bytesToHash(imported, cp, patterns) + blobBytes;
             AtomicLong done = new AtomicLong();
             ParityCheck.Report report;
+            CheckpointException damaged = null;
             try (ProgressLine progress = ProgressLine.start("verify", total, done::get, progressMillis)) {
-                report = ParityCheck.check(imported, cp, tables, n, done::addAndGet);
+                report = ParityCheck.check(imported, cp, patterns, n, done::addAndGet);
+                try {
+                    HfSnapshot.verify(cp, blobs, n, done::addAndGet);
+                } catch (CheckpointException e) {
+                    damaged = e;
+                }
             }
             cp.checkUnchanged("during the check", "its result is not to be trusted; check again once the file is stable");
-            print(report, path, imported.fingerprintSha256());
+            print(report, path, imported.fingerprintSha256(), served.selection(), blobs.size(), blobBytes, damaged);
+            if (damaged != null) {
+                throw damaged;
+            }
             return report.ok() ? 0 : 1;
         }
     }
 
-    private void print(ParityCheck.Report report, Path path, String fingerprint) {
+    private void print(ParityCheck.Report report, Path path, String fingerprint, Selection selection, int blobs,
+            long blobBytes, CheckpointException damaged) {
+        boolean ok = report.ok() && damaged == null;
         if (json) {
             Map<String, Object> out = new LinkedHashMap<>();
-            out.put("ok", report.ok());
+            out.put("ok", ok);
             out.put("socket", path.toString());
             out.put("fingerprint", fingerprint);
             out.put("checkpoint", checkpoint.stream().map(Path::toString).toList());
+            out.put("selection", selection.description());
             List<Object> rows = new ArrayList<>();
             for (ParityCheck.TableResult r : report.tables()) {
                 Map<String, Object> m = new LinkedHashMap<>();
@@ -108,7 +133,7 @@ final class VerifyCommand implements Callable<Integer> {
             out.put("tables", rows);
             Map<String, Object> counts = new LinkedHashMap<>();
             for (ParityCheck.Status s : ParityCheck.Status.values()) {
-                counts.put(s.name().toLowerCase(java.util.Locale.ROOT), report.count(s));
+                counts.put(s.name().toLowerCase(Locale.ROOT), report.count(s));
             }
             out.put("counts", counts);
             out.put("mismatches", report.mismatches().size());
@@ -116,9 +141,15 @@ final class VerifyCommand implements Callable<Integer> {
             out.put("seconds", report.seconds());
             out.put("gb_per_s", report.gbPerSecond());
             out.put("threads", report.threads());
+            Map<String, Object> snapshot = new LinkedHashMap<>();
+            snapshot.put("files", blobs);
+            snapshot.put("bytes", blobBytes);
+            snapshot.put("damaged", damaged == null ? null : damaged.getMessage());
+            out.put("hf_snapshot", snapshot);
             System.out.println(JsonWriter.write(out));
             return;
         }
+        System.out.println("selection: " + selection.description());
         for (ParityCheck.TableResult r : report.tables()) {
             switch (r.status()) {
                 case EQUAL -> {
@@ -137,7 +168,17 @@ final class VerifyCommand implements Callable<Integer> {
                 report.count(ParityCheck.Status.MISSING_FROM_CHECKPOINT), report.count(ParityCheck.Status.NOT_RESIDENT),
                 report.count(ParityCheck.Status.LAYOUT_DIFFERS), report.count(ParityCheck.Status.NOT_CHECKED),
                 Bytes.format(report.bytesCompared()), report.seconds(), report.gbPerSecond(), report.threads());
-        System.out.println(report.ok() ? "verify ok" : "verify FAILED: " + report.mismatches().size()
-                + (report.mismatches().size() == 1 ? " table does" : " tables do") + " not match the checkpoint");
+        if (blobs > 0) {
+            System.out.printf("hf-snapshot: %d files, %s, %s%n", blobs, Bytes.format(blobBytes), damaged == null
+                    ? "each the SHA-256 its blob is named by" : "one of them damaged (stderr says which)");
+        }
+        if (ok) {
+            System.out.println("verify ok");
+        } else if (!report.ok()) {
+            System.out.println("verify FAILED: " + report.mismatches().size() + (report.mismatches().size() == 1
+                    ? " table does" : " tables do") + " not match the checkpoint");
+        } else {
+            System.out.println("verify FAILED: a Hugging Face blob does not match its name");
+        }
     }
 }

@@ -65,8 +65,8 @@ class ContentVerifyTest {
         CliRun write = CliRun.of("inspect", "--write-digests", "--threads", "2", file.toString());
         assertEquals(0, write.exit(), write.err());
         Path sidecar = dir.resolve("all.safetensors.engram-digests.json");
-        assertTrue(write.out().contains("digests (sha256-tree-v1): wrote " + sidecar + ": " + expected.size()
-                + " tables"), write.out());
+        assertTrue(write.out().contains("digest record (version 2: engram-digest-v1 and sha256-tree-v1): wrote "
+                + sidecar + ": " + expected.size() + " tables"), write.out());
         assertEquals(expected, DigestSidecar.read(sidecar));
         Path socket = dir.resolve("run/c.sock");
         try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", file.toString())
@@ -138,11 +138,11 @@ class ContentVerifyTest {
                     + "' has no trusted digest in " + partial + "; the tables were closed", missing.err().strip());
 
             Path truncated = Files.writeString(dir.resolve("truncated.engram-digests.json"),
-                    Files.readString(sidecar).substring(0, 60));
+                    Files.readString(sidecar).substring(0, 52));
             CliRun malformed = CliRun.of("import", "--socket", socket.toString(), "--verify-content", truncated.toString());
             assertEquals(1, malformed.exit());
-            assertEquals("engram-host import: " + truncated + ": not a digest sidecar: JSON at byte 59: unterminated"
-                    + " string", malformed.err().strip(), "cut inside the string that starts at byte 59");
+            assertEquals("engram-host import: " + truncated + ": not a digest sidecar: JSON at byte 47: unterminated"
+                    + " string", malformed.err().strip(), "cut inside the string that starts at byte 47, \"chunk_bytes\"");
             CliRun mixed = CliRun.of("import", "--socket", socket.toString(), "--verify-content", sidecar.toString(),
                     index.toString());
             assertEquals(1, mixed.exit());
