@@ -233,10 +233,10 @@ boot() {
 }
 
 t0=$(date +%s.%N)
+why=
 deadline=$(( $(date +%s) + TIMEOUT ))
 if [ "$accel" = kvm ]; then
   boot kvm "$TIMEOUT" 1
-  why=
   if [ $silent = 1 ]; then
     why="no kernel output on its console in $KVM_WAIT s"
   elif [ ! -f "$OUT/.booted" ] && [ "$qrc" != 124 ] && { [ "$qrc" != 0 ] || [ -z "$first" ]; }; then
@@ -254,7 +254,9 @@ fi
 cat "$CON/qemu.err" >&2
 t1=$(date +%s.%N)
 booted=$(cat "$OUT/.booted" 2>/dev/null || echo "?")
-say "guest ran $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}') s under $accel (the kernel's first line after ${first:-?} s, userspace at $booted s of guest uptime)"
+ran=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}')
+echo "the guest ran $ran s under $accel${why:+ after KVM failed}" > "$OUT/guest-ran"   # for bin/test's summary
+say "guest ran $ran s under $accel (the kernel's first line after ${first:-?} s, userspace at $booted s of guest uptime)"
 [ "$qrc" = 124 ] && { say "timed out after $TIMEOUT s"; exit 124; }
 if [ ! -f "$OUT/.rc" ]; then
   [ $verbose = 1 ] || tail -n 5 "$OUT/console.log" | sed 's/\r$//; s/^/  console: /' >&2
