@@ -5,8 +5,9 @@
 #   scripts/numa/numa-two-node.sh [--quick|--ci]  (--quick: the policies, the refusals and the hugetlb pools; --ci: the
 #                                            policies only, the subset bin/test runs)
 #
-# Prepared here, where it is fast, and read by the guest over 9p: the build (mvn install of numa and the CLI when
-# engram-host/cli/target/app is missing; SKIP_BUILD=1 skips it), synthetic checkpoints of 50.4 and 201 MiB with
+# Prepared here, where it is fast, and read by the guest over 9p: the build (mvn package of numa and the CLI when
+# engram-host/cli/target/app, the CLI's test jar or numa's test classes are missing; SKIP_BUILD=1 skips it, and
+# the script stops, exit 125, when they are missing then), synthetic checkpoints of 50.4 and 201 MiB with
 # their digests sidecars (inspect --write-digests), CDS archives of a daemon and a client run (-XX:ArchiveClassesAtExit; a JVM
 # under TCG spends most of its start loading classes), and the numa tests' class path with JUnit's console launcher.
 # Results: target/numa-vm/out/results.txt (and every log beside it); totals in target/numa-vm/out/totals
@@ -24,11 +25,19 @@ t0=$(date +%s)
 say() { echo "numa-two-node: $* ($(($(date +%s) - t0)) s)"; }
 MVN=(mvn -B -ntp -q)
 
-if [ "${SKIP_BUILD:-0}" != 1 ] && { ! ls engram-host/cli/target/app/lib/engram-cli-*.jar >/dev/null 2>&1 \
-    || [ ! -d numa/target/test-classes ]; }; then
+# built: the CLI's app, its test jar (the guest's daemons start through bin/engram-host-test, whose hooks read
+# ENGRAM_HOST_TEST_GPU_NUMA_NODES) and the numa tests' classes; the guest sees the checkout read-only, so all of it
+# is built here, before the guest boots
+built() {
+  ls engram-host/cli/target/app/lib/engram-cli-*.jar engram-host/cli/target/engram-cli-*-tests.jar >/dev/null 2>&1 \
+    && [ -d numa/target/test-classes ]
+}
+if [ "${SKIP_BUILD:-0}" != 1 ] && ! built; then
   say "building numa and the CLI"
-  "${MVN[@]}" -pl numa,engram-host/cli -am install -DskipTests
+  "${MVN[@]}" -pl numa,engram-host/cli -am package -DskipTests
 fi
+built || { say "not built: engram-host/cli/target/app, its test jar or numa/target/test-classes is missing" \
+  "(mvn -B -ntp -DskipTests package builds them; bin/test's mvn verify does too)"; exit 125; }
 mkdir -p "$DATA"
 if [ ! -f "$DATA/ckpt/engram-digests.json" ]; then
   rm -rf "$DATA/ckpt"

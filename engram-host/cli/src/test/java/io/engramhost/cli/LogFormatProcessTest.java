@@ -65,7 +65,12 @@ class LogFormatProcessTest {
             }
             assertTrue(String.valueOf(m.get("ts")).matches("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z"), line);
             assertTrue(List.of("ERROR", "WARNING", "INFO", "DEBUG", "TRACE").contains(m.get("level")), line);
-            if (String.valueOf(m.get("msg")).startsWith("ready: ") || String.valueOf(m.get("msg")).startsWith("listening on")) {
+            // each line names the class that logs it: the daemon listens, the load run (LoadRun) says it is ready
+            if (String.valueOf(m.get("msg")).startsWith("ready: ")) {
+                assertEquals("INFO", m.get("level"), line);
+                assertEquals("io.engramhost.daemon.LoadRun", m.get("logger"), line);
+            }
+            if (String.valueOf(m.get("msg")).startsWith("listening on")) {
                 assertEquals("INFO", m.get("level"), line);
                 assertEquals("io.engramhost.daemon.Daemon", m.get("logger"), line);
             }
