@@ -23,11 +23,13 @@ import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.codec.http.DefaultFullHttpResponse;
+import io.netty.handler.codec.http.DefaultHttpHeaders;
 import io.netty.handler.codec.http.FullHttpResponse;
 import io.netty.handler.codec.http.HttpDecoderConfig;
 import io.netty.handler.codec.http.HttpHeaderNames;
 import io.netty.handler.codec.http.HttpHeaderValues;
 import io.netty.handler.codec.http.HttpHeaders;
+import io.netty.handler.codec.http.HttpHeadersFactory;
 import io.netty.handler.codec.http.HttpObject;
 import io.netty.handler.codec.http.HttpRequest;
 import io.netty.handler.codec.http.HttpResponseStatus;
@@ -97,7 +99,7 @@ public final class MetricsServer implements AutoCloseable {
     /** From a request's first byte to its head's end; for the answer to be taken; from the answer to the close. */
     static final long REQUEST_MILLIS = 2_000;
     /** Connections open at once; one more evicts the oldest that is not being answered. */
-    static final int MAX_CONNECTIONS = 1024;
+    static final int MAX_CONNECTIONS = 2048;
     /** The request line's bytes, at most. */
     static final int MAX_REQUEST_LINE = 1024;
     /** The headers' bytes, at most. */
@@ -196,7 +198,7 @@ public final class MetricsServer implements AutoCloseable {
                         Peer p = new Peer(ch);
                         ch.pipeline().addLast(p, new HttpServerCodec(new HttpDecoderConfig()
                                 .setMaxInitialLineLength(MAX_REQUEST_LINE).setMaxHeaderSize(MAX_HEADERS)
-                                .setMaxChunkSize(READ_BYTES)), p.requests);
+                                .setMaxChunkSize(READ_BYTES).setHeadersFactory(DROPPED_HEADERS)), p.requests);
                     }
                 });
     }
@@ -220,7 +222,9 @@ public final class MetricsServer implements AutoCloseable {
         /** its head complete, the answer being made or written ({@link #REQUEST_MILLIS}) */
         ANSWER,
         /** answered, output shut down, waiting for the peer to close ({@link #REQUEST_MILLIS}) */
-        LINGER
+        LINGER,
+        /** closed: what the decoder still makes of the bytes it held is dropped */
+        CLOSED
     }
 
     /** One connection, first in its pipeline (it sees the bytes as they arrive); everything on the event loop. */
@@ -265,6 +269,7 @@ public final class MetricsServer implements AutoCloseable {
         public void channelInactive(ChannelHandlerContext ctx) {
             peers.remove(this);
             http.open.decrementAndGet();
+            step = Step.CLOSED;
             if (deadline != null) {
                 deadline.cancel(false);
             }
@@ -273,7 +278,7 @@ public final class MetricsServer implements AutoCloseable {
 
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            if (step == Step.LINGER) {
+            if (step == Step.LINGER || step == Step.CLOSED) {
                 ReferenceCountUtil.release(msg);
                 return;
             }
@@ -428,6 +433,32 @@ public final class MetricsServer implements AutoCloseable {
             p.ch.close();
         }
     }
+
+    /**
+     * The headers of a request as the decoder makes them: every header parsed and dropped. Only the request line is
+     * needed, so a head of many small headers costs no more than the one line being read.
+     */
+    private static final HttpHeadersFactory DROPPED_HEADERS = new HttpHeadersFactory() {
+        @Override
+        public HttpHeaders newHeaders() {
+            return new DefaultHttpHeaders() {
+                @Override
+                public HttpHeaders add(String name, Object value) {
+                    return this;
+                }
+
+                @Override
+                public HttpHeaders add(CharSequence name, Object value) {
+                    return this;
+                }
+            };
+        }
+
+        @Override
+        public HttpHeaders newEmptyHeaders() {
+            return newHeaders();
+        }
+    };
 
     /** Reads of {@link #READ_BYTES} into heap buffers: Netty's own reads would take direct memory. */
     private static final class HeapReads extends DefaultMaxMessagesRecvByteBufAllocator {
