@@ -160,6 +160,7 @@ public final class MetricsServer implements AutoCloseable {
         MetricsServer m = new MetricsServer(daemon, new DaemonMetrics.BuildInfo(context.buildVersion(),
                 context.buildCommit(), protocol), threads);
         InetSocketAddress where = new InetSocketAddress(context.metricsAddress(), context.metricsPort());
+        boolean interrupted = false;
         try {
             while (true) {
                 ChannelFuture bound = m.bootstrap().bind(where).awaitUninterruptibly();
@@ -167,20 +168,24 @@ public final class MetricsServer implements AutoCloseable {
                     m.listener = bound.channel();
                     break;
                 }
-                if (System.nanoTime() >= deadline || Thread.currentThread().isInterrupted()) {
+                if (System.nanoTime() >= deadline || interrupted) {
                     Throwable e = bound.cause();
                     throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): "
                             + (e instanceof BindException ? e.getMessage() : e));
                 }
-                Thread.sleep(20);
+                try {
+                    Thread.sleep(20);
+                } catch (InterruptedException e) {
+                    interrupted = true; // one more try, then the bind's error
+                }
             }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            m.close();
-            throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): interrupted");
         } catch (RuntimeException | Error e) {
             m.close();
             throw e;
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
         LOG.log(INFO, "metrics and health on http://" + hostPort(m.address()) + "/ " + PATHS);
         return m;
