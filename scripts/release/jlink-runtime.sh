@@ -6,8 +6,8 @@
 # java.naming and jdk.unsupported (jnr reaches some of them only by reflection, and so does Chronicle in the GPU
 # test bundle; the release bundles no Chronicle), and never java.desktop: only Chronicle's CPU-cooler toy
 # (java.beans) and JNA's AWT helpers reference it, and no path of engram-host reaches them (the GPU test runs use
-# a runtime without it: bench/gpu-runs.md). jdk.httpserver is listed too: serve --metrics-port needs it (jdeps finds
-# it as well; the list says so whatever jdeps does).
+# a runtime without it: bench/gpu-runs.md). serve --metrics-port's HTTP server is Netty's (io.netty, whose jars jdeps
+# reads like the others): it needs jdk.unsupported and java.logging, both listed.
 #
 # Usage: scripts/release/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
 #   --print      only print the module list (comma-separated) and make nothing
@@ -33,7 +33,7 @@ else
   [ $# -ge 1 ] || { echo "usage: $0 --print [--add MODULE,...] JAR..." >&2; exit 2; }
 fi
 found=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 "$@")
-modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported jdk.httpserver ${found//,/ } ${add//,/ } \
+modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported ${found//,/ } ${add//,/ } \
   | grep -vx java.desktop | sort -u | paste -sd, -)
 if [ "$print" = 1 ]; then
   echo "$modules"

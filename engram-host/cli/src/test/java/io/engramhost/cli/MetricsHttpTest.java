@@ -124,6 +124,8 @@ class MetricsHttpTest {
             Http head = get(port, "HEAD", "/ready");
             assertEquals(503, head.code());
             assertEquals("", head.body());
+            assertEquals("8", head.headers().get("content-length"), "HEAD: the length GET's 'loading\\n' has");
+            assertHttpContract(port);
 
             Files.createFile(gate);
             deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
@@ -239,6 +241,33 @@ class MetricsHttpTest {
         }
     }
 
+    /** A successor of a takeover binds the port its predecessor frees as it exits, and answers on it. */
+    @Test
+    void shouldMoveTheMetricsPortToTheSuccessorOfATakeover(@TempDir Path dir) throws Exception {
+        Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 100,
+                64, 3));
+        Path socket = dir.resolve("run/t.sock");
+        int port = freePort();
+        String[] args = {"--checkpoint", index.toString(), "--metrics-port", Integer.toString(port)};
+        try (DaemonProcess a = DaemonProcess.start(socket, dir.resolve("a.log"), args).awaitReady()) {
+            assertEquals(200, get(port, "GET", "/ready").code());
+            List<String> more = new ArrayList<>(List.of(args));
+            more.add("--takeover");
+            try (DaemonProcess b = DaemonProcess.start(socket, dir.resolve("b.log"), more.toArray(String[]::new))
+                    .awaitReady()) {
+                assertTrue(a.process.waitFor(60, TimeUnit.SECONDS), "the predecessor exits: " + a.log());
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (!b.log().contains("metrics and health on http://127.0.0.1:" + port + "/")) {
+                    assertTrue(b.process.isAlive() && System.nanoTime() < deadline, b.log());
+                    Thread.sleep(20);
+                }
+                assertEquals("ready\n", get(port, "GET", "/ready").body());
+                assertEquals(200, get(port, "GET", "/live").code());
+                assertEquals(1, parse(get(port, "GET", "/metrics")).get("engram_host_ready"));
+            }
+        }
+    }
+
     @Test
     void shouldRefuseToServeWhenTheMetricsPortIsInUse(@TempDir Path dir) throws Exception {
         Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 100,
@@ -257,6 +286,52 @@ class MetricsHttpTest {
         }
     }
 
+    /**
+     * What every answer keeps, whatever the request: one request a connection (HTTP/1.1 asked to keep it alive too), the
+     * content type, HEAD's length without a body, a query ignored, a body announced but not sent answered at once
+     * (405 for POST, with Allow), a head that is not HTTP or over the limits a 400, and the port's own counters.
+     */
+    private static void assertHttpContract(int port) throws IOException {
+        Http live = exchange(port, "GET /live?verbose=1 HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n");
+        assertEquals(200, live.code(), live.body());
+        assertEquals("live\n", live.body());
+        assertEquals("close", live.headers().get("connection"));
+        assertEquals("text/plain; charset=utf-8", live.headers().get("content-type"));
+        assertEquals("5", live.headers().get("content-length"));
+        Http metricsHead = get(port, "HEAD", "/metrics");
+        assertEquals(200, metricsHead.code());
+        assertEquals("", metricsHead.body());
+        assertEquals("text/plain; version=0.0.4; charset=utf-8", metricsHead.headers().get("content-type"));
+        assertTrue(Integer.parseInt(metricsHead.headers().get("content-length")) > 1000, metricsHead.headers()::toString);
+        Http missing = get(port, "HEAD", "/nothing");
+        assertEquals(404, missing.code());
+        assertEquals("", missing.body());
+        assertEquals("not found: /nothing (/metrics, /ready, /live)\n", get(port, "GET", "/nothing").body());
+        long t0 = System.nanoTime();
+        Http post = exchange(port, "POST /live HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n\r\nsome of it");
+        assertEquals(405, post.code());
+        assertEquals("GET, HEAD", post.headers().get("allow"));
+        assertEquals("method not allowed: POST (GET or HEAD only)\n", post.body());
+        Http bodied = exchange(port, "GET /live HTTP/1.1\r\nHost: localhost\r\nContent-Length: 1000000\r\n\r\n");
+        assertEquals(200, bodied.code());
+        assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(1), "answered without waiting for the body");
+        Http garbage = exchange(port, "\u0001\u0002 not http at all\r\n\r\n");
+        assertEquals(400, garbage.code(), garbage.body());
+        Http longLine = exchange(port, "GET /" + "a".repeat(2000) + " HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assertEquals(400, longLine.code(), longLine.body());
+        assertEquals("bad request: not an HTTP/1.x request head of at most 1024 bytes of request line and 4096 of"
+                + " headers (send GET or HEAD of (/metrics, /ready, /live))\n", longLine.body());
+        Http longHeaders = exchange(port, "GET /live HTTP/1.1\r\n" + "X-A: b\r\n".repeat(1000) + "\r\n");
+        assertEquals(400, longHeaders.code(), longHeaders.body());
+        Http manyHeaders = exchange(port, "GET /live HTTP/1.1\r\n" + "X-A: b\r\n".repeat(500) + "\r\n");
+        assertEquals(200, manyHeaders.code(), "4000 bytes of headers are within the limit");
+        Page p = parse(get(port, "GET", "/metrics"));
+        assertTrue(p.get("engram_host_http_connections_accepted_total") >= 12, p.samples()::toString);
+        assertTrue(p.get("engram_host_http_connections_open") >= 1, "this one");
+        assertEquals(0, p.get("engram_host_http_connections_evicted_total"));
+        assertEquals("counter", p.types().get("engram_host_http_connections_timed_out_total"));
+    }
+
     private static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName("127.0.0.1"))) {
             return s.getLocalPort();
@@ -265,10 +340,15 @@ class MetricsHttpTest {
 
     /** One HTTP/1.0 request over a plain socket: status, body and headers (names lower-case). */
     private static Http get(int port, String method, String path) throws IOException {
+        return exchange(port, method + " " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    }
+
+    /** {@code request} sent as it is; the answer read to the end of the connection, which the daemon closes. */
+    private static Http exchange(int port, String request) throws IOException {
         try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port)) {
             s.setSoTimeout(20_000);
             OutputStream out = s.getOutputStream();
-            out.write((method + " " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n").getBytes(StandardCharsets.US_ASCII));
+            out.write(request.getBytes(StandardCharsets.US_ASCII));
             out.flush();
             InputStream in = s.getInputStream();
             String all = new String(in.readAllBytes(), StandardCharsets.UTF_8);

@@ -126,8 +126,8 @@ public final class Daemon implements AutoCloseable {
             LOG.log(INFO, "listening on " + socket + " (pid " + pid + ", backend " + context.backend().wireName() + ")");
         }
         if (context.metricsPort() > 0) { // before a load, so that /live and /ready answer during it
-            metrics = MetricsServer.start(view, context, a.catalog() != null ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS
-                    : 0);
+            metrics = MetricsServer.start(view, context, services.threads(), a.catalog() != null
+                    ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
         }
         if (systemd != null) {
             a.supervisor().staleEntries().forEach(systemd::remove);

@@ -15,6 +15,8 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import java.util.function.ToDoubleFunction;
 
@@ -58,11 +60,19 @@ final class DaemonMetrics {
         long requestMemoryUsed();
     }
 
+    /** The HTTP server's own connections (the metrics port's, not the Unix socket's): what {@link MetricsServer} counts. */
+    static final class HttpStats {
+        final AtomicInteger open = new AtomicInteger();
+        final AtomicLong accepted = new AtomicLong();
+        final AtomicLong evicted = new AtomicLong();
+        final AtomicLong timedOut = new AtomicLong();
+    }
+
     private DaemonMetrics() {
     }
 
-    /** A new registry holding every metric of {@code d}. */
-    static PrometheusRegistry registry(Observed d, BuildInfo build) {
+    /** A new registry holding every metric of {@code d}, and of the HTTP server that counts {@code http}. */
+    static PrometheusRegistry registry(Observed d, BuildInfo build, HttpStats http) {
         PrometheusRegistry r = new PrometheusRegistry();
         Info.builder().name("engram_host_build_info")
                 .help("The build: version, git commit and protocol versions; always 1.")
@@ -151,6 +161,15 @@ final class DaemonMetrics {
                     }
                 }).register(r);
         r.register(s.importLatency.histogram);
+
+        gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", () -> http.open.get());
+        counter(r, "engram_host_http_connections_accepted_total", "Connections accepted on the metrics port.",
+                http.accepted::get);
+        counter(r, "engram_host_http_connections_evicted_total",
+                "Connections on the metrics port closed at its connection cap, oldest first.", http.evicted::get);
+        counter(r, "engram_host_http_connections_timed_out_total",
+                "Connections on the metrics port closed by a deadline (idle, request head or answer).",
+                http.timedOut::get);
         return r;
     }
 
