@@ -1,9 +1,8 @@
 package io.engramhost.cli;
 
-import io.engramhost.checkpoint.Checkpoint;
-import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
+import io.engramhost.client.Expectations;
 import io.engramhost.client.GpuVerify;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.client.TableView;
@@ -63,7 +62,8 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     Expect expect;
 
     @Option(names = "--tables", split = ",", paramLabel = "GLOB",
-            description = "With --expect-checkpoint: the tables the daemon was told to serve (default: all).")
+            description = "With --expect-checkpoint: the tables the daemon was told to serve (default: as serve selects"
+                    + " them: the model's config.json names the Engram tables, else every tensor).")
     List<String> tables = List.of();
 
     @Option(names = "--digest", paramLabel = "KIND", converter = WireNameOptions.DigestConverter.class,
@@ -174,8 +174,8 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
         if (expect.sha != null) {
             return Expectation.sha256(expect.sha);
         }
-        Fingerprint fp = Fingerprint.of(Checkpoint.open(expect.checkpoint), tables, "", Fingerprint.LAYOUT_VERSION);
-        return Expectation.structured(fp.canonicalBytes());
+        return Expectations.ofCheckpoint(expect.checkpoint, tables, line -> System.err.println("engram-host import: "
+                + line));
     }
 
     private List<Map<String, Object>> describe(ImportedTables imported) {

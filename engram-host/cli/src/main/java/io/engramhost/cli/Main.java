@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.client.FingerprintMismatchException;
 import io.engramhost.hooks.DaemonHooks;
 import java.io.PrintWriter;
 import picocli.CommandLine;
@@ -48,7 +49,8 @@ public final class Main extends RootCommand {
         cl.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
             PrintWriter err = commandLine.getErr();
             boolean verbose = parseResult.hasMatchedOption("--verbose");
-            err.println(who(commandLine) + ": " + oneLine(e));
+            // A mismatch is a summary and a few differences, one a line (docs/checkpoints.md); the rest is one line.
+            err.println(who(commandLine) + ": " + (e instanceof FingerprintMismatchException ? e.getMessage() : oneLine(e)));
             if (verbose) {
                 e.printStackTrace(err);
             }

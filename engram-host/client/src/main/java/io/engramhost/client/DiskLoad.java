@@ -4,6 +4,8 @@ import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.ServedSelection;
+import io.engramhost.checkpoint.TableDigests;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
@@ -25,8 +27,9 @@ final class DiskLoad {
     static ImportedTables load(List<Path> checkpoint, List<String> tables, int threads) {
         Lap lap = Lap.start();
         Checkpoint cp = Checkpoint.open(checkpoint);
-        List<TensorInfo> selected = cp.select(tables);
-        Fingerprint fp = Fingerprint.of(cp, tables, "", Fingerprint.LAYOUT_VERSION);
+        ServedSelection served = ServedSelection.of(cp, tables, ""); // what a daemon would serve: the same rules
+        List<TensorInfo> selected = served.selection().tensors();
+        Fingerprint fp = served.fingerprint();
         List<AutoCloseable> resources = new ArrayList<>();
         try {
             Map<TensorInfo, Long> address = new HashMap<>();
@@ -47,6 +50,13 @@ final class DiskLoad {
             for (int i = 0; i < selected.size(); i++) {
                 TensorInfo t = selected.get(i);
                 long digest = ContentDigest.digestParallel(bases[i], t.length(), threads);
+                TableDigests recorded = served.identity().table(t.name());
+                if (recorded != null && !recorded.engramDigest().equals(ContentDigest.hex(digest))) {
+                    throw new EngramClientException(t.file() + ": tensor '" + t.name() + "': its bytes have engram"
+                            + " digest v1 " + ContentDigest.hex(digest) + ", but its digest record says "
+                            + recorded.engramDigest() + "; restore the file, or write the record again with"
+                            + " engram-host inspect --write-digests");
+                }
                 entries.add(new Manifest.Table(t.name(), t.dtype().name(), t.shape(), t.length(), t.length() > 0 ? i : -1,
                         0, digest, RegionKind.DISK, -1, -1));
             }

@@ -24,6 +24,8 @@ import io.engramhost.protocol.Welcome;
 import io.engramhost.util.Closer;
 import io.engramhost.util.Lap;
 import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -70,12 +72,12 @@ public final class EngramClient {
                     throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
                             + in.fdCount() + " fds arrived");
                 }
-                if (!java.security.MessageDigest.isEqual(sha256(manifest.fingerprint()), manifest.fingerprintSha256())) {
+                if (!MessageDigest.isEqual(sha256(manifest.fingerprint()), manifest.fingerprintSha256())) {
                     throw new ProtocolException("MANIFEST: fingerprint_sha256 is not the SHA-256 of the fingerprint it"
                             + " carries");
                 }
                 ManifestChecks.check(manifest, Posix.pageSize());
-                checkServedFingerprint(socket, manifest, expectation);
+                checkServedFingerprint(socket, manifest, expectation, options);
                 fds = in.takeFds();
             }
             long manifestNanos = lap.lap();
@@ -200,35 +202,51 @@ public final class EngramClient {
      * difference. A daemon that answers an expectation it does not meet is refused. (An impostor can copy a fingerprint; the uid, seal and content checks are what
      * stop it.)
      */
-    private static void checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation) {
+    private static void checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation,
+            ClientOptions options) {
         byte[] served = manifest.fingerprintSha256();
         String why = switch (expectation.kind()) {
             case ANY -> null;
-            case SHA256 -> java.security.MessageDigest.isEqual(served, expectation.bytes()) ? null
-                    : "fingerprint " + java.util.HexFormat.of().formatHex(served) + ", not the expected "
-                            + java.util.HexFormat.of().formatHex(expectation.bytes());
-            case STRUCTURED -> structuredMismatch(manifest, expectation.bytes());
+            case SHA256 -> MessageDigest.isEqual(served, expectation.bytes()) ? null
+                    : "fingerprint " + HexFormat.of().formatHex(served) + ", not the expected "
+                            + HexFormat.of().formatHex(expectation.bytes());
+            case STRUCTURED -> structuredMismatch(manifest, expectation.bytes(), options);
         };
         if (why != null) {
             throw new ProtocolException("the daemon on " + socket + " answered an expectation it does not meet: " + why);
         }
     }
 
-    private static String structuredMismatch(Manifest manifest, byte[] expected) {
-        io.engramhost.checkpoint.Fingerprint served;
+    /**
+     * What the client says, once per import, when a structured expectation is met but the two sides share no
+     * content identity (docs/checkpoints.md, "Content identity"): the same words as the Python client's.
+     */
+    public static final String HEADERS_ONLY = "compared headers only: neither side has content identity in common;"
+            + " write a digest record (engram-host inspect --write-digests PATH) or serve from a Hugging Face"
+            + " snapshot to compare content";
+
+    private static String structuredMismatch(Manifest manifest, byte[] expected, ClientOptions options) {
+        Fingerprint served;
         try {
-            served = io.engramhost.checkpoint.Fingerprint.decode(manifest.fingerprint());
+            served = Fingerprint.decode(manifest.fingerprint());
         } catch (RuntimeException e) {
             return "its structured fingerprint is malformed: " + e.getMessage();
         }
-        List<String> d = io.engramhost.checkpoint.Fingerprint.decode(expected).differences(served, 3);
-        return d.isEmpty() ? null : String.join("; ", d);
+        Fingerprint wanted = Fingerprint.decode(expected);
+        List<String> d = wanted.differences(served, 3);
+        if (!d.isEmpty()) {
+            return String.join("; ", d);
+        }
+        if (!wanted.sharesIdentityWith(served)) {
+            options.notices().accept(HEADERS_ONLY);
+        }
+        return null;
     }
 
     private static byte[] sha256(byte[] b) {
         try {
-            return java.security.MessageDigest.getInstance("SHA-256").digest(b);
-        } catch (java.security.NoSuchAlgorithmException e) {
+            return MessageDigest.getInstance("SHA-256").digest(b);
+        } catch (NoSuchAlgorithmException e) {
             throw new IllegalStateException("SHA-256 is missing from this JVM", e);
         }
     }
@@ -295,6 +313,9 @@ public final class EngramClient {
                     sleep(100);
                     continue;
                 }
+                if (e.code() == ErrorCode.FINGERPRINT_MISMATCH) {
+                    throw FingerprintMismatchException.of(e, c.socket(), expectation);
+                }
                 throw refusal(e);
             }
             if (in.type() != MessageType.MANIFEST) {
@@ -359,29 +380,9 @@ public final class EngramClient {
         return wrapped;
     }
 
+    /** A refusal other than a mismatch (which {@link FingerprintMismatchException} shows): its code, message, details. */
     private static EngramClientException refusal(ErrorReply e) {
-        List<String> details = new ArrayList<>(e.details());
-        boolean shortForm = e.details().size() == 1 && e.details().get(0).startsWith("expected fingerprint ");
-        if (e.code() == ErrorCode.FINGERPRINT_MISMATCH && shortForm && e.daemonFingerprint().length > 0) {
-            details.addAll(daemonRecord(e.daemonFingerprint()));
-        }
-        ErrorReply withRecord = new ErrorReply(e.code(), e.wireCode(), e.message(), details, e.daemonFingerprint());
-        return new EngramClientException(e.code(), e.wireCode(), e.codeName() + ": " + withRecord.describe(), details);
-    }
-
-    /** The daemon's fingerprint, one line per file and table, for a mismatch report. */
-    private static List<String> daemonRecord(byte[] canonical) {
-        List<String> out = new ArrayList<>();
-        try {
-            Fingerprint fp = Fingerprint.decode(canonical);
-            out.add("the daemon's record: layout " + fp.layoutVersion() + ", backend " + fp.backend());
-            fp.files().forEach(f -> out.add("  file " + f.name() + " (" + f.size() + " bytes, header sha256 "
-                    + f.headerSha256() + ")"));
-            fp.tables().forEach(t -> out.add("  table " + t));
-        } catch (RuntimeException malformed) {
-            out.add("the daemon's record could not be decoded: " + malformed.getMessage());
-        }
-        return out;
+        return new EngramClientException(e.code(), e.wireCode(), e.codeName() + ": " + e.describe(), e.details());
     }
 
     private static void sleep(long ms) {

@@ -9,7 +9,7 @@ import java.util.List;
  * or seals, a timeout, a malformed frame) or the code is one this client does not know;
  * {@link #wireCode()} keeps the number of any ERROR (0 when the daemon sent none).
  */
-public final class EngramClientException extends RuntimeException {
+public class EngramClientException extends RuntimeException {
     private static final long serialVersionUID = 1L;
     private final transient ErrorCode code;
     private final int wireCode;

@@ -3,6 +3,8 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.checkpoint.ContentIdentity;
+import io.engramhost.checkpoint.Selection;
 import io.engramhost.checkpoint.WritableByOthers;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
@@ -14,6 +16,7 @@ import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 
 /**
  * The one way a daemon starts ({@code serve}, tests and benchmarks alike): it gets its tables from systemd's fd
@@ -106,6 +109,10 @@ public final class DaemonLauncher {
             return new Tables(context.catalog(), LoadReport.EMPTY);
         }
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(context.store());
+        LOG.log(INFO, "selection: " + prepared.selection().description());
+        prepared.selection().warning().ifPresent(w -> LOG.log(WARNING, w));
+        prepared.identity().notes().forEach(n -> LOG.log(WARNING, n));
+        LOG.log(INFO, "content identity: " + prepared.identity().level().text() + identityWord(prepared.identity()));
         LOG.log(INFO, "checkpoint valid: " + prepared.tensors().size() + " tables, "
                 + Bytes.format(prepared.tensors().stream().mapToLong(t -> t.length()).sum()) + ", fingerprint "
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
@@ -124,7 +131,24 @@ public final class DaemonLauncher {
             Closer.closeAllAfter(e, prepared.builder());
             throw e;
         }
-        return new Tables(prepared.builder(), LoadReport.EMPTY.withMemory(prepared.budget(), context.memoryBudget()));
+        Selection selection = prepared.selection();
+        return new Tables(prepared.builder(), LoadReport.EMPTY.withMemory(prepared.budget(), context.memoryBudget())
+                .withSelected(new LoadReport.Selected(selection.rule().text(), selection.description(),
+                        prepared.tensors().size(), prepared.identity().level().text())));
+    }
+
+    /** What the level means for this load, after the level's name. */
+    private static String identityWord(ContentIdentity identity) {
+        return switch (identity.level()) {
+            case HEADERS -> " (no digest record and no Hugging Face snapshot: an expectation compares headers only;"
+                    + " engram-host inspect --write-digests writes a record)";
+            case RECORD, RECORD_AND_HF_SNAPSHOT -> " (" + identity.tables().size() + " tables checked against "
+                    + identity.records().stream().map(Object::toString).collect(Collectors.joining(", "))
+                    + " as they load" + (identity.snapshotFiles().isEmpty() ? ")"
+                    : "; " + identity.snapshotFiles().size() + " snapshot files named by their SHA-256)");
+            case HF_SNAPSHOT -> " (" + identity.snapshotFiles().size() + " snapshot files named by their SHA-256,"
+                    + " not rehashed at load; engram-host verify rehashes them)";
+        };
     }
 
     /**

@@ -2,9 +2,11 @@ package io.engramhost.store;
 
 import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.CheckpointException;
+import io.engramhost.checkpoint.ContentIdentity;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.Limits;
 import io.engramhost.checkpoint.OpenCheckpoint;
+import io.engramhost.checkpoint.Selection;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.CudaDevice;
@@ -20,7 +22,9 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalInt;
+import java.util.OptionalLong;
 import java.util.Set;
 import java.util.stream.IntStream;
 
@@ -34,42 +38,55 @@ public final class CatalogFactory {
     private CatalogFactory() {
     }
 
-    /** What a daemon will load: the tables, their fingerprint and the builder that loads them. */
-    public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Fingerprint fingerprint, String placement,
-            CatalogBuilder builder, String budget, int regionCount, java.util.Optional<String> spillWarning) {
+    /**
+     * What a daemon will load: the tables, the selection that chose them and their content identity, their
+     * fingerprint and the builder that loads them.
+     */
+    public record Prepared(Checkpoint checkpoint, List<TensorInfo> tensors, Selection selection,
+            ContentIdentity identity, Fingerprint fingerprint, String placement, CatalogBuilder builder, String budget,
+            int regionCount, Optional<String> spillWarning) {
     }
 
     /**
      * The fingerprint the tables {@code ctx} selects from the checkpoint on disk would have, computed as
-     * {@link #prepare} does (the headers are read and the limits checked) but without the placement, the GPUs or
-     * the memory budget: to tell whether tables kept elsewhere (systemd's fd store) are still the checkpoint's.
+     * {@link #prepare} does (the headers are read, the digest records beside them too, and the limits checked) but
+     * without the placement, the GPUs or the memory budget: to tell whether tables kept elsewhere (systemd's fd
+     * store) are still the checkpoint's.
      */
     public static Fingerprint fingerprintOnDisk(StoreSettings ctx) {
         try (OpenCheckpoint open = OpenCheckpoint.open(ctx.checkpoints())) {
-            return Selection.of(ctx, open.checkpoint()).fingerprint(ctx, open.checkpoint());
+            return Chosen.of(ctx, open.checkpoint()).fingerprint();
         }
     }
 
-    /** The host tables, the device tensors and the patterns the fingerprint records. */
-    private record Selection(List<TensorInfo> host, List<TensorInfo> onGpu, List<String> patterns) {
-        static Selection of(StoreSettings ctx, Checkpoint checkpoint) {
-            List<TensorInfo> selected = checkpoint.select(ctx.tables());
-            List<String> patterns = new ArrayList<>(ctx.tables());
-            List<TensorInfo> onGpu = List.of();
-            if (!ctx.deviceTensors().isEmpty()) {
-                onGpu = checkpoint.select(ctx.deviceTensors());
-                Set<String> names = new HashSet<>();
-                onGpu.forEach(t -> names.add(t.name()));
-                selected = selected.stream().filter(t -> !names.contains(t.name())).toList();
-                if (!patterns.isEmpty()) {
-                    patterns.addAll(ctx.deviceTensors());
-                }
+    /**
+     * The host tables and the device tensors: the selection's tensors ({@link Selection#of}: {@code --tables}, else
+     * the model's config.json, else every tensor) with the {@code --device-tensors} ones moved to the GPUs. Device
+     * tensors the selection does not hold are served too, and their globs join the fingerprint's patterns (an
+     * expectation names them with the same {@code --tables}).
+     */
+    private record Chosen(List<TensorInfo> host, List<TensorInfo> onGpu, Selection selection,
+            ContentIdentity identity, Fingerprint fingerprint) {
+        static Chosen of(StoreSettings ctx, Checkpoint checkpoint) {
+            Selection selection = Selection.of(checkpoint, ctx.tables());
+            List<TensorInfo> onGpu = ctx.deviceTensors().isEmpty() ? List.of() : checkpoint.select(ctx.deviceTensors());
+            Set<String> gpuNames = new HashSet<>();
+            onGpu.forEach(t -> gpuNames.add(t.name()));
+            Set<String> selected = new HashSet<>();
+            selection.tensors().forEach(t -> selected.add(t.name()));
+            List<TensorInfo> served = new ArrayList<>(selection.tensors());
+            List<String> patterns = new ArrayList<>(selection.patterns());
+            List<TensorInfo> beyond = onGpu.stream().filter(t -> !selected.contains(t.name())).toList();
+            if (!beyond.isEmpty()) {
+                served.addAll(beyond);
+                patterns.addAll(ctx.deviceTensors());
             }
-            return new Selection(selected, onGpu, patterns);
-        }
-
-        Fingerprint fingerprint(StoreSettings ctx, Checkpoint checkpoint) {
-            return Limits.checkServed(checkpoint, patterns, ctx.backend().wireName());
+            ContentIdentity identity = ContentIdentity.of(checkpoint, served);
+            Fingerprint fingerprint = Fingerprint.of(checkpoint, served, patterns, identity,
+                    ctx.backend().wireName(), Fingerprint.LAYOUT_VERSION);
+            Limits.check(served, fingerprint);
+            List<TensorInfo> host = served.stream().filter(t -> !gpuNames.contains(t.name())).toList();
+            return new Chosen(host, onGpu, selection, identity, fingerprint);
         }
     }
 
@@ -104,11 +121,14 @@ public final class CatalogFactory {
 
     private static Prepared prepare(StoreSettings ctx, OpenCheckpoint open) {
         Checkpoint checkpoint = open.checkpoint();
-        Selection selection = Selection.of(ctx, checkpoint);
-        List<TensorInfo> selected = selection.host();
-        List<TensorInfo> onGpu = selection.onGpu();
-        Fingerprint fingerprint = selection.fingerprint(ctx, checkpoint);
-        DeviceTensors device = onGpu.isEmpty() ? null : new DeviceTensors(onGpu, gpus(ctx));
+        Chosen chosen = Chosen.of(ctx, checkpoint);
+        List<TensorInfo> selected = chosen.host();
+        List<TensorInfo> onGpu = chosen.onGpu();
+        Fingerprint fingerprint = chosen.fingerprint();
+        List<TensorInfo> all = new ArrayList<>(selected);
+        all.addAll(onGpu);
+        RecordCheck records = RecordCheck.of(checkpoint, all, chosen.identity());
+        DeviceTensors device = onGpu.isEmpty() ? null : new DeviceTensors(onGpu, gpus(ctx), records);
         Topology topology = Topology.read();
         PolicySpec spec = PolicySpec.parse(ctx.numa() == null ? "auto" : ctx.numa());
         HostRegionFactory factory;
@@ -132,19 +152,20 @@ public final class CatalogFactory {
             }
             default -> throw new IllegalStateException("no store for backend " + ctx.backend());
         }
-        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, factory,
+        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, records, factory,
                 ctx.backend().wireName(), device, ctx.threads(), ctx.hooks());
         Limits.checkRegions(builder.regionCount());
-        java.util.OptionalLong override = ctx.memoryBudget() == null ? java.util.OptionalLong.empty()
-                : java.util.OptionalLong.of(ctx.memoryBudget());
+        OptionalLong override = ctx.memoryBudget() == null ? OptionalLong.empty()
+                : OptionalLong.of(ctx.memoryBudget());
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
                         factory.granule(), topology, override);
         // With --memory-budget the preferred node's free memory is one of the figures the operator overrules.
-        java.util.Optional<String> spill = builder.plannedBytes() == 0 || ctx.backend() != Backend.MEMFD
-                || override.isPresent() ? java.util.Optional.empty()
+        Optional<String> spill = builder.plannedBytes() == 0 || ctx.backend() != Backend.MEMFD
+                || override.isPresent() ? Optional.empty()
                 : MemoryBudget.spill(builder.plannedBytes(), policy, topology);
-        return new Prepared(checkpoint, selected, fingerprint, placement, builder, budget, builder.regionCount(), spill);
+        return new Prepared(checkpoint, all, chosen.selection(), chosen.identity(), fingerprint, placement, builder,
+                budget, builder.regionCount(), spill);
     }
 
     /** cuda-vmm needs one node: bind/preferred name it; auto is the GPU's HOST_NUMA_ID (0 when unknown). */
@@ -214,7 +235,7 @@ public final class CatalogFactory {
      * where sysfs says -1.
      */
     private static List<OptionalInt> gpuNodes(Topology topology, DaemonHooks hooks) {
-        java.util.Optional<List<OptionalInt>> given = hooks.gpuNumaNodes();
+        Optional<List<OptionalInt>> given = hooks.gpuNumaNodes();
         if (given.isPresent()) {
             return given.get();
         }

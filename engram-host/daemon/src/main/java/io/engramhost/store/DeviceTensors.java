@@ -24,10 +24,12 @@ import java.util.Map;
 final class DeviceTensors {
     private final List<TensorInfo> tensors;
     private final List<Integer> gpus;
+    private final RecordCheck records;
 
-    DeviceTensors(List<TensorInfo> tensors, List<Integer> gpus) {
+    DeviceTensors(List<TensorInfo> tensors, List<Integer> gpus, RecordCheck records) {
         this.tensors = List.copyOf(tensors);
         this.gpus = List.copyOf(gpus);
+        this.records = records;
     }
 
     List<TensorInfo> tensors() {
@@ -61,6 +63,9 @@ final class DeviceTensors {
                 address.put(tensors.get(i), s.region() < 0 ? 0L : staging.get(s.region()).address() + s.offset());
             }
             CheckpointLoader.Result read = HostCatalogBuilder.loader(threads, progress, hooks).load(source, tensors, address::get);
+            for (TensorInfo t : tensors) {
+                records.check(t, read.digest(t));
+            }
             for (int gpu : gpus) {
                 for (int r = 0; r < staging.size(); r++) {
                     DeviceAllocation a = owned.add(DeviceAllocation.create(staging.get(r).length(), gpu,

@@ -46,6 +46,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private final OpenCheckpoint source;
     private final List<TensorInfo> tensors;
     private final Fingerprint fingerprint;
+    private final RecordCheck records;
     private final HostRegionFactory factory;
     private final String backend;
     private final DeviceTensors deviceTensors;
@@ -53,11 +54,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private final DaemonHooks hooks;
     private final RegionPlan plan;
 
-    HostCatalogBuilder(OpenCheckpoint source, List<TensorInfo> tensors, Fingerprint fingerprint,
+    HostCatalogBuilder(OpenCheckpoint source, List<TensorInfo> tensors, Fingerprint fingerprint, RecordCheck records,
             HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads, DaemonHooks hooks) {
         this.source = source;
         this.tensors = List.copyOf(tensors);
         this.fingerprint = fingerprint;
+        this.records = records;
         this.factory = factory;
         this.backend = backend;
         this.deviceTensors = deviceTensors;
@@ -164,6 +166,9 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                     session.add(in, address::get);
                 }
                 read = session.finish();
+            }
+            for (TensorInfo t : tensors) { // the digest records, against the digests the read computed
+                records.check(t, read.digest(t));
             }
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);

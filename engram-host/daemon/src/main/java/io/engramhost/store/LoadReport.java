@@ -11,7 +11,8 @@ import java.util.TreeMap;
 /**
  * What a daemon's load measured, and where its tables came from: STATUS's top-level facts ({@code load},
  * {@code placement}, {@code load_threads}, {@code device_tensors}, {@code ready_s}, {@code process_ready_s},
- * {@code ready_gib_s}, {@code origin}, {@code memory_check}, {@code memory_budget}; docs/protocol.md). It travels
+ * {@code ready_gib_s}, {@code origin}, {@code memory_check}, {@code memory_budget}, {@code selection}, {@code content_identity};
+ * docs/protocol.md). It travels
  * with the tables to a successor (a takeover, systemd's fd store) as the JSON object {@link #toJson} writes, and
  * {@link #parse} reads it back strictly: a field of the wrong type is refused with one line naming it, and fields a
  * newer build adds are ignored. Every field is optional (null: not known).
@@ -26,13 +27,15 @@ import java.util.TreeMap;
  * @param origin        how this process got its tables
  * @param memoryCheck   how the memory the tables need was checked before the load
  * @param memoryBudget  {@code serve --memory-budget}, in bytes
+ * @param selected      which tables were selected, by which rule, and the content identity they have
  */
 public record LoadReport(Timings load, Placement placement, LoadThreads loadThreads, DeviceTensorsFact deviceTensors,
         Double readySeconds, Double processReadySeconds, Double readyGibPerSecond, Origin origin, String memoryCheck,
-        Long memoryBudget) {
+        Long memoryBudget, Selected selected) {
 
     /** Nothing known yet. */
-    public static final LoadReport EMPTY = new LoadReport(null, null, null, null, null, null, null, null, null, null);
+    public static final LoadReport EMPTY = new LoadReport(null, null, null, null, null, null, null, null, null, null,
+            null);
 
     /** STATUS's {@code load}: {@link LoadTimings} as seconds, GiB/s and bytes. */
     public record Timings(double createSeconds, double createGibPerSecond, double readSeconds, double readGibPerSecond,
@@ -206,44 +209,70 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
 
     public LoadReport withLoad(Timings t) {
         return new LoadReport(t, placement, loadThreads, deviceTensors, readySeconds, processReadySeconds,
-                readyGibPerSecond, origin, memoryCheck, memoryBudget);
+                readyGibPerSecond, origin, memoryCheck, memoryBudget, selected);
     }
 
     public LoadReport withPlacement(Placement p) {
         return new LoadReport(load, p, loadThreads, deviceTensors, readySeconds, processReadySeconds, readyGibPerSecond,
-                origin, memoryCheck, memoryBudget);
+                origin, memoryCheck, memoryBudget, selected);
     }
 
     public LoadReport withLoadThreads(LoadThreads t) {
         return new LoadReport(load, placement, t, deviceTensors, readySeconds, processReadySeconds, readyGibPerSecond,
-                origin, memoryCheck, memoryBudget);
+                origin, memoryCheck, memoryBudget, selected);
     }
 
     public LoadReport withDeviceTensors(DeviceTensorsFact d) {
         return new LoadReport(load, placement, loadThreads, d, readySeconds, processReadySeconds, readyGibPerSecond,
-                origin, memoryCheck, memoryBudget);
+                origin, memoryCheck, memoryBudget, selected);
     }
 
     /** The times to ready, from the load's start and from the process's, and the rate over the latter. */
     public LoadReport withReady(double seconds, double fromProcessStart, double gibPerSecond) {
         return new LoadReport(load, placement, loadThreads, deviceTensors, seconds, fromProcessStart, gibPerSecond,
-                origin, memoryCheck, memoryBudget);
+                origin, memoryCheck, memoryBudget, selected);
     }
 
     public LoadReport withOrigin(Origin o) {
         return new LoadReport(load, placement, loadThreads, deviceTensors, readySeconds, processReadySeconds,
-                readyGibPerSecond, o, memoryCheck, memoryBudget);
+                readyGibPerSecond, o, memoryCheck, memoryBudget, selected);
     }
 
     /** How the memory was checked, and the operator's budget (null: none). */
     public LoadReport withMemory(String check, Long budget) {
         return new LoadReport(load, placement, loadThreads, deviceTensors, readySeconds, processReadySeconds,
-                readyGibPerSecond, origin, check, budget);
+                readyGibPerSecond, origin, check, budget, selected);
+    }
+
+    /** Which tables and how they are known: the selection ({@code rule} config, tables or all) and the level. */
+    public record Selected(String rule, String description, int tables, String contentIdentity) {
+        Map<String, Object> selectionJson() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("rule", rule);
+            m.put("description", description);
+            m.put("tables", tables);
+            return m;
+        }
+
+        static Selected parse(Fields selection, String contentIdentity) {
+            return new Selected(selection.str("rule"), selection.str("description"), (int) selection.lng("tables"),
+                    contentIdentity);
+        }
+    }
+
+    /** The selection and the content identity of what is served. */
+    public LoadReport withSelected(Selected s) {
+        return new LoadReport(load, placement, loadThreads, deviceTensors, readySeconds, processReadySeconds,
+                readyGibPerSecond, origin, memoryCheck, memoryBudget, s);
     }
 
     /** The facts as STATUS shows them, in this order, each only when known. */
     public Map<String, Object> toJson() {
         Map<String, Object> m = new LinkedHashMap<>();
+        if (selected != null) {
+            m.put("selection", selected.selectionJson());
+            m.put("content_identity", selected.contentIdentity());
+        }
         if (memoryCheck != null) {
             m.put("memory_check", memoryCheck);
         }
@@ -313,6 +342,10 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
         }
         if (f.has("origin")) {
             r = r.withOrigin(Origin.parse(f.object("origin")));
+        }
+        if (f.has("selection")) { // a build before selections wrote neither
+            r = r.withSelected(Selected.parse(f.object("selection"),
+                    f.has("content_identity") ? f.str("content_identity") : "headers"));
         }
         return r.withMemory(f.has("memory_check") ? f.str("memory_check") : null,
                 f.has("memory_budget") ? f.lng("memory_budget") : null);

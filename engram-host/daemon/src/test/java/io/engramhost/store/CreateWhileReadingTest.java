@@ -64,7 +64,7 @@ class CreateWhileReadingTest {
                 return memfd.create(index, size);
             }
         };
-        HostCatalogBuilder builder = new HostCatalogBuilder(open, tensors, fingerprint, watched, "memfd", null, 2,
+        HostCatalogBuilder builder = new HostCatalogBuilder(open, tensors, fingerprint, RecordCheck.NONE, watched, "memfd", null, 2,
                 io.engramhost.hooks.DaemonHooks.NONE);
         try (Catalog c = builder.build(progress)) {
             assertTrue(seen.size() >= 3, "regions: " + seen.size());

@@ -1,0 +1,65 @@
+package io.engramhost.store;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.CheckpointException;
+import io.engramhost.checkpoint.ContentDigest;
+import io.engramhost.checkpoint.ContentIdentity;
+import io.engramhost.checkpoint.DigestSidecar;
+import io.engramhost.checkpoint.TableDigests;
+import io.engramhost.checkpoint.TensorInfo;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The load's check against the digest records (docs/checkpoints.md, "Content identity"): each table a record
+ * gives an identity must have the engram digest v1 the record says, which the load computes anyway as it reads;
+ * a difference refuses to serve, naming the tensor and the record. It costs one comparison per table.
+ */
+final class RecordCheck {
+    /** Checks nothing: no table has a record. */
+    static final RecordCheck NONE = new RecordCheck(Map.of());
+
+    private record Expected(String engramDigest, Path record, Path path) {
+    }
+
+    private final Map<String, Expected> expected;
+
+    private RecordCheck(Map<String, Expected> expected) {
+        this.expected = Map.copyOf(expected);
+    }
+
+    /** What {@code identity} (of {@code tables} of {@code checkpoint}) says each table's engram digest v1 is. */
+    static RecordCheck of(Checkpoint checkpoint, List<TensorInfo> tables, ContentIdentity identity) {
+        Map<String, Expected> out = new LinkedHashMap<>();
+        for (TensorInfo t : tables) {
+            TableDigests d = identity.table(t.name());
+            if (d != null) {
+                Path given = checkpoint.givenAs(checkpoint.fileOf(t));
+                out.put(t.name(), new Expected(d.engramDigest(), DigestSidecar.locationFor(given), given));
+            }
+        }
+        return new RecordCheck(out);
+    }
+
+    /** How many tables the records cover. */
+    int tables() {
+        return expected.size();
+    }
+
+    /** Refuses {@code t} when its bytes, read with engram digest v1 {@code digest}, are not what its record says. */
+    void check(TensorInfo t, long digest) {
+        Expected e = expected.get(t.name());
+        if (e == null) {
+            return;
+        }
+        String actual = ContentDigest.hex(digest);
+        if (!actual.equals(e.engramDigest())) {
+            throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': its bytes have engram digest v1 "
+                    + actual + ", but the digest record " + e.record() + " says " + e.engramDigest()
+                    + "; refusing to serve it: restore the file, or if it changed on purpose write the record again"
+                    + " with engram-host inspect --write-digests " + e.path());
+        }
+    }
+}
