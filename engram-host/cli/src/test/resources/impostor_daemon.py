@@ -11,7 +11,8 @@ socket exists, then one line per connection: 'CASE: <what the client did>'.
 
 Cases: good (two sealed memfds, forged tables), unsealed (sealing allowed, no seal set), unsealable (memfd
 without MFD_ALLOW_SEALING: F_GET_SEALS gives SEAL only), no-seal, no-shrink, no-grow, no-write (all seals but
-that one), sealed-write (WRITE instead of FUTURE_WRITE: acceptable), second-unsealed (region 0 sealed, region 1
+that one), sealed-write (WRITE, as good: acceptable), future-write (FUTURE_WRITE instead of WRITE: refused
+unless the client accepts it), second-unsealed (region 0 sealed, region 1
 not), regular-file (an fd of a file on disk), small (a memfd one page shorter than the manifest's region), large
 (one page longer: acceptable), welcome-v3 (WELCOME chooses version 3), welcome-header-v1 (WELCOME encodes
 version 2 in a version-1 frame), manifest-v1 (version 2 chosen, MANIFEST encoded as version 1), welcome-uid
@@ -30,7 +31,7 @@ MAGIC = 0x4D524745
 HELLO, WELCOME, IMPORT, MANIFEST, ERROR, BYE = 1, 2, 3, 4, 9, 10
 F_ADD_SEALS = 1033
 SEAL, SHRINK, GROW, WRITE, FUTURE_WRITE = 0x1, 0x2, 0x4, 0x8, 0x10
-ALL = SEAL | SHRINK | GROW | FUTURE_WRITE
+ALL = SEAL | SHRINK | GROW | WRITE
 PAGE = os.sysconf('SC_PAGE_SIZE')
 FORGED = b'forged by an impostor '  # the tables' bytes repeat this
 
@@ -142,9 +143,11 @@ def regions(case, scratch):
     two = [PAGE, 2 * PAGE]
     if case in ('good', 'manifest-v1', 'wrong-fingerprint'):
         return two, [memfd('impostor.0', PAGE, ALL), memfd('impostor.1', 2 * PAGE, ALL)]
-    if case == 'sealed-write':
-        return two, [memfd('impostor.0', PAGE, ALL & ~FUTURE_WRITE | WRITE),
-                     memfd('impostor.1', 2 * PAGE, ALL & ~FUTURE_WRITE | WRITE)]
+    if case == 'sealed-write':  # both write seals
+        return two, [memfd('impostor.0', PAGE, ALL | FUTURE_WRITE), memfd('impostor.1', 2 * PAGE, ALL | FUTURE_WRITE)]
+    if case == 'future-write':  # what builds before WRITE sealing sent
+        fw = ALL & ~WRITE | FUTURE_WRITE
+        return two, [memfd('impostor.0', PAGE, fw), memfd('impostor.1', 2 * PAGE, fw)]
     if case == 'second-unsealed':
         return two, [memfd('impostor.0', PAGE, ALL), memfd('impostor.1', 2 * PAGE, 0)]
     if case == 'large':

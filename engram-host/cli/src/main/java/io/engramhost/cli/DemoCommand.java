@@ -2,6 +2,7 @@ package io.engramhost.cli;
 
 import io.engramhost.checkpoint.Checkpoint;
 import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.checkpoint.Selection;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
@@ -29,8 +30,9 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * {@code demo}: the main job on an embedded default. Generates a checkpoint, starts a daemon process,
- * imports twice from fresh client processes (an engine restarting), verifies every table's SHA-256
+ * {@code demo}: the main job on an embedded default. Generates a model directory in the published layout, starts a
+ * daemon process on it (which selects the Engram tables its config.json names), imports twice from fresh client
+ * processes that expect the directory (an engine restarting), verifies every table's SHA-256
  * against the checkpoint file, prints the timings and stops the daemon.
  */
 @Command(name = "demo", description = "Generate a checkpoint, serve it, import it twice from new processes, verify, stop.")
@@ -53,14 +55,19 @@ final class DemoCommand implements Callable<Integer> {
         Path socket = dir.resolve("run/engram.sock");
         Process daemon = null;
         try {
-            System.out.println("1. generating a V4.1-layout checkpoint in " + dir);
-            Path index = CheckpointGenerator.writeSharded(dir.resolve("ckpt"),
-                    new CheckpointGenerator.Spec(List.of(1, 14), rows, 256, 42));
-            Checkpoint cp = Checkpoint.open(List.of(index));
-            System.out.printf("   %d tensors, %s%n", cp.tensors().size(), Bytes.format(Checkpoint.totalBytes(cp.tensors())));
+            System.out.println("1. generating a model directory in DeepSeek-V4.1's published layout in " + dir);
+            Path model = dir.resolve("model");
+            CheckpointGenerator.writeModel(model, new CheckpointGenerator.Model(List.of(1, 14), rows, 256, 42, "", true,
+                    false));
+            Checkpoint whole = Checkpoint.open(List.of(model));
+            Selection selection = Selection.of(whole, List.of());
+            List<TensorInfo> served = selection.tensors();
+            System.out.printf("   %d tensors, %s in %d files; serve selects %s%n", whole.tensors().size(),
+                    Bytes.format(Checkpoint.totalBytes(whole.tensors())), whole.files().size(),
+                    selection.description());
 
             System.out.println("2. starting a daemon process (backend " + backend + ")");
-            daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", index.toString(), "--backend", backend.wireName(),
+            daemon = new ProcessBuilder(ChildJvm.command("serve", "--checkpoint", model.toString(), "--backend", backend.wireName(),
                     "--socket", socket.toString(), "--numa", "auto"))
                     .redirectErrorStream(true).redirectOutput(dir.resolve("daemon.log").toFile()).start();
             awaitReady(daemon, socket, dir.resolve("daemon.log"));
@@ -71,7 +78,7 @@ final class DemoCommand implements Callable<Integer> {
             List<Map<?, ?>> imports = new ArrayList<>();
             for (int i = 1; i <= 2; i++) {
                 System.out.println("3." + i + " engine (re)start: a fresh process imports every table");
-                Map<?, ?> r = importInChild(socket, dir);
+                Map<?, ?> r = importInChild(socket, dir, model);
                 imports.add(r);
                 Map<?, ?> t = (Map<?, ?>) r.get("timings");
                 System.out.printf("   imported %d tables in %.1f ms%n", ((List<?>) r.get("tables")).size(),
@@ -79,7 +86,7 @@ final class DemoCommand implements Callable<Integer> {
             }
 
             System.out.println("4. verifying each table's SHA-256 against the checkpoint file");
-            for (TensorInfo t : cp.tensors()) {
+            for (TensorInfo t : served) {
                 String expected = sha256(t);
                 for (Map<?, ?> r : imports) {
                     String got = sha256Of(r, t.name());
@@ -113,7 +120,7 @@ final class DemoCommand implements Callable<Integer> {
             if (Files.exists(socket) || Files.exists(SocketPaths.readyFile(socket))) {
                 throw new IllegalStateException("the daemon left its socket or ready file behind");
             }
-            System.out.println("demo ok: " + cp.tensors().size() + " tables served, imported twice, verified, stopped");
+            System.out.println("demo ok: " + served.size() + " tables served, imported twice, verified, stopped");
             return 0;
         } finally {
             if (daemon != null && daemon.isAlive()) {
@@ -162,9 +169,9 @@ final class DemoCommand implements Callable<Integer> {
         }
     }
 
-    private static Map<?, ?> importInChild(Path socket, Path dir) throws Exception {
-        Process p = new ProcessBuilder(ChildJvm.command("import", "--socket", socket.toString(), "--digest", "sha256",
-                "--json")).redirectError(dir.resolve("client.log").toFile()).start();
+    private static Map<?, ?> importInChild(Path socket, Path dir, Path model) throws Exception {
+        Process p = new ProcessBuilder(ChildJvm.command("import", "--socket", socket.toString(), "--expect-checkpoint",
+                model.toString(), "--digest", "sha256", "--json")).redirectError(dir.resolve("client.log").toFile()).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
         if (!p.waitFor(120, TimeUnit.SECONDS) || p.exitValue() != 0) {
             throw new IllegalStateException("the client process failed: "

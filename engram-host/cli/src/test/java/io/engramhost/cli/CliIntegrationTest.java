@@ -170,8 +170,13 @@ class CliIntegrationTest {
             CliRun sha = CliRun.of("import", "--socket", socket.toString(), "--expect", "0".repeat(64));
             assertEquals(1, sha.exit());
             assertTrue(sha.err().contains("expected fingerprint " + "0".repeat(64)), sha.err());
-            assertTrue(sha.err().contains("the daemon's record") && sha.err().contains("engram.layers.1.embedding.scale"),
-                    "a short expectation is shown the daemon's record: " + sha.err());
+            assertEquals(List.of("engram-host import: FINGERPRINT_MISMATCH: the daemon on " + socket + " serves"
+                    + " fingerprint " + r.err().split("serves fingerprint ")[1].substring(0, 64) + ", not the expected"
+                    + " checkpoint: 1 difference",
+                    "  expected fingerprint " + "0".repeat(64) + " but the daemon serves "
+                            + r.err().split("serves fingerprint ")[1].substring(0, 64),
+                    "  the daemon serves 2 tables from 1 file: engram.layers.1.embedding.scale, ..."),
+                    sha.err().lines().toList(), "a short expectation is shown the daemon's record in short");
         }
     }
 

@@ -117,12 +117,14 @@ class DaemonTrustTest {
     void shouldRefuseMemfdsWithoutEverySealAndNameWhatIsMissing() throws Exception {
         Map<String, String> refusals = Map.of(
                 "unsealed", "region 0 (memfd, " + PAGE + " bytes; table forged.0): its seals are none (0x0); missing SEAL,"
-                        + " SHRINK, GROW, WRITE or FUTURE_WRITE, so its bytes could change under this client; refused",
-                "unsealable", "its seals are SEAL (0x1); missing SHRINK, GROW, WRITE or FUTURE_WRITE",
-                "no-seal", "its seals are SHRINK|GROW|FUTURE_WRITE (0x16); missing SEAL,",
-                "no-shrink", "its seals are SEAL|GROW|FUTURE_WRITE (0x15); missing SHRINK,",
-                "no-grow", "its seals are SEAL|SHRINK|FUTURE_WRITE (0x13); missing GROW,",
-                "no-write", "its seals are SEAL|SHRINK|GROW (0x7); missing WRITE or FUTURE_WRITE,",
+                        + " SHRINK, GROW, WRITE, so its bytes could change under this client; refused",
+                "unsealable", "its seals are SEAL (0x1); missing SHRINK, GROW, WRITE,",
+                "no-seal", "its seals are SHRINK|GROW|WRITE (0xe); missing SEAL,",
+                "no-shrink", "its seals are SEAL|GROW|WRITE (0xd); missing SHRINK,",
+                "no-grow", "its seals are SEAL|SHRINK|WRITE (0xb); missing GROW,",
+                "no-write", "its seals are SEAL|SHRINK|GROW (0x7); missing WRITE,",
+                "future-write", "its seals are SEAL|SHRINK|GROW|FUTURE_WRITE (0x17); missing WRITE (FUTURE_WRITE leaves"
+                        + " writable a mapping made before it),",
                 "second-unsealed", "region 1 (memfd, " + (2 * PAGE) + " bytes; table forged.1): its seals are none",
                 "regular-file", "region 0 (memfd, " + PAGE + " bytes; table forged.0): fcntl(F_GET_SEALS) failed: EINVAL"
                         + " (Invalid argument): the fd is no memfd, so its bytes could change under this client; refused",

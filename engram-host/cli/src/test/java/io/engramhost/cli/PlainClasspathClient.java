@@ -1,15 +1,12 @@
 package io.engramhost.cli;
 
-import io.engramhost.checkpoint.Checkpoint;
-import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
+import io.engramhost.client.Expectations;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.client.TableView;
-import io.engramhost.protocol.Expectation;
 import java.nio.file.Path;
 import java.util.HexFormat;
-import java.util.List;
 
 /**
  * The engine of {@link PlainClasspathClientTest}: run alone on the client's runtime class path, it imports from the
@@ -24,9 +21,7 @@ public final class PlainClasspathClient {
 
     public static void main(String[] args) throws Exception {
         Path socket = Path.of(args[0]);
-        Fingerprint fp = Fingerprint.of(Checkpoint.open(List.of(Path.of(args[1]))), List.of(), "",
-                Fingerprint.LAYOUT_VERSION);
-        try (ImportedTables tables = EngramClient.connect(socket, Expectation.structured(fp.canonicalBytes()),
+        try (ImportedTables tables = EngramClient.connect(socket, Expectations.ofCheckpoint(Path.of(args[1])),
                 ClientOptions.defaults())) {
             System.out.println("imported " + tables.tables().size() + " tables");
             for (int i = 2; i < args.length; i++) {

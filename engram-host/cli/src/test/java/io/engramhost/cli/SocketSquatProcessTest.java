@@ -105,13 +105,24 @@ class SocketSquatProcessTest {
         assertEquals("precious\n", Files.readString(victim));
     }
 
+    /**
+     * Links another user planted where the daemon writes: at the socket path and the ready file's, the daemon refuses
+     * in one line and leaves the link and its target as they were (it removes only a socket, replaces only a ready
+     * file of its own format); at a temporary file's name it serves, writing through none of them.
+     */
     @Test
-    void shouldServeWithoutWritingThroughPlantedSymlinks() throws Exception {
+    void shouldNeverWriteThroughOrRemovePlantedSymlinks() throws Exception {
         Path socket = sticky.resolve("d.sock");
         Path ready = SocketPaths.readyFile(socket);
-        for (Path p : List.of(socket, ready, ready.resolveSibling(ready.getFileName() + ".tmp"))) {
-            runAsNobody("ln -s '" + victim + "' '" + p + "'");
-        }
+        runAsNobody("ln -s '" + victim + "' '" + socket + "'");
+        assertOneLine(serve(socket), socket + " is a symbolic link", "refusing to remove it");
+        assertTrue(Files.isSymbolicLink(socket), "the link left where it was");
+        runAsNobody("rm '" + socket + "'");
+        runAsNobody("ln -s '" + victim + "' '" + ready + "'");
+        assertOneLine(serve(socket), ready + " is a symbolic link, not an engram-host ready file");
+        assertTrue(Files.isSymbolicLink(ready));
+        runAsNobody("rm '" + ready + "'");
+        runAsNobody("ln -s '" + victim + "' '" + ready.resolveSibling(ready.getFileName() + ".tmp") + "'");
         try (DaemonProcess d = DaemonProcess.start(socket, base.resolve("d.log"), "--checkpoint", ckpt.toString())
                 .awaitReady()) {
             assertFalse(Files.isSymbolicLink(ready));

@@ -66,6 +66,7 @@ public final class EngramClient {
         try {
             Manifest manifest;
             List<Fd> fds;
+            boolean headersOnly;
             try (ProtocolChannel.Incoming in = requestImport(c, expectation, options)) {
                 manifest = Manifest.decode(in.reader());
                 if (in.fdCount() != manifest.regions().size()) {
@@ -77,7 +78,7 @@ public final class EngramClient {
                             + " carries");
                 }
                 ManifestChecks.check(manifest, Posix.pageSize());
-                checkServedFingerprint(socket, manifest, expectation, options);
+                headersOnly = checkServedFingerprint(socket, manifest, expectation);
                 fds = in.takeFds();
             }
             long manifestNanos = lap.lap();
@@ -89,6 +90,9 @@ public final class EngramClient {
             }
             RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
             long attachNanos = lap.lap();
+            if (headersOnly) { // said once the tables are the engine's, not for an import refused after all
+                options.notices().accept(HEADERS_ONLY);
+            }
             ImportTimings timings = new ImportTimings(nativeInitNanos, handshakeNanos, manifestNanos, gpuPrepareNanos,
                     gpuPrepareWaitNanos, attached.mapNanos, attached.registerNanos, attached.vmm, attached.device,
                     attachNanos, ImportTimings.NOT_MEASURED, lap.total());
@@ -202,19 +206,34 @@ public final class EngramClient {
      * difference. A daemon that answers an expectation it does not meet is refused. (An impostor can copy a fingerprint; the uid, seal and content checks are what
      * stop it.)
      */
-    private static void checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation,
-            ClientOptions options) {
+    /** Returns whether a structured expectation was met by headers alone (no content identity in common). */
+    private static boolean checkServedFingerprint(Path socket, Manifest manifest, Expectation expectation) {
         byte[] served = manifest.fingerprintSha256();
-        String why = switch (expectation.kind()) {
-            case ANY -> null;
-            case SHA256 -> MessageDigest.isEqual(served, expectation.bytes()) ? null
+        String why;
+        boolean headersOnly = false;
+        switch (expectation.kind()) {
+            case ANY -> why = null;
+            case SHA256 -> why = MessageDigest.isEqual(served, expectation.bytes()) ? null
                     : "fingerprint " + HexFormat.of().formatHex(served) + ", not the expected "
                             + HexFormat.of().formatHex(expectation.bytes());
-            case STRUCTURED -> structuredMismatch(manifest, expectation.bytes(), options);
-        };
+            default -> {
+                Fingerprint wanted = Fingerprint.decode(expectation.bytes());
+                Fingerprint actual;
+                try {
+                    actual = Fingerprint.decode(manifest.fingerprint());
+                } catch (RuntimeException e) {
+                    throw new ProtocolException("the daemon on " + socket + " answered an expectation it does not"
+                            + " meet: its structured fingerprint is malformed: " + e.getMessage());
+                }
+                List<String> d = wanted.differences(actual, 3);
+                why = d.isEmpty() ? null : String.join("; ", d);
+                headersOnly = d.isEmpty() && !wanted.sharesIdentityWith(actual);
+            }
+        }
         if (why != null) {
             throw new ProtocolException("the daemon on " + socket + " answered an expectation it does not meet: " + why);
         }
+        return headersOnly;
     }
 
     /**
@@ -224,24 +243,6 @@ public final class EngramClient {
     public static final String HEADERS_ONLY = "compared headers only: neither side has content identity in common;"
             + " write a digest record (engram-host inspect --write-digests PATH) or serve from a Hugging Face"
             + " snapshot to compare content";
-
-    private static String structuredMismatch(Manifest manifest, byte[] expected, ClientOptions options) {
-        Fingerprint served;
-        try {
-            served = Fingerprint.decode(manifest.fingerprint());
-        } catch (RuntimeException e) {
-            return "its structured fingerprint is malformed: " + e.getMessage();
-        }
-        Fingerprint wanted = Fingerprint.decode(expected);
-        List<String> d = wanted.differences(served, 3);
-        if (!d.isEmpty()) {
-            return String.join("; ", d);
-        }
-        if (!wanted.sharesIdentityWith(served)) {
-            options.notices().accept(HEADERS_ONLY);
-        }
-        return null;
-    }
 
     private static byte[] sha256(byte[] b) {
         try {

@@ -24,7 +24,7 @@ public final class Expectations {
 
     /**
      * The expectation of {@code paths} (a model directory, an index, or safetensors files) served with the default
-     * selection, its warning and notes said on standard error.
+     * selection, the content identity's notes said on standard error.
      */
     public static Expectation ofCheckpoint(Path... paths) {
         return ofCheckpoint(List.of(paths), List.of(), ClientOptions.defaults().notices());
@@ -32,14 +32,15 @@ public final class Expectations {
 
     /**
      * The expectation of {@code paths} served with {@code tables} ({@code serve --tables}; empty: the default rules).
-     * The selection's warning (every tensor selected) and the content identity's notes (a record that covers only
-     * some tables, one of version 1) go to {@code notices}, one line each. Throws
+     * The content identity's notes (a record that covers only some tables, one of version 1) go to
+     * {@code notices}, one line each. (The selection's warning, every tensor selected, is {@code serve}'s and
+     * {@code inspect}'s to say: an expectation that selects otherwise than the daemon is refused with one line that
+     * names both selections.) Throws
      * {@link io.engramhost.checkpoint.CheckpointException} (one line) for a checkpoint or config.json that is not
      * what it must be.
      */
     public static Expectation ofCheckpoint(List<Path> paths, List<String> tables, Consumer<String> notices) {
         ServedSelection served = ServedSelection.of(Checkpoint.open(paths), tables, "");
-        served.selection().warning().ifPresent(notices);
         served.identity().notes().forEach(notices);
         return Expectation.structured(served.fingerprint().canonicalBytes());
     }
