@@ -100,8 +100,8 @@ def recv(conn, version):
     return mtype, payload[8:]
 
 
-def manifest(regions, tables, extra=b'', fingerprint=b'EGFP', version=None):
-    body = [hashlib.sha256(fingerprint).digest(), struct.pack('<I', len(fingerprint)), fingerprint,
+def manifest(regions, tables, extra=b'', fingerprint=b'EGFP', version=None, sha=None):
+    body = [sha if sha is not None else hashlib.sha256(fingerprint).digest(), struct.pack('<I', len(fingerprint)), fingerprint,
             struct.pack('<I', len(regions))]
     for kind, size, numa, device in regions:
         body.append(struct.pack('<BQii', kind, size, numa, device))
@@ -208,6 +208,8 @@ def answer(conn, case, path):
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F16', [100], 100, 0, 0, 0)]), memfds(1))
     elif case == 'huge-shape':  # F8 [2^40, 256], its bytes right for the shape, in a region of one page
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F8_E4M3', [1 << 40, 256], 1 << 48, 0, 0, 0)]), memfds(1))
+    elif case == 'bad-fingerprint-sha':  # fingerprint_sha256 is not the SHA-256 of the fingerprint beside it
+        send(conn, manifest(*one, sha=b'\x00' * 32), memfds(1))
     elif case == 'unknown-dtype':
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F9_E9M9', [PAGE], PAGE, 0, 0, 0)]), memfds(1))
     elif case == 'duplicate-name':

@@ -922,7 +922,13 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
     memcpy(mf->sha256, take(r, 32, "fingerprint_sha256"), 32);
     uint32_t fp = u32(r, "fingerprint length");
     if (fp > MAX_BLOB) rfail(r, "fingerprint is %u bytes long, more than %u", fp, MAX_BLOB);
-    take(r, fp, "fingerprint");
+    const uint8_t *fingerprint = take(r, fp, "fingerprint");
+    struct sha256 h;
+    uint8_t sha[32];
+    sha256_init(&h);
+    sha256_update(&h, fingerprint, fp);
+    sha256_final(&h, sha);
+    if (memcmp(sha, mf->sha256, 32)) rfail(r, "fingerprint_sha256 is not the SHA-256 of the fingerprint it carries");
     mf->regions_n = u32(r, "region_count");
     if (mf->regions_n > MAX_REGIONS) rfail(r, "region_count %u exceeds the limit of %u", mf->regions_n, MAX_REGIONS);
     if (mf->regions_n != m->fds.n)

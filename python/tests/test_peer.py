@@ -152,6 +152,7 @@ class PeerTest(unittest.TestCase):
             "wrong-bytes": "table 't' is F16 \\[100\\], which is 200 bytes, but the manifest says 100",
             "huge-shape": r"table 't' \[0, \+281474976710656\) does not fit in region 0",
             "unknown-dtype": "has dtype 'F9_E9M9', not a safetensors dtype",
+            "bad-fingerprint-sha": "fingerprint_sha256 is not the SHA-256 of the fingerprint it carries",
             "duplicate-name": "table 't' is listed twice",
             "kind-mismatch": "table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
             "trailing": "1 trailing bytes after the last field",
