@@ -257,6 +257,12 @@ class TakeoverProcessTest {
             String said = other.log();
             assertTrue(other.process.exitValue() == 0 && said.contains("handed over to pid " + serving.pid())
                     || other.process.exitValue() == 1 && said.contains("another takeover is under way"), said);
+            // The successor rewrites the files once its predecessor has handed over (after HANDOVER_DONE), so a
+            // predecessor that has just exited may still be named for a moment: wait for the truth, briefly.
+            long named = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+            while (readyPid(socket) != serving.pid() && System.nanoTime() < named) {
+                Thread.sleep(20);
+            }
             assertEquals((int) serving.pid(), readyPid(socket));
             assertEquals(Long.toString(serving.pid()), Files.readString(io.engramhost.protocol.SocketPaths.lockFile(socket))
                     .strip());
