@@ -93,7 +93,7 @@ for B in ${BACKENDS:-memfd memfd-hugetlb cuda-vmm}; do
         [ "$(cat /proc/sys/vm/nr_hugepages)" -ge "$want" ] || { bad "$B: huge pages"; echo "$HUGE0" > /proc/sys/vm/nr_hugepages; continue; }
     fi
     for rep in $(seq "$REPS"); do
-        for rec in none record; do
+        for rec in ${ORDER:-none record}; do
             [ $rec = record ] && record_on || record_off
             tag=$rec-$rep
             "$EH" serve --checkpoint "$M" --backend "$B" --socket "$S" --threads 16 > "$L/serve-$tag.log" 2>&1 &
@@ -114,7 +114,7 @@ for B in ${BACKENDS:-memfd memfd-hugetlb cuda-vmm}; do
             else
                 bad "$B $tag: import --expect-checkpoint: $(head -3 "$L/import-$tag.err")"
             fi
-            if [ $rec = record ] && [ "$rep" = 1 ] && [ $GPU = 1 ]; then
+            if [ $rec = record ] && [ "$rep" = 1 ] && [ $GPU = 1 ] && [ "${ENGINE:-1}" = 1 ]; then
                 python3 - "$S" "$M" > "$L/engine.txt" 2>&1 <<'PY' && ok "$B: PyTorch engine, every table torch.equal on the GPU" || bad "$B: PyTorch engine: $(tail -2 "$L/engine.txt")"
 import json, os, sys, time
 import torch, engram_host
@@ -124,7 +124,7 @@ t0 = time.perf_counter()
 with engram_host.connect(sock, device=0, expect=model) as tables:
     t1 = time.perf_counter()
     index = json.load(open(os.path.join(model, "model.safetensors.index.json")))["weight_map"]
-    names = sorted(tables.keys())
+    names = sorted(tables.tables)
     assert names == ["layers.1.engram.embed.scale", "layers.1.engram.embed.weight",
                      "layers.14.engram.embed.scale", "layers.14.engram.embed.weight"], names
     for shard in sorted({index[n] for n in names}):
