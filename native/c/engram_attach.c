@@ -15,8 +15,9 @@
 // (engram_attach_bench.c), its attach code is also JMH AttachBench's C baseline, as a library in the JVM.
 //
 // --verify-content SIDECAR: the content check of docs/checkpoints.md (sha256-tree-v1 over every CPU-readable
-// table's mapped bytes, compared with the sidecar of `engram-host inspect --write-digests`), with SHA-256 written
-// here (FIPS 180-4, one thread; --self-test-sha256 checks it against known vectors), so libc stays the only library.
+// table's mapped bytes, compared with the digest record of `engram-host inspect --write-digests`, version 2 or 1),
+// with SHA-256 written here (FIPS 180-4, one thread; --self-test-sha256 checks it against known vectors), so libc
+// stays the only library. A version 2 record's engram-digest-v1 is also compared with the manifest's digest.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <dlfcn.h>
@@ -1012,13 +1013,23 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
 
 // ---------------------------------------------------------------------------------------------- the digest sidecar
 
-// docs/checkpoints.md, "The sidecar", read as strictly as the Java DigestSidecar.read: one JSON object of exactly
-// format "engram-content-digests", version 1, algorithm "sha256-tree-v1", chunk_bytes 16777216 and tables (name ->
-// 64 lower-case hex digits, names non-empty and unique). Anything else fails naming the file and the problem.
+// docs/checkpoints.md, "The sidecar" and "The digest record, version 2", read as strictly as the Java
+// DigestSidecar.readRecord: one JSON object (no key twice) of exactly the fields of its version,
+//   version 1: format "engram-content-digests", version 1, algorithm "sha256-tree-v1", chunk_bytes 16777216 and
+//              tables (name -> its sha256-tree-v1, 64 lower-case hex digits);
+//   version 2: format, version 2, chunk_bytes and tables (name -> an object of exactly "engram-digest-v1", 16
+//              lower-case hex digits, and "sha256-tree-v1", 64),
+// every table name non-empty and unique. Anything else fails in one line: the file, the field and the problem in
+// the Java reader's words, then what to do (write the record again, naming the checkpoint it lies beside).
 #define SIDECAR_MAX (256ull << 20)
-struct trusted { char *name; size_t n; char hex[65]; };
-struct sidecar { const char *path; struct trusted *v; size_t n; };
-struct json { const char *path; const uint8_t *p; size_t len, pos; };
+#define ENGRAM_KEY "engram-digest-v1"
+#define TREE_KEY "sha256-tree-v1"
+struct trusted { char *name; size_t n; char hex[65]; uint64_t engram; };  // engram: version 2 only
+struct sidecar {
+    const char *path; int version; struct trusted *v; size_t n;
+    char *fix;                        // "write it again with engram-host inspect --write-digests CHECKPOINT"
+};
+struct json { const char *path, *fix; const uint8_t *p; size_t len, pos; };
 
 static void jfail(const struct json *j, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 static void jfail(const struct json *j, const char *fmt, ...) {
@@ -1027,7 +1038,38 @@ static void jfail(const struct json *j, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    fail("%s: not a digest sidecar: JSON at byte %zu: %s", j->path, j->pos, text);
+    fail("%s: not a digest sidecar: JSON at byte %zu: %s; %s", j->path, j->pos, text, j->fix);
+}
+
+// A well-formed record that is not one this build reads: "PATH: PROBLEM; write it again with ...".
+static void record_fail(const struct json *j, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+static void record_fail(const struct json *j, const char *fmt, ...) {
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    fail("%s: %s; %s", j->path, text, j->fix);
+}
+
+// The checkpoint a record lies beside (docs/checkpoints.md, "The sidecar"): <directory>/engram-digests.json is the
+// directory's, <file>.engram-digests.json the file's; any other name, CHECKPOINT.
+static char *record_fix(const char *path) {
+    static const char DIR_FILE[] = "engram-digests.json", SUFFIX[] = ".engram-digests.json";
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(path), d = (size_t)(base - path);
+    const char *ck = "CHECKPOINT";
+    size_t ck_n = strlen(ck);
+    if (!strcmp(base, DIR_FILE)) {
+        while (d > 1 && path[d - 1] == '/') d--;
+        ck = d ? path : ".", ck_n = d ? d : 1;
+    } else if (strlen(base) > strlen(SUFFIX) && !strcmp(path + n - strlen(SUFFIX), SUFFIX)) {
+        ck = path, ck_n = n - strlen(SUFFIX);
+    }
+    char *fix = xcalloc(ck_n + 64, 1);
+    snprintf(fix, ck_n + 64, "write it again with engram-host inspect --write-digests %.*s", (int)ck_n, ck);
+    return fix;
 }
 
 static int jpeek(struct json *j) {  // the next byte after white space, or -1 at the end
@@ -1090,21 +1132,30 @@ static char *jstring(struct json *j, size_t *n) {
     return out;
 }
 
-// Skips any value (strictly checked), returning what it was, for messages: "an object", "a string", ...
-static const char *jskip(struct json *j, int depth) {
+// The string at byte `at` (already checked), decoded; pos is left where it was.
+static char *jstring_at(struct json *j, size_t at, size_t *n) {
+    size_t pos = j->pos;
+    j->pos = at;
+    char *s = jstring(j, n);
+    j->pos = pos;
+    return s;
+}
+
+// Skips any value, strictly checked.
+static void jskip(struct json *j, int depth) {
     int c = jpeek(j);
     size_t n;
     if (depth > 64) jfail(j, "nested more than 64 deep");
-    if (c == '"') { free(jstring(j, &n)); return "a string"; }
+    if (c == '"') { free(jstring(j, &n)); return; }
     if (c == '{' || c == '[') {
         j->pos++;
-        if (jpeek(j) == c + 2) { j->pos++; return c == '{' ? "an object" : "an array"; }
+        if (jpeek(j) == c + 2) { j->pos++; return; }
         for (;;) {
             if (c == '{') { free(jstring(j, &n)); jexpect(j, ':'); }
             jskip(j, depth + 1);
             int d = jpeek(j);
             j->pos++;
-            if (d == c + 2) return c == '{' ? "an object" : "an array";
+            if (d == c + 2) return;
             if (d != ',') { j->pos--; jfail(j, "expected ',' or '%c'", c + 2); }
         }
     }
@@ -1112,19 +1163,17 @@ static const char *jskip(struct json *j, int depth) {
     for (int i = 0; i < 3; i++)
         if (j->len - j->pos >= strlen(WORDS[i]) && !memcmp(j->p + j->pos, WORDS[i], strlen(WORDS[i]))) {
             j->pos += strlen(WORDS[i]);
-            return i < 2 ? "a boolean" : "null";
+            return;
         }
     size_t s = j->pos;
     if (j->pos < j->len && j->p[j->pos] == '-') j->pos++;
     size_t d0 = j->pos;
     while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
     if (j->pos == d0 || (j->p[d0] == '0' && j->pos - d0 > 1)) { j->pos = s; jfail(j, c < 0 ? "unexpected end" : "unexpected character"); }
-    int integer = 1;
     if (j->pos < j->len && j->p[j->pos] == '.') {
         size_t f = ++j->pos;
         while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
         if (j->pos == f) jfail(j, "a digit must follow '.'");
-        integer = 0;
     }
     if (j->pos < j->len && (j->p[j->pos] == 'e' || j->p[j->pos] == 'E')) {
         j->pos++;
@@ -1132,9 +1181,60 @@ static const char *jskip(struct json *j, int depth) {
         size_t f = j->pos;
         while (j->pos < j->len && j->p[j->pos] >= '0' && j->p[j->pos] <= '9') j->pos++;
         if (j->pos == f) jfail(j, "a digit must follow the exponent");
-        integer = 0;
     }
-    return integer ? "an integer" : "a number";
+}
+
+// s (n bytes of UTF-8) for a message, in out: its first `max` code points (then "..."), control characters as
+// \uXXXX so that the message stays one line. out needs 6 * max + 4 bytes.
+static const char *shown(char *out, size_t cap, const char *s, size_t n, size_t max) {
+    size_t k = 0, cps = 0;
+    for (size_t i = 0; i < n && k + 8 < cap; i++) {
+        uint8_t c = (uint8_t)s[i];
+        if ((c & 0xC0) != 0x80 && cps++ == max) {
+            k += (size_t)snprintf(out + k, cap - k, "...");
+            break;
+        }
+        if (c < 0x20 || c == 0x7F) k += (size_t)snprintf(out + k, cap - k, "\\u%04x", c);
+        else out[k++] = (char)c;
+    }
+    out[k] = 0;
+    return out;
+}
+
+// A table name as the Java reader quotes it (Limits.quoted): 'name', or when it has more than 80 characters its
+// first 64, "...'" and its length in UTF-16 units, as Java counts it.
+static const char *quoted(char *out, size_t cap, const char *s, size_t n) {
+    size_t cps = 0, units = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((uint8_t)s[i] & 0xC0) != 0x80) cps++, units += (uint8_t)s[i] >= 0xF0 ? 2 : 1;
+    char b[512];
+    if (cps <= 80) snprintf(out, cap, "'%s'", shown(b, sizeof b, s, n, 80));
+    else snprintf(out, cap, "'%s' (%zu characters)", shown(b, sizeof b, s, n, 64), units);
+    return out;
+}
+
+// What the value in [at, end) is, in the Java reader's words (SafetensorsHeader.kind): the string "...", the
+// number N, true, false, null, a list, an object. A static buffer.
+static const char *kind_of(struct json *j, size_t at, size_t end) {
+    static char out[320];
+    char b[256];
+    size_t n;
+    switch (j->p[at]) {
+    case '{': return "an object";
+    case '[': return "a list";
+    case 't': return "true";
+    case 'f': return "false";
+    case 'n': return "null";
+    case '"': {
+        char *s = jstring_at(j, at, &n);
+        snprintf(out, sizeof out, "the string \"%s\"", shown(b, sizeof b, s, n, 40));
+        free(s);
+        return out;
+    }
+    default:
+        snprintf(out, sizeof out, "the number %s", shown(b, sizeof b, (const char *)j->p + at, end - at, 40));
+        return out;
+    }
 }
 
 static int by_name(const void *a, const void *b) {
@@ -1143,18 +1243,102 @@ static int by_name(const void *a, const void *b) {
     return c ? c : (x->n > y->n) - (x->n < y->n);
 }
 
-static int is_hex64(const char *s, size_t n) {
-    if (n != 64) return 0;
+static int is_hex(const char *s, size_t n, size_t digits) {
+    if (n != digits) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
     return 1;
 }
 
+static int key_is(const char *key, size_t n, const char *name) { return n == strlen(name) && !memcmp(key, name, n); }
+
+// An object's members, once over (the document's syntax is already checked): for each of `names` whether it is
+// there and where its value lies; a key twice is refused as the Java JSON reader refuses it. Returns the first key
+// not among `names` (in the file's order, NULL if none; *order its place, *unknown_n its length) and fills order[].
+static char *members(struct json *j, size_t at, const char *const *names, int count, int *seen, size_t *vat,
+                     size_t *vend, size_t *order, size_t *unknown_order, size_t *unknown_n) {
+    char *unknown = NULL;
+    *unknown_order = SIZE_MAX;
+    j->pos = at + 1;
+    if (jpeek(j) == '}') return NULL;
+    for (size_t k = 0;; k++) {
+        jpeek(j);
+        size_t key_at = j->pos, n;
+        char *key = jstring(j, &n);
+        int f = 0;
+        while (f < count && !key_is(key, n, names[f])) f++;
+        if (f < count && seen[f]) { free(key); free(unknown); j->pos = key_at; jfail(j, "duplicate key \"%s\"", names[f]); }
+        jexpect(j, ':');
+        jpeek(j);
+        size_t v = j->pos;
+        jskip(j, 1);
+        if (f < count) seen[f] = 1, vat[f] = v, vend[f] = j->pos, order[f] = k;
+        else if (!unknown) unknown = key, *unknown_n = n, *unknown_order = k, key = NULL;
+        free(key);
+        int d = jpeek(j);
+        j->pos++;
+        if (d == '}') return unknown;
+    }
+}
+
+// A field of one accepted value: `want` is its JSON text (a string's is compared decoded); `readable` says what
+// this build reads.
+static void want_field(struct json *j, const char *name, int seen, size_t at, size_t end, const char *want,
+                       const char *readable) {
+    if (!seen) record_fail(j, "not a digest sidecar: no '%s'", name);
+    int ok;
+    if (want[0] == '"') {
+        size_t n;
+        char *s = j->p[at] == '"' ? jstring_at(j, at, &n) : NULL;
+        ok = s && n == strlen(want) - 2 && !memcmp(s, want + 1, n);
+        free(s);
+    } else {
+        ok = end - at == strlen(want) && !memcmp(j->p + at, want, end - at);
+    }
+    if (!ok)  // another version or algorithm: a later build may read it
+        fail("%s: '%s' is %s, this build reads only %s; use a build that reads it, or %s", j->path, name,
+             kind_of(j, at, end), readable, j->fix);
+}
+
+// A version 2 table: an object of exactly its engram digest v1 (16 hex digits) and its sha256-tree-v1 (64).
+static void v2_table(struct json *j, size_t at, size_t end, const char *q, struct trusted *t) {
+    static const char *const KEYS[2] = {ENGRAM_KEY, TREE_KEY};
+    static const size_t DIGITS[2] = {16, 64};
+    if (j->p[at] != '{')
+        record_fail(j, "table %s: not an object of " ENGRAM_KEY " and " TREE_KEY " but %s", q, kind_of(j, at, end));
+    int seen[2] = {0};
+    size_t vat[2] = {0}, vend[2] = {0}, order[2], unknown_order, unknown_n = 0, pos = j->pos;
+    char *unknown = members(j, at, KEYS, 2, seen, vat, vend, order, &unknown_order, &unknown_n);
+    j->pos = pos;
+    char b[512];
+    if (unknown) {  // freed before failing, here and below, so that a leak checker's build exits 1 as well
+        shown(b, sizeof b, unknown, unknown_n, 80);
+        free(unknown);
+        record_fail(j, "table %s: unexpected field '%s' (expected " ENGRAM_KEY ", " TREE_KEY ")", q, b);
+    }
+    for (int f = 0; f < 2; f++) {
+        if (!seen[f]) record_fail(j, "table %s: no '%s' (expected " ENGRAM_KEY ", " TREE_KEY ")", q, KEYS[f]);
+        size_t n = 0;
+        char *hex = j->p[vat[f]] == '"' ? jstring_at(j, vat[f], &n) : NULL;
+        if (!hex || !is_hex(hex, n, DIGITS[f])) {
+            free(hex);
+            record_fail(j, "table %s: %s is %s, not %zu lower-case hex digits", q, KEYS[f],
+                        kind_of(j, vat[f], vend[f]), DIGITS[f]);
+        }
+        if (f == 0) t->engram = strtoull(hex, NULL, 16);
+        else memcpy(t->hex, hex, 65);
+        free(hex);
+    }
+}
+
 static void read_sidecar(const char *path, struct sidecar *sc) {
     memset(sc, 0, sizeof *sc);
     sc->path = path;
+    sc->fix = record_fix(path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("--verify-content %s: cannot open: %s (%s)", path, strerrorname_np(errno), strerror(errno));
+    if (fd < 0)
+        fail("--verify-content %s: cannot open: %s (%s)%s%s", path, strerrorname_np(errno), strerror(errno),
+             errno == ENOENT ? "; write it with " : "", errno == ENOENT ? sc->fix + strlen("write it again with ") : "");
     struct stat st;
     if (fstat(fd, &st) != 0) fail_errno("fstat", path);
     if (!S_ISREG(st.st_mode)) fail("%s: not a regular file", path);
@@ -1170,80 +1354,87 @@ static void read_sidecar(const char *path, struct sidecar *sc) {
         got += (size_t)r;
     }
     close(fd);
-    struct json j = {path, buf, got, 0};
-    if (jpeek(&j) != '{') fail("%s: not a digest sidecar: not a JSON object but %s", path, jskip(&j, 0));
-    static const char *const FIELDS[] = {"format", "version", "algorithm", "chunk_bytes", "tables"};
-    static const char *const WANT[] = {"\"engram-content-digests\"", "1", "\"sha256-tree-v1\"", "16777216", NULL};
-    int seen[5] = {0};
-    j.pos++;
+    // The whole document's syntax first, as the Java reader parses it before it looks at a field.
+    struct json j = {path, sc->fix, buf, got, 0};
+    jpeek(&j);
+    size_t root = j.pos;
+    jskip(&j, 0);
+    if (jpeek(&j) != -1) jfail(&j, "trailing characters after the value");
+    if (buf[root] != '{') record_fail(&j, "not a digest sidecar: not a JSON object but %s", kind_of(&j, root, j.pos));
+    enum { F_FORMAT, F_VERSION, F_ALGORITHM, F_CHUNK, F_TABLES, F_N };
+    static const char *const FIELDS[F_N] = {"format", "version", "algorithm", "chunk_bytes", "tables"};
+    int seen[F_N] = {0};
+    size_t at[F_N] = {0}, end[F_N] = {0}, order[F_N] = {0}, unknown_order, unknown_n = 0;
+    char *unknown = members(&j, root, FIELDS, F_N, seen, at, end, order, &unknown_order, &unknown_n);
+    int v2 = seen[F_VERSION] && end[F_VERSION] - at[F_VERSION] == 1 && buf[at[F_VERSION]] == '2';
+    char b[512], q[1024];
+    if (v2 && seen[F_ALGORITHM] && order[F_ALGORITHM] < unknown_order)  // a field that version 2 does not have
+        shown(b, sizeof b, "algorithm", strlen("algorithm"), 80);
+    else if (unknown)
+        shown(b, sizeof b, unknown, unknown_n, 80);
+    if (unknown || (v2 && seen[F_ALGORITHM])) {
+        free(unknown);
+        free(buf);
+        record_fail(&j, "unexpected field '%s' (expected %s)", b,
+                    v2 ? "format, version, chunk_bytes, tables" : "format, version, algorithm, chunk_bytes, tables");
+    }
+    want_field(&j, "format", seen[F_FORMAT], at[F_FORMAT], end[F_FORMAT], "\"engram-content-digests\"",
+               "\"engram-content-digests\"");
+    if (!v2) {
+        want_field(&j, "version", seen[F_VERSION], at[F_VERSION], end[F_VERSION], "1", "1 and 2");
+        want_field(&j, "algorithm", seen[F_ALGORITHM], at[F_ALGORITHM], end[F_ALGORITHM], "\"" TREE_KEY "\"",
+                   "\"" TREE_KEY "\"");
+    }
+    want_field(&j, "chunk_bytes", seen[F_CHUNK], at[F_CHUNK], end[F_CHUNK], "16777216", "16777216");
+    if (!seen[F_TABLES]) record_fail(&j, "not a digest sidecar: no 'tables'");
+    if (buf[at[F_TABLES]] != '{')
+        record_fail(&j, "'tables' is not an object of table name to digest%s but %s", v2 ? "s" : "",
+              kind_of(&j, at[F_TABLES], end[F_TABLES]));
+    sc->version = v2 ? 2 : 1;
+    j.pos = at[F_TABLES] + 1;
     size_t cap = 0;
-    for (int first = 1;; first = 0) {
-        if (first && jpeek(&j) == '}') { j.pos++; break; }
-        jpeek(&j);
-        size_t n, key_at = j.pos;
-        char *key = jstring(&j, &n);
-        int f = 0;
-        while (f < 5 && strcmp(key, FIELDS[f])) f++;
-        if (f == 5 || strlen(key) != n)
-            fail("%s: unexpected field '%s' (expected format, version, algorithm, chunk_bytes, tables)", path, key);
-        if (seen[f]) { j.pos = key_at; jfail(&j, "field '%s' appears twice", key); }
-        seen[f] = 1;
-        free(key);
+    if (jpeek(&j) == '}') j.pos++;
+    else for (;;) {
+        struct trusted t;
+        memset(&t, 0, sizeof t);
+        t.name = jstring(&j, &t.n);
+        if (!t.n) record_fail(&j, "a table has an empty name");
+        quoted(q, sizeof q, t.name, t.n);
         jexpect(&j, ':');
         jpeek(&j);
-        size_t at = j.pos;
-        if (WANT[f]) {
-            const char *kind = jskip(&j, 0);
-            if (j.pos - at != strlen(WANT[f]) || memcmp(j.p + at, WANT[f], j.pos - at))
-                fail("%s: '%s' is %s (%.*s), this build reads only %s", path, FIELDS[f], kind,
-                     (int)(j.pos - at < 80 ? j.pos - at : 80), (const char *)j.p + at, WANT[f]);
-        } else if (jpeek(&j) != '{') {
-            fail("%s: 'tables' is not an object of table name to digest but %s", path, jskip(&j, 0));
+        size_t v = j.pos;
+        jskip(&j, 1);
+        if (v2) {
+            v2_table(&j, v, j.pos, q, &t);
         } else {
-            j.pos++;
-            for (int tfirst = 1;; tfirst = 0) {
-                if (tfirst && jpeek(&j) == '}') { j.pos++; break; }
-                struct trusted t;
-                t.name = jstring(&j, &t.n);
-                if (!t.n) fail("%s: a table has an empty name", path);
-                jexpect(&j, ':');
-                jpeek(&j);
-                size_t hex_at = j.pos, hn = 0;
-                char *hex = jpeek(&j) == '"' ? jstring(&j, &hn) : NULL;
-                const char *kind = hex ? "a string" : jskip(&j, 0);
-                if (!hex || !is_hex64(hex, hn))
-                    fail("%s: table '%s': digest is %s (%.*s), not 64 lower-case hex digits", path, t.name, kind,
-                         (int)(j.pos - hex_at < 80 ? j.pos - hex_at : 80), (const char *)j.p + hex_at);
-                memcpy(t.hex, hex, 65);
+            size_t hn = 0;
+            char *hex = buf[v] == '"' ? jstring_at(&j, v, &hn) : NULL;
+            if (!hex || !is_hex(hex, hn, 64)) {
                 free(hex);
-                if (sc->n == cap) {
-                    cap = cap ? cap * 2 : 64;
-                    sc->v = realloc(sc->v, cap * sizeof *sc->v);
-                    if (!sc->v) fail("%s: out of memory for %zu tables", path, cap);
-                }
-                sc->v[sc->n++] = t;
-                int d = jpeek(&j);
-                j.pos++;
-                if (d == '}') break;
-                if (d != ',') { j.pos--; jfail(&j, "expected ',' or '}'"); }
+                record_fail(&j, "table %s: digest is %s, not 64 lower-case hex digits", q, kind_of(&j, v, j.pos));
             }
+            memcpy(t.hex, hex, 65);
+            free(hex);
         }
+        if (sc->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            sc->v = realloc(sc->v, cap * sizeof *sc->v);
+            if (!sc->v) fail("%s: out of memory for %zu tables", path, cap);
+        }
+        sc->v[sc->n++] = t;
         int d = jpeek(&j);
         j.pos++;
         if (d == '}') break;
-        if (d != ',') { j.pos--; jfail(&j, "expected ',' or '}'"); }
     }
-    if (jpeek(&j) != -1) jfail(&j, "trailing characters after the object");
-    for (int f = 0; f < 5; f++)
-        if (!seen[f]) fail("%s: not a digest sidecar: no '%s'", path, FIELDS[f]);
     free(buf);
-    qsort(sc->v, sc->n, sizeof *sc->v, by_name);
+    if (sc->n) qsort(sc->v, sc->n, sizeof *sc->v, by_name);
     for (size_t i = 1; i < sc->n; i++)
-        if (!by_name(&sc->v[i - 1], &sc->v[i])) fail("%s: table '%s' appears twice", path, sc->v[i].name);
+        if (!by_name(&sc->v[i - 1], &sc->v[i]))
+            record_fail(&j, "table %s appears twice", quoted(q, sizeof q, sc->v[i].name, sc->v[i].n));
 }
 
 static const struct trusted *trusted_digest(const struct sidecar *sc, struct str name) {
-    struct trusted key = {(char *)name.p, name.n, ""};
+    struct trusted key = {(char *)name.p, name.n, "", 0};
     return bsearch(&key, sc->v, sc->n, sizeof *sc->v, by_name);
 }
 
@@ -1262,11 +1453,15 @@ struct timings {
     double content;
 };
 
-// --verify-content: each table's outcome, its digest when computed, and the totals.
+// --verify-content: each table's outcome, its digest when computed, and the totals; with a version 2 record, also
+// whether the manifest's engram digest v1 is the record's (E_NONE: no record entry, or version 1).
 enum { C_OK, C_MISMATCH, C_NOT_CHECKED, C_MISSING };
 static const char *const CONTENT_NAMES[] = {"ok", "mismatch", "not checked", "missing"};
+enum { E_NONE, E_OK, E_MISMATCH };
+static const char *const ENGRAM_NAMES[] = {"", "ok", "mismatch"};
 struct content_result {               // names copied: the report comes after release, which frees the MANIFEST
-    uint8_t *status; char (*hex)[65]; struct str *names; uint32_t counts[4]; uint64_t bytes;
+    uint8_t *status, *engram; char (*hex)[65]; struct str *names; uint32_t counts[4], engram_counts[3];
+    uint64_t bytes;
 };
 
 struct daemon_info {
@@ -1491,10 +1686,13 @@ static uint32_t verify_tables(const struct manifest *mf) {
 
 // --verify-content: the sha256-tree-v1 digest of every CPU-readable table (memfd mappings; cuda-vmm host regions
 // with --cpu-view; an empty table always) compared with the sidecar's; device tensors are "not checked". A table the
-// sidecar lacks is "missing", whether readable or not. Single-threaded.
+// sidecar lacks is "missing", whether readable or not. Single-threaded. With a version 2 record, every table it holds
+// (CPU-readable or not) also has its engram digest v1 compared with the manifest's `digest`, which the daemon
+// computed from the bytes at load: a difference means the daemon serves other bytes than the record describes.
 static void verify_content(const struct options *o, const struct manifest *mf, struct content_result *cr) {
     memset(cr, 0, sizeof *cr);
     cr->status = xcalloc(mf->tables_n, 1);
+    cr->engram = xcalloc(mf->tables_n, 1);
     cr->hex = xcalloc(mf->tables_n, sizeof *cr->hex);
     cr->names = xcalloc(mf->tables_n, sizeof *cr->names);
     for (uint32_t i = 0; i < mf->tables_n; i++) {
@@ -1509,6 +1707,8 @@ static void verify_content(const struct options *o, const struct manifest *mf, s
         }
         cr->status[i] = !want ? C_MISSING : !base ? C_NOT_CHECKED : strcmp(want->hex, cr->hex[i]) ? C_MISMATCH : C_OK;
         cr->counts[cr->status[i]]++;
+        if (want && o->content.version == 2) cr->engram[i] = want->engram == t->digest ? E_OK : E_MISMATCH;
+        cr->engram_counts[cr->engram[i]]++;
     }
 }
 
@@ -1524,8 +1724,14 @@ static uint32_t content_problems(const struct options *o, const struct manifest 
             fprintf(stderr, "engram-attach: content check (sha256-tree-v1) failed: table '%.*s' has no trusted digest in "
                             "%s (the mapped bytes have digest %s)\n", (int)t->name.n, t->name.p, o->content.path,
                     cr->hex[i][0] ? cr->hex[i] : "none: not CPU-readable");
+        if (cr->engram[i] == E_MISMATCH)
+            fprintf(stderr, "engram-attach: content check (engram-digest-v1) failed: table '%.*s': the manifest says "
+                            "engram-digest-v1 %016llx but %s says %016llx: the daemon serves other bytes than the record "
+                            "describes; give the record of the checkpoint it serves, or %s\n", (int)t->name.n,
+                    t->name.p, (unsigned long long)t->digest, o->content.path,
+                    (unsigned long long)trusted_digest(&o->content, t->name)->engram, o->content.fix);
     }
-    return cr->counts[C_MISMATCH] + cr->counts[C_MISSING];
+    return cr->counts[C_MISMATCH] + cr->counts[C_MISSING] + cr->engram_counts[E_MISMATCH];
 }
 
 static void release(struct manifest *mf, CUdeviceptr va) {
@@ -1599,14 +1805,17 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
         if (cr) {
             printf(",\"content_check\":{\"algorithm\":\"sha256-tree-v1\",\"sidecar\":");
             json_str(o->content.path);
-            printf(",\"ok\":%u,\"mismatch\":%u,\"missing\":%u,\"not_checked\":%u,\"bytes\":%llu,\"ms\":%.3f,"
-                   "\"gb_per_s\":%.3f,\"threads\":1,\"tables\":[", cr->counts[C_OK], cr->counts[C_MISMATCH],
-                   cr->counts[C_MISSING], cr->counts[C_NOT_CHECKED], (unsigned long long)cr->bytes, t->content, gbps);
+            printf(",\"record_version\":%d,\"ok\":%u,\"mismatch\":%u,\"missing\":%u,\"not_checked\":%u,"
+                   "\"engram_ok\":%u,\"engram_mismatch\":%u,\"bytes\":%llu,\"ms\":%.3f,\"gb_per_s\":%.3f,"
+                   "\"threads\":1,\"tables\":[", o->content.version, cr->counts[C_OK], cr->counts[C_MISMATCH],
+                   cr->counts[C_MISSING], cr->counts[C_NOT_CHECKED], cr->engram_counts[E_OK],
+                   cr->engram_counts[E_MISMATCH], (unsigned long long)cr->bytes, t->content, gbps);
             for (uint32_t i = 0; i < mf->tables_n; i++) {
                 printf("%s{\"name\":", i ? "," : "");
                 json_strn(cr->names[i].p, cr->names[i].n);
                 printf(",\"content\":\"%s\"", CONTENT_NAMES[cr->status[i]]);
                 if (cr->hex[i][0]) printf(",\"digest\":\"%s\"", cr->hex[i]);
+                if (cr->engram[i]) printf(",\"engram_digest\":\"%s\"", ENGRAM_NAMES[cr->engram[i]]);
                 printf("}");
             }
             printf("]}");
@@ -1631,9 +1840,16 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
                    "%u mismatch, %u missing, %u not checked (not CPU-readable)\n", cr->counts[C_OK], mf->tables_n,
                    o->content.path, t->content, gbps, cr->counts[C_MISMATCH], cr->counts[C_MISSING],
                    cr->counts[C_NOT_CHECKED]);
-            for (uint32_t i = 0; i < mf->tables_n; i++)
+            if (o->content.version == 2)
+                printf("  engram digest  %u of %u tables the record holds agree with the manifest (engram-digest-v1); "
+                       "%u differ\n", cr->engram_counts[E_OK], cr->engram_counts[E_OK] + cr->engram_counts[E_MISMATCH],
+                       cr->engram_counts[E_MISMATCH]);
+            for (uint32_t i = 0; i < mf->tables_n; i++) {
                 if (cr->status[i] != C_OK)
                     printf("    %-11s  %.*s\n", CONTENT_NAMES[cr->status[i]], (int)cr->names[i].n, cr->names[i].p);
+                if (cr->engram[i] == E_MISMATCH)
+                    printf("    %-11s  %.*s (engram-digest-v1)\n", "mismatch", (int)cr->names[i].n, cr->names[i].p);
+            }
         }
     }
     fflush(stdout);
@@ -1682,6 +1898,7 @@ static void run_once(const struct options *o, int rep) {
         for (uint32_t i = 0; i < mf.tables_n; i++) free((void *)cr.names[i].p);
         free(cr.names);
         free(cr.status);
+        free(cr.engram);
         free(cr.hex);
     }
     if (problems) exit(1);
@@ -1832,7 +2049,9 @@ static const char USAGE[] =
     "  --verify       digest every CPU-readable table through its mapping and compare with the manifest\n"
     "  --verify-content SIDECAR  compute the sha256-tree-v1 digest of every CPU-readable table through its mapping\n"
     "                 (memfd; cuda-vmm host with --cpu-view; device tensors are 'not checked') and compare with the\n"
-    "                 sidecar of `engram-host inspect --write-digests`; a mismatch or a table it lacks fails (exit 1)\n"
+    "                 digest record of `engram-host inspect --write-digests` (version 2 or 1); with version 2 also\n"
+    "                 compare each table's engram-digest-v1 with the manifest's; a mismatch or a table the record\n"
+    "                 lacks fails (exit 1)\n"
     "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
     "  --accept-future-write-seal  also accept memfds sealed FUTURE_WRITE instead of WRITE (a daemon of an older\n"
@@ -1970,6 +2189,7 @@ int main(int argc, char **argv) {
     for (int rep = 1; rep <= o.repeat; rep++) run_once(&o, rep);
     for (size_t i = 0; i < o.content.n; i++) free(o.content.v[i].name);
     free(o.content.v);
+    free(o.content.fix);
     return 0;
 }
 #endif  // ENGRAM_ATTACH_LIB

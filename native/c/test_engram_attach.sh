@@ -10,9 +10,11 @@
 #      repetition, protocol version 2, the daemon's uid, bytes = the sizes of the daemon's memfds (read from
 #      /proc/<pid>/fd), regions = their number, tables and table_bytes = the checkpoint's (engram-host inspect),
 #      fingerprint = the ready file's, every table's digest verified through the mapping (so every memfd passed
-#      the seal check), and the daemon saw a BYE for each lease; then `--verify-content` against the sidecar of
-#      `engram-host inspect --write-digests` (every table "ok"), and refusals (exit 1, the table and both digests
-#      named) of a sidecar with one digest altered, one lacking a table, and malformed ones;
+#      the seal check), and the daemon saw a BYE for each lease; then `--verify-content` against the version 2
+#      digest record of `engram-host inspect --write-digests` (every table "ok", its engram-digest-v1 the
+#      manifest's) and the same digests as a version 1 record, and refusals (exit 1, the table and both digests
+#      named) of a record with one sha256-tree-v1 or engram-digest-v1 altered, one lacking a table, and malformed
+#      ones of either version (one line: the file, the field, the fix);
 #   4. stops the daemon (engram-host stop) and checks it exited 0;
 #   5. with python3 >= 3.9, runs conformance/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
 #      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
@@ -123,39 +125,73 @@ if [ "$real" = 1 ]; then
     grep -q "lease 1 of pid .* released" "$tmp/serve.log" && grep -q "lease 2 of pid .* released" "$tmp/serve.log" \
         || { cat "$tmp/serve.log"; fail "the daemon did not log both leases as released by BYE"; }
 
-    # --verify-content against the sidecar of `engram-host inspect --write-digests` (docs/checkpoints.md).
+    # --verify-content against the digest record of `engram-host inspect --write-digests` (docs/checkpoints.md, "The
+    # digest record, version 2"): each table's sha256-tree-v1 against its mapped bytes, its engram-digest-v1 against
+    # the manifest's digest; then the same digests as a version 1 record, which is still read.
     bin/engram-host inspect --write-digests "$tmp/ck" >/dev/null
     sidecar="$tmp/ck/engram-digests.json"
     [ -f "$sidecar" ] || fail "inspect --write-digests wrote no $sidecar"
+    grep -q '^{"format":"engram-content-digests","version":2,"chunk_bytes":16777216,"tables":{' "$sidecar" \
+        || fail "inspect --write-digests wrote no version 2 record: $(head -c 200 "$sidecar")"
     content="$("$attach" --socket "$sock" --json --verify-content "$sidecar")" || fail "--verify-content exited $? ($content)"
     [ "$(grep -o '"content":"ok"' <<<"$content" | wc -l)" = "$ck_tables" ] \
         || fail "--verify-content: expected $ck_tables tables \"content\":\"ok\": $content"
-    grep -q '"content_check":{"algorithm":"sha256-tree-v1",.*"ok":'"$ck_tables"',"mismatch":0,"missing":0,"not_checked":0,' \
+    grep -q '"content_check":{"algorithm":"sha256-tree-v1","sidecar":"[^"]*","record_version":2,"ok":'"$ck_tables"',"mismatch":0,"missing":0,"not_checked":0,"engram_ok":'"$ck_tables"',"engram_mismatch":0,' \
         <<<"$content" || fail "--verify-content: unexpected content_check: $content"
-    entry="$(grep -o '"tables":{"[^"]*":"[0-9a-f]*"' "$sidecar" | cut -c11-)"  # the first table: "name":"digest"
-    name="$(cut -d'"' -f2 <<<"$entry")" good="$(cut -d'"' -f4 <<<"$entry")"
-    grep -q "{\"name\":\"$name\",\"content\":\"ok\",\"digest\":\"$good\"}" <<<"$content" \
-        || fail "--verify-content: table $name's digest is not the sidecar's $good: $content"
-    bad="$([ "${good:0:1}" = 0 ] && echo 1 || echo 0)${good:1}"
-    sed "s/$good/$bad/" "$sidecar" >"$tmp/altered.json"
-    sed "s/\"${name//./\\.}\":\"$good\",//" "$sidecar" >"$tmp/missing.json"
-    ! grep -q "$name" "$tmp/missing.json" || fail "could not remove $name from the sidecar"
+    # The first table: "tables":{"NAME":{"engram-digest-v1":"E","sha256-tree-v1":"S"}
+    entry="$(grep -o '"tables":{"[^"]*":{"engram-digest-v1":"[0-9a-f]*","sha256-tree-v1":"[0-9a-f]*"}' "$sidecar")"
+    name="$(cut -d'"' -f4 <<<"$entry")" eng="$(cut -d'"' -f8 <<<"$entry")" good="$(cut -d'"' -f12 <<<"$entry")"
+    [ "${#eng}" = 16 ] && [ "${#good}" = 64 ] || fail "could not read the first table of $sidecar: $entry"
+    grep -q "{\"name\":\"$name\",\"content\":\"ok\",\"digest\":\"$good\",\"engram_digest\":\"ok\"}" <<<"$content" \
+        || fail "--verify-content: table $name's digest is not the record's $good: $content"
     content_case() {  # content_case NAME SIDECAR PATTERN: engram-attach --verify-content must exit 1 and say PATTERN
         local rc=0 out
         out="$("$attach" --socket "$sock" --json --verify-content "$2" 2>&1)" || rc=$?
         [ "$rc" = 1 ] || fail "--verify-content, $1: exited $rc, expected 1: $out"
         grep -qE -- "$3" <<<"$out" || fail "--verify-content, $1: output does not match /$3/: $out"
+        refusals=$((refusals + 1))
     }
+    refusals=0 again="write it again with engram-host inspect --write-digests"
+    bad="$([ "${good:0:1}" = 0 ] && echo 1 || echo 0)${good:1}" ebad="$([ "${eng:0:1}" = 0 ] && echo 1 || echo 0)${eng:1}"
+    sed "s/$good/$bad/" "$sidecar" >"$tmp/altered.json"
     content_case altered "$tmp/altered.json" "^engram-attach: content check \(sha256-tree-v1\) failed: table '$name': the mapped bytes have digest $good but $tmp/altered.json says $bad$"
-    content_case altered-json "$tmp/altered.json" "\{\"name\":\"$name\",\"content\":\"mismatch\",\"digest\":\"$good\"\}"
+    content_case altered-json "$tmp/altered.json" "\{\"name\":\"$name\",\"content\":\"mismatch\",\"digest\":\"$good\",\"engram_digest\":\"ok\"\}"
+    sed "s/\"$eng\"/\"$ebad\"/" "$sidecar" >"$tmp/engram.json"
+    content_case engram "$tmp/engram.json" "^engram-attach: content check \(engram-digest-v1\) failed: table '$name': the manifest says engram-digest-v1 $eng but $tmp/engram.json says $ebad: the daemon serves other bytes than the record describes; give the record of the checkpoint it serves, or $again CHECKPOINT$"
+    sed "s/\"${name//./\\.}\":{[^}]*},//" "$sidecar" >"$tmp/missing.json"
+    ! grep -q "$name" "$tmp/missing.json" || fail "could not remove $name from the record"
     content_case missing "$tmp/missing.json" "^engram-attach: content check \(sha256-tree-v1\) failed: table '$name' has no trusted digest in $tmp/missing.json \(the mapped bytes have digest $good\)$"
+    # Malformed version 2 records: refused before connecting, in one line naming the file, the field and the fix.
+    sed "s/{\"engram-digest-v1\":\"$eng\",/{/" "$sidecar" >"$tmp/no-key.json"
+    content_case v2-missing-key "$tmp/no-key.json" "^engram-attach: $tmp/no-key.json: table '$name': no 'engram-digest-v1' \(expected engram-digest-v1, sha256-tree-v1\); $again CHECKPOINT$"
+    sed "s/\"$good\"}/\"$good\",\"xxh64\":\"$eng\"}/" "$sidecar" >"$tmp/extra-key.json"
+    content_case v2-extra-key "$tmp/extra-key.json" "^engram-attach: $tmp/extra-key.json: table '$name': unexpected field 'xxh64' \(expected engram-digest-v1, sha256-tree-v1\); $again CHECKPOINT$"
+    upper="${good^^}"
+    sed "s/$good/$upper/" "$sidecar" >"$tmp/upper.json"
+    content_case v2-upper-hex "$tmp/upper.json" "^engram-attach: $tmp/upper.json: table '$name': sha256-tree-v1 is the string \"${upper:0:40}\.\.\.\", not 64 lower-case hex digits; $again CHECKPOINT$"
+    sed "s/\"$eng\"/\"${eng:1}\"/" "$sidecar" >"$tmp/ck.safetensors.engram-digests.json"  # the fix names its checkpoint
+    content_case v2-length "$tmp/ck.safetensors.engram-digests.json" "^engram-attach: $tmp/ck.safetensors.engram-digests.json: table '$name': engram-digest-v1 is the string \"${eng:1}\", not 16 lower-case hex digits; $again $tmp/ck.safetensors$"
+    mkdir "$tmp/v3"
+    sed 's/"version":2,/"version":3,/' "$sidecar" >"$tmp/v3/engram-digests.json"
+    content_case version-3 "$tmp/v3/engram-digests.json" "^engram-attach: $tmp/v3/engram-digests.json: 'version' is the number 3, this build reads only 1 and 2; use a build that reads it, or $again $tmp/v3$"
+    sed 's/"version":2,/"version":2,"algorithm":"sha256-tree-v1",/' "$sidecar" >"$tmp/v2-algorithm.json"
+    content_case v2-algorithm "$tmp/v2-algorithm.json" "^engram-attach: $tmp/v2-algorithm.json: unexpected field 'algorithm' \(expected format, version, chunk_bytes, tables\); $again CHECKPOINT$"
     head -c 100 "$sidecar" >"$tmp/truncated.json"
     content_case truncated "$tmp/truncated.json" "^engram-attach: $tmp/truncated.json: not a digest sidecar: JSON at byte [0-9]+: (unterminated string|expected)"
-    sed 's/"sha256-tree-v1"/"xxh64"/' "$sidecar" >"$tmp/algorithm.json"
-    content_case algorithm "$tmp/algorithm.json" "^engram-attach: $tmp/algorithm.json: 'algorithm' is a string \(\"xxh64\"\), this build reads only \"sha256-tree-v1\"$"
-    sed "s/$good/${good^^}/" "$sidecar" >"$tmp/upper.json"
-    content_case upper-hex "$tmp/upper.json" "^engram-attach: $tmp/upper.json: table '$name': digest is a string .*, not 64 lower-case hex digits$"
     content_case no-file "$tmp/none.json" "^engram-attach: --verify-content $tmp/none.json: cannot open: ENOENT"
+    # Version 1 (what earlier builds wrote): the tree digests alone, still read.
+    sed -e 's/"version":2,/"version":1,"algorithm":"sha256-tree-v1",/' \
+        -e 's/{"engram-digest-v1":"[0-9a-f]*","sha256-tree-v1":\("[0-9a-f]*"\)}/\1/g' "$sidecar" >"$tmp/v1.json"
+    grep -q "^{\"format\":\"engram-content-digests\",\"version\":1,\"algorithm\":\"sha256-tree-v1\",\"chunk_bytes\":16777216,\"tables\":{\"$name\":\"$good\"," "$tmp/v1.json" \
+        || fail "could not write a version 1 record: $(head -c 200 "$tmp/v1.json")"
+    v1="$("$attach" --socket "$sock" --json --verify-content "$tmp/v1.json")" || fail "--verify-content, version 1, exited $? ($v1)"
+    grep -q '"record_version":1,"ok":'"$ck_tables"',"mismatch":0,"missing":0,"not_checked":0,"engram_ok":0,"engram_mismatch":0,' <<<"$v1" \
+        && grep -q "{\"name\":\"$name\",\"content\":\"ok\",\"digest\":\"$good\"}" <<<"$v1" \
+        || fail "--verify-content, version 1: unexpected content_check: $v1"
+    sed 's/"sha256-tree-v1"/"xxh64"/' "$tmp/v1.json" >"$tmp/algorithm.json"
+    content_case v1-algorithm "$tmp/algorithm.json" "^engram-attach: $tmp/algorithm.json: 'algorithm' is the string \"xxh64\", this build reads only \"sha256-tree-v1\"; use a build that reads it, or $again CHECKPOINT$"
+    sed "s/$good/$upper/" "$tmp/v1.json" >"$tmp/v1-upper.json"
+    content_case v1-upper-hex "$tmp/v1-upper.json" "^engram-attach: $tmp/v1-upper.json: table '$name': digest is the string \"${upper:0:40}\.\.\.\", not 64 lower-case hex digits; $again CHECKPOINT$"
     rate="$(grep -o '"gb_per_s":[0-9.]*' <<<"$content" | cut -d: -f2)"
 
     err="$("$attach" --socket "$tmp/none.sock" 2>&1)" && fail "a missing socket exited 0"
@@ -165,7 +201,7 @@ if [ "$real" = 1 ]; then
     wait "$daemon" || fail "the daemon exited $? after stop"
     daemon=""
     echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables; content check" \
-        "sha256-tree-v1 ok and 7 refusals, $rate GB/s on 1 thread)"
+        "sha256-tree-v1 and engram-digest-v1 ok, version 1 ok, $refusals refusals, $rate GB/s on 1 thread)"
 else
     echo "test_engram_attach: SKIP real daemon (--peer-only)"
 fi
