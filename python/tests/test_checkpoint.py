@@ -149,6 +149,31 @@ class SafetensorsFileTest(TempDirTest):
         self.assertEqual(self.at() + "header length 3 runs past the end of the file (10 bytes)",
                          self.fail("{}", n=3))
 
+    def test_says_a_file_that_is_not_safetensors_is_not(self) -> None:
+        # the words of the Java reader (SafetensorsFile.read): an impossible length and no '{' after it
+        tail = ", are not a header length followed by a JSON object): give a .safetensors file, an index or a model " \
+            "directory"
+        with open(self.file(), "w") as f:
+            f.write("# Engram notes\nnot a checkpoint at all\n")
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "# Engram" = 2320456e6772616d' + tail,
+                         self.fail_open(self.file()))
+        with open(self.file(), "wb") as f:
+            f.write(bytes([0xff, 0, 0, 0, 0, 0, 0, 0x80]))  # nothing after the 8 bytes
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "........" = ff00000000000080' + tail,
+                         self.fail_open(self.file()))
+        # a length that runs past the end, and no JSON after it; a quote shows as '.'
+        with open(self.file(), "wb") as f:
+            f.write(bytes([100, 0, 0, 0, 0, 0, 0, 0]) + b'xy')
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "d......." = 6400000000000000' + tail,
+                         self.fail_open(self.file()))
+        with open(self.file(), "wb") as f:
+            f.write(b'"a"b~\x00\x00\x00 tail')
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, ".a.b~..." = 226122627e000000' + tail,
+                         self.fail_open(self.file()))
+        # a possible length: the header's own complaint, not this one
+        self.assertEqual(self.at() + "header JSON at byte 0 (file offset 8): unexpected 'x', expected a value",
+                         self.fail("xy"))
+
     def test_refuses_json_that_is_not_strict(self) -> None:
         self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): unexpected '1', expected ':' after key",
                          self.fail('{"a" 1}'))
