@@ -1248,7 +1248,7 @@ class JavaCrossCheckTest(unittest.TestCase):
         }
         procs = {k: subprocess.Popen([LAUNCHER, "inspect", "--json", *v], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=QUICK_JVM) for k, v in cls.cases.items()}
-        cls.served_patterns = ["engram.layers.1.*", "*.scale"]
+        cls.served_patterns = ["layers.1.*", "*.scale"]
         sock = os.path.join(cls.dir, "s.sock")
         serve = subprocess.Popen([LAUNCHER, "serve", "--checkpoint", cls.cases["index"][0], "--tables",
                                   ",".join(cls.served_patterns), "--backend", "memfd", "--socket", sock],
@@ -1307,9 +1307,9 @@ class JavaCrossCheckTest(unittest.TestCase):
             self.assertNotEqual(self.ready["fingerprint"],
                                 fingerprint_sha256_hex(fingerprint(cp, self.served_patterns)), "the backend counts")
             fp = decode_fingerprint(encoded)
-            self.assertEqual(["*.scale", "engram.layers.1.*"], list(fp.patterns))
-            self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight",
-                              "engram.layers.14.embedding.scale"], [t.name for t in fp.tables])
+            self.assertEqual(["*.scale", "layers.1.*"], list(fp.patterns))
+            self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight",
+                              "layers.14.engram.embed.scale"], [t.name for t in fp.tables])
 
     def test_descriptions_equal_the_javas(self) -> None:
         for case, paths in self.cases.items():
