@@ -632,7 +632,14 @@ def _read_file(where: str, fd: int) -> CheckpointFile:
     size = opened.st_size
     if size < 8:
         raise CheckpointError(f"{where}: file is {size} bytes, too short for the 8-byte header length")
-    n = struct.unpack("<Q", _read_bytes(where, fd, 0, 8))[0]
+    prefix = _read_bytes(where, fd, 0, 8)
+    n = struct.unpack("<Q", prefix)[0]
+    if (n > MAX_HEADER_LENGTH or 8 + n > size) and (size == 8 or _read_bytes(where, fd, 8, 1) != b"{"):
+        # an impossible length and no JSON object after it: some other file (as the Java's SafetensorsFile says)
+        shown = "".join(chr(b) if 0x20 <= b < 0x7f and b != 0x22 else "." for b in prefix)
+        raise CheckpointError(f'{where}: not a safetensors file (its first 8 bytes, "{shown}" = {prefix.hex()}, are '
+                              "not a header length followed by a JSON object): give a .safetensors file, an index "
+                              "or a model directory")
     if n > MAX_HEADER_LENGTH:
         raise CheckpointError(f"{where}: header length {n} exceeds the limit of {MAX_HEADER_LENGTH} bytes (100 MiB)")
     if 8 + n > size:

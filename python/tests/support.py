@@ -68,12 +68,27 @@ def run_python_cli(*args: str, env: Optional[dict] = None, timeout: float = 120,
 
 
 def generate(out: str, rows: int = 4096, layers: str = "1,14", single_file: bool = False, seed: int = 42,
-             dim: int = 256) -> str:
+             dim: int = 256, model: bool = False, prefix: Optional[str] = None, force: bool = False) -> str:
+    """``engram-host generate`` into ``out``: the published layout (docs/checkpoints.md, "Synthetic checkpoints"),
+    per layer L of ``layers`` ``PREFIXlayers.L.engram.embed.weight`` (F8_E4M3 [rows, dim]) and ``.scale``
+    (F8_E8M0 [rows, dim/32]) and a config.json naming them; with ``model`` the whole model's shape (six shards,
+    small Engram weights and ordinary tensors beside the tables). Returns ``out``."""
     args = ["generate", "--out", out, "--rows", str(rows), "--layers", layers, "--seed", str(seed), "--dim", str(dim)]
     if single_file:
         args.append("--single-file")
+    if model:
+        args.append("--model")
+    if prefix is not None:
+        args += ["--prefix", prefix]
+    if force:
+        args.append("--force")
     run_cli(*args)
     return out
+
+
+def table_names(layers: Sequence[int] = (1, 14), prefix: str = "") -> list:
+    """The Engram tables generate writes for ``layers`` (and config.json names), sorted as the daemon lists them."""
+    return sorted(f"{prefix}layers.{L}.engram.embed.{part}" for L in layers for part in ("scale", "weight"))
 
 
 def safetensors_tables(paths: list) -> dict:

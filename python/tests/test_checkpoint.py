@@ -149,6 +149,31 @@ class SafetensorsFileTest(TempDirTest):
         self.assertEqual(self.at() + "header length 3 runs past the end of the file (10 bytes)",
                          self.fail("{}", n=3))
 
+    def test_says_a_file_that_is_not_safetensors_is_not(self) -> None:
+        # the words of the Java reader (SafetensorsFile.read): an impossible length and no '{' after it
+        tail = ", are not a header length followed by a JSON object): give a .safetensors file, an index or a model " \
+            "directory"
+        with open(self.file(), "w") as f:
+            f.write("# Engram notes\nnot a checkpoint at all\n")
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "# Engram" = 2320456e6772616d' + tail,
+                         self.fail_open(self.file()))
+        with open(self.file(), "wb") as f:
+            f.write(bytes([0xff, 0, 0, 0, 0, 0, 0, 0x80]))  # nothing after the 8 bytes
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "........" = ff00000000000080' + tail,
+                         self.fail_open(self.file()))
+        # a length that runs past the end, and no JSON after it; a quote shows as '.'
+        with open(self.file(), "wb") as f:
+            f.write(bytes([100, 0, 0, 0, 0, 0, 0, 0]) + b'xy')
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, "d......." = 6400000000000000' + tail,
+                         self.fail_open(self.file()))
+        with open(self.file(), "wb") as f:
+            f.write(b'"a"b~\x00\x00\x00 tail')
+        self.assertEqual(self.at() + 'not a safetensors file (its first 8 bytes, ".a.b~..." = 226122627e000000' + tail,
+                         self.fail_open(self.file()))
+        # a possible length: the header's own complaint, not this one
+        self.assertEqual(self.at() + "header JSON at byte 0 (file offset 8): unexpected 'x', expected a value",
+                         self.fail("xy"))
+
     def test_refuses_json_that_is_not_strict(self) -> None:
         self.assertEqual(self.at() + "header JSON at byte 5 (file offset 13): unexpected '1', expected ':' after key",
                          self.fail('{"a" 1}'))
@@ -1223,7 +1248,7 @@ class JavaCrossCheckTest(unittest.TestCase):
         }
         procs = {k: subprocess.Popen([LAUNCHER, "inspect", "--json", *v], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=QUICK_JVM) for k, v in cls.cases.items()}
-        cls.served_patterns = ["engram.layers.1.*", "*.scale"]
+        cls.served_patterns = ["layers.1.*", "*.scale"]
         sock = os.path.join(cls.dir, "s.sock")
         serve = subprocess.Popen([LAUNCHER, "serve", "--checkpoint", cls.cases["index"][0], "--tables",
                                   ",".join(cls.served_patterns), "--backend", "memfd", "--socket", sock],
@@ -1282,9 +1307,9 @@ class JavaCrossCheckTest(unittest.TestCase):
             self.assertNotEqual(self.ready["fingerprint"],
                                 fingerprint_sha256_hex(fingerprint(cp, self.served_patterns)), "the backend counts")
             fp = decode_fingerprint(encoded)
-            self.assertEqual(["*.scale", "engram.layers.1.*"], list(fp.patterns))
-            self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight",
-                              "engram.layers.14.embedding.scale"], [t.name for t in fp.tables])
+            self.assertEqual(["*.scale", "layers.1.*"], list(fp.patterns))
+            self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight",
+                              "layers.14.engram.embed.scale"], [t.name for t in fp.tables])
 
     def test_descriptions_equal_the_javas(self) -> None:
         for case, paths in self.cases.items():

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
 from support import (TEST_LAUNCHER, Daemon, fd_count, generate, hf_snapshot, java_app_reason,  # noqa: E402
-                     memfd_mappings, require_test_launcher, run_cli, run_python_cli, safetensors_tables,
+                     memfd_mappings, require_test_launcher, run_cli, run_python_cli, safetensors_tables, table_names,
                      unlistened_socket, write_published)
 
 ROWS = 8192
@@ -28,7 +28,7 @@ QUIET = logging.NullHandler()
 
 
 def setUpModule():
-    global WORK, CKPT, SINGLE, DAEMON, EXPECTED
+    global WORK, CKPT, SINGLE, SMALLER, DAEMON, EXPECTED
     reason = java_app_reason()
     if reason:
         raise unittest.SkipTest(reason)
@@ -37,8 +37,19 @@ def setUpModule():
     logging.getLogger("engram_host").addHandler(QUIET)
     CKPT = generate(os.path.join(WORK, "sharded"), rows=ROWS, layers="1,14")
     SINGLE = generate(os.path.join(WORK, "single"), rows=ROWS, layers="2", single_file=True, seed=7)
+    # CKPT's layers in one file, of half the rows: the same selection, every table's shape and size differ
+    SMALLER = generate(os.path.join(WORK, "smaller"), rows=ROWS // 2, layers="1,14", single_file=True, seed=7)
     EXPECTED = safetensors_tables([CKPT])
     DAEMON = Daemon(CKPT)
+
+
+def record_of(checkpoint: str, name: str) -> str:
+    """The digest record ``inspect --write-digests`` writes for ``checkpoint``, moved to WORK/NAME: the
+    checkpoint itself stays without one (a record beside it would give it content identity)."""
+    run_cli("inspect", "--write-digests", checkpoint)
+    path = os.path.join(WORK, name)
+    os.replace(os.path.join(checkpoint, "engram-digests.json"), path)
+    return path
 
 
 def tearDownModule():
@@ -52,6 +63,7 @@ class ImportTest(unittest.TestCase):
         with engram_host.connect(DAEMON.socket, expect=CKPT) as imported:
             self.assertEqual("daemon", imported.source)
             self.assertEqual(DAEMON.pid, imported.daemon_pid)
+            self.assertEqual(table_names(), sorted(imported.tables), "config.json's Engram layers")
             self.assertEqual(set(EXPECTED), set(imported.tables))
             for name, (dtype, shape, data) in EXPECTED.items():
                 t = imported.tables[name]
@@ -71,7 +83,7 @@ class ImportTest(unittest.TestCase):
     def test_numpy_view_is_read_only_and_zero_copy(self):
         import numpy as np
         with engram_host.connect(DAEMON.socket) as imported:
-            t = imported.tables["engram.layers.1.embedding.scale"]
+            t = imported.tables["layers.1.engram.embed.scale"]
             a = t.to_numpy()
             self.assertFalse(a.flags.writeable)
             self.assertEqual(t.cpu_address, a.__array_interface__["data"][0])
@@ -87,7 +99,7 @@ class ImportTest(unittest.TestCase):
         e = cm.exception
         self.assertEqual(4, e.code)
         self.assertIs(E.ErrorCode.FINGERPRINT_MISMATCH, e.code)
-        self.assertTrue(any("engram.layers.2" in d for d in e.details), e.details)
+        self.assertTrue(any("layers.2.engram.embed" in d for d in e.details), e.details)
         self.assertGreater(len(e.daemon_fingerprint), 0)
         with self.assertRaises(E.FingerprintMismatch) as cm:
             engram_host.connect(DAEMON.socket, expect="0" * 64)
@@ -97,38 +109,42 @@ class ImportTest(unittest.TestCase):
         with engram_host.connect(DAEMON.socket) as imported:
             served = imported.fingerprint
         with self.assertRaises(E.FingerprintMismatch) as cm:
-            engram_host.connect(DAEMON.socket, expect=SINGLE)
+            engram_host.connect(DAEMON.socket, expect=SMALLER)
         e = cm.exception
-        # the sharded checkpoint's 2 files and 4 tables against the single file's 1 and 2: 9 differences
-        self.assertEqual(9, len(e.details))
+        # the same 4 tables (config.json's layers 1 and 14) in 2 files against 1 file, each table of half the rows:
+        # 2 files not expected, 1 missing, and each table's shape and size: 11 differences
+        self.assertEqual(11, len(e.details), e.details)
+        self.assertIn("table 'layers.14.engram.embed.weight': shape expected [4096, 256], actual [8192, 256]",
+                      e.details)
         self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {DAEMON.socket} serves fingerprint {served}, not the "
-                          "expected checkpoint: 9 differences"] + ["  " + d for d in e.details[:5]]
-                         + ["  ... and 4 more differences"], str(e).splitlines())
+                          "expected checkpoint: 11 differences"] + ["  " + d for d in e.details[:5]]
+                         + ["  ... and 6 more differences"], str(e).splitlines())
         with self.assertRaises(E.FingerprintMismatch) as cm:
             engram_host.connect(DAEMON.socket, expect="0" * 64)
         self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {DAEMON.socket} serves fingerprint {served}, not the "
                           "expected checkpoint: 1 difference",
                           f"  expected fingerprint {'0' * 64} but the daemon serves {served}",
-                          "  the daemon serves 4 tables from 2 files: engram.layers.1.embedding.scale, ..."],
+                          "  the daemon serves 4 tables from 2 files: layers.1.engram.embed.scale, ..."],
                          str(cm.exception).splitlines())
 
     def test_tables_choose_the_expected_tables(self):
         with self.assertRaises(E.FingerprintMismatch) as cm:
-            engram_host.connect(DAEMON.socket, expect=CKPT, tables=["engram.layers.1.*"])
-        self.assertIn("table 'engram.layers.14.embedding.weight': not expected", cm.exception.details)
-        with engram_host.connect(DAEMON.socket, expect=CKPT, tables=["engram.*"]) as imported:
+            engram_host.connect(DAEMON.socket, expect=CKPT, tables=["layers.1.*"])
+        # the two select other tables by other patterns: one line says so, not a line per table
+        self.assertEqual(("selection: the daemon serves 4 tables by [layers.1.engram.embed.scale, ... (4 patterns)]; "
+                          "this expectation selects 2 tables by [layers.1.*]",
+                          "file 'model-00002-of-00002.safetensors': not expected"), cm.exception.details)
+        with engram_host.connect(DAEMON.socket, expect=CKPT, tables=["layers.*"]) as imported:
             self.assertEqual(len(EXPECTED), len(imported.tables), "patterns alone are not compared")
         with self.assertRaises(ValueError):
-            engram_host.connect(DAEMON.socket, tables=["engram.*"])
+            engram_host.connect(DAEMON.socket, tables=["layers.*"])
 
     def test_says_once_that_only_headers_were_compared(self):
         with self.assertLogs("engram_host", "WARNING") as logs:
             with engram_host.connect(DAEMON.socket, expect=CKPT):
                 pass
-        said = [r.getMessage() for r in logs.records]
-        self.assertEqual(1, said.count(engram_host.client.HEADERS_ONLY), said)
-        self.assertTrue(said[0].startswith("selecting every tensor of the checkpoint (no --tables, and no "
-                                           "config.json naming engram_layer_ids)"), said)
+        # the config rule chose the tables, which says nothing; neither side has a record or a snapshot
+        self.assertEqual([engram_host.client.HEADERS_ONLY], [r.getMessage() for r in logs.records])
         p = run_python_cli("import", "--socket", DAEMON.socket, "--json", "--expect-checkpoint", CKPT)
         self.assertEqual(0, p.returncode, p.stderr)
         self.assertEqual(1, p.stderr.splitlines().count("python -m engram_host: " + engram_host.client.HEADERS_ONLY),
@@ -213,16 +229,16 @@ class ContentCheckTest(unittest.TestCase):
             self.assertEqual(len(EXPECTED), report.summary["verified"])
             self.assertEqual({"verified"}, {status for status, _ in report.tables.values()})
         sidecar = os.path.join(WORK, "one-wrong.engram-digests.json")
-        run_cli("inspect", "--write-digests", CKPT)
-        with open(os.path.join(CKPT, "engram-digests.json")) as f:
+        with open(record_of(CKPT, "content-check.engram-digests.json")) as f:
             doc = json.load(f)
-        doc["tables"]["engram.layers.14.embedding.scale"] = "0" * 64
+        self.assertEqual(2, doc["version"])
+        doc["tables"]["layers.14.engram.embed.scale"]["sha256-tree-v1"] = "0" * 64
         with open(sidecar, "w") as f:
             json.dump(doc, f)
         imported = engram_host.connect(DAEMON.socket)
         with self.assertRaises(E.ContentMismatch) as cm:
             imported.verify_content([sidecar])
-        self.assertIn("table 'engram.layers.14.embedding.scale': the mapped bytes have digest", str(cm.exception))
+        self.assertIn("table 'layers.14.engram.embed.scale': the mapped bytes have digest", str(cm.exception))
         self.assertTrue(imported.closed)
         gc.collect()
         self.assertTrue(imported.memory_freed)
@@ -387,8 +403,7 @@ class CliTest(unittest.TestCase):
             self.assertIn(k, py["timings"])
 
     def test_engram_digest_and_content_check(self):
-        run_cli("inspect", "--write-digests", CKPT)
-        sidecar = os.path.join(CKPT, "engram-digests.json")
+        sidecar = record_of(CKPT, "cli.engram-digests.json")
         java, py = self.both("--digest", "engram", "--verify-content", sidecar)
         self.assertEqual([t["digest_verified"] for t in java["tables"]], [t["digest_verified"] for t in py["tables"]])
         self.assertEqual([t["sha256-tree-v1"] for t in java["tables"]], [t["sha256-tree-v1"] for t in py["tables"]])

@@ -363,7 +363,8 @@ class JavaSidecarTest(TempDirTest):
     def test_digests_equal_the_javas_sidecars(self) -> None:
         gen_sidecar = read_sidecar(os.path.join(self.gen, "engram-digests.json"))
         every_sidecar = read_sidecar(self.every + ".engram-digests.json")
-        self.assertEqual(["engram.layers.1.embedding.scale", "engram.layers.1.embedding.weight"], list(gen_sidecar))
+        # generate's tables (config.json's layer 1): the record holds the selected tensors
+        self.assertEqual(["layers.1.engram.embed.scale", "layers.1.engram.embed.weight"], list(gen_sidecar))
         self.assertEqual(sorted(t[0] for t in every_dtype_tensors()), sorted(every_sidecar))
         with no_fd_leak(self):
             self.assertEqual(gen_sidecar, trusted_digests_from_checkpoint(self.gen, list(gen_sidecar), 2))
@@ -372,10 +373,14 @@ class JavaSidecarTest(TempDirTest):
         self.assertEqual({**gen_sidecar, **every_sidecar}, java)
         with open(os.path.join(self.gen, "model-00001-of-00001.safetensors"), "rb") as f:
             raw = f.read()
-        weight = next(t for t in self.inspected["tensors"] if t["name"] == "engram.layers.1.embedding.weight")
+        weight = next(t for t in self.inspected["tensors"] if t["name"] == "layers.1.engram.embed.weight")
         self.assertGreater(weight["bytes"], 16 * MiB, "more than one leaf")
-        self.assertEqual(gen_sidecar[weight["name"]],
-                         tree_digest(memoryview(raw)[weight["offset"]:weight["offset"] + weight["bytes"]], 2))
+        data = memoryview(raw)[weight["offset"]:weight["offset"] + weight["bytes"]]
+        self.assertEqual(gen_sidecar[weight["name"]], tree_digest(data, 2))
+        # the record is of version 2: beside each tree digest, the engram digest v1 the daemon checks at load
+        record = digests.read_record(os.path.join(self.gen, "engram-digests.json"))
+        self.assertEqual(2, record.version)
+        self.assertEqual((engram_digest_hex(data), gen_sidecar[weight["name"]]), record.tables[weight["name"]])
 
     def test_leaves_out_names_the_checkpoint_lacks(self) -> None:
         self.assertEqual(["t.u8"], list(trusted_digests_from_checkpoint(self.every, ["t.u8", "absent"])))

@@ -6,11 +6,14 @@
 #   env      the machine: GPUs and their NUMA nodes (sysfs, nvidia-smi topo), NUMA nodes, MemTotal now; how many
 #            2 MiB huge pages can be reserved of the GIB GiB asked (then given back)
 #   serve    for each of BACKENDS (default: memfd memfd-hugetlb cuda-vmm): a V4.1-layout checkpoint of GIB GiB
-#            (4 layers x 264-byte rows; generated once into /var/tmp, kept for later calls), `serve --threads 16`,
+#            (4 layers x 264-byte rows: layers.L.engram.embed.weight and .scale for L in 0..3 and a config.json
+#            naming them, which serve selects by; generated once into /var/tmp, kept for later calls),
+#            `serve --threads 16`,
 #            its STATUS load phases, the daemon's anonymous memory once ready and after the imports, then IMPORTS
 #            (default 3) fresh-process imports with a GPU view, Java CLI and C client interleaved; attach ms/GiB of each
-#   engines  one daemon with `--gpus 0,1 --device-tensors DEVICE_TENSORS` (backend ENGINE_BACKEND, default
-#            cuda-vmm) on ENGINE_GIB GiB (default 8): two engine processes at once, one per GPU, each importing every
+#   engines  one daemon with `--gpus 0,1 --device-tensors DEVICE_TENSORS` (default layers.0.engram.embed.*: layer 0's
+#            tables; backend ENGINE_BACKEND, default cuda-vmm) on ENGINE_GIB GiB (default 8): two engine processes at
+#            once, one per GPU, each importing every
 #            table with a GPU view and verifying every table through it with a GPU kernel (`import --gpu --device N
 #            --verify`), first two Python engines (python -m engram_host, with --cpu-view: the GPU compares its view
 #            with the CPU's; a device tensor's bytes are copied back and digested in pure Python, about 60 MB/s, hence
@@ -66,7 +69,9 @@ checkpoint() { # GIB: the V4.1-layout checkpoint's directory, generated if absen
     local gib=$1 rows ck
     rows=$(( gib * 1024 * 1024 * 1024 / (4 * 264) ))
     ck=$W/ck-$gib
-    if [ ! -f "$ck/model.safetensors" ]; then
+    # one of an older generate (no config.json: the tables were engram.layers.N.embedding.*) is written again
+    if [ ! -f "$ck/model.safetensors" ] || [ ! -f "$ck/config.json" ]; then
+        rm -rf "$ck"  # generate writes only into a new or empty directory
         # the disk may hold only one large checkpoint: drop the others when this one would not fit beside them
         [ "$(df --output=avail -B1G "$W" | tail -1)" -lt $(( gib + 4 )) ] && rm -rf "$W"/ck-*
         local t0=$SECONDS
@@ -205,7 +210,7 @@ engines)
     CK=$(checkpoint "$GIB") || { bad "generate $GIB GiB"; exit 1; }
     B=${ENGINE_BACKEND:-cuda-vmm}; L=$OUT/engines; mkdir -p "$L"; S=$W/engines.sock
     if [ "$B" = memfd-hugetlb ]; then reserve_huge $(( GIB * 512 + 256 )) > /dev/null; fi
-    serve "$B" "$CK" "$S" "$L/serve.log" --gpus "$GPUS" --device-tensors "${DEVICE_TENSORS:-engram.layers.0.*}"
+    serve "$B" "$CK" "$S" "$L/serve.log" --gpus "$GPUS" --device-tensors "${DEVICE_TENSORS:-layers.0.engram.embed.*}"
     wait_ready "$S" 420 "$D" || { bad "engines: daemon ready"; tail -5 "$L/serve.log"; exit 1; }
     "$EH" status --socket "$S" --json > "$L/status.json"
     for kind in python java; do

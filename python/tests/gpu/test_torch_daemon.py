@@ -109,8 +109,8 @@ class BackendCase:
 
     def check_lookup(self, tensors, ids, what):
         for layer in (1, 14):
-            w = tensors[f"engram.layers.{layer}.embedding.weight"]
-            s = tensors[f"engram.layers.{layer}.embedding.scale"]
+            w = tensors[w_name(layer)]
+            s = tensors[s_name(layer)]
             rw, rs = REF[w_name(layer)].cuda(), REF[s_name(layer)].cuda()
             for ours, ref in ((w, rw), (s, rs)):
                 got = torch.index_select(ours.view(torch.uint8), 0, ids)
@@ -215,11 +215,11 @@ class BackendCase:
 
 
 def w_name(layer):
-    return f"engram.layers.{layer}.embedding.weight"
+    return f"layers.{layer}.engram.embed.weight"
 
 
 def s_name(layer):
-    return f"engram.layers.{layer}.embedding.scale"
+    return f"layers.{layer}.engram.embed.scale"
 
 
 class MemfdTest(BackendCase, unittest.TestCase):
@@ -237,7 +237,7 @@ class CudaVmmTest(BackendCase, unittest.TestCase):
 class DeviceTensorsTest(BackendCase, unittest.TestCase):
     """cuda-vmm host tables, and layer 14's tensors held in GPU memory by the daemon (--device-tensors)."""
     backend = "cuda-vmm"
-    extra = ("--device-tensors", "engram.layers.14.*", "--gpus", "0")
+    extra = ("--device-tensors", "layers.14.engram.*", "--gpus", "0")
 
     def test_device_tensors_are_on_the_gpu(self):
         with Daemon(CKPT, *self.extra, backend=self.backend) as d:
