@@ -82,7 +82,7 @@ def expect_sha256(hex_digest: str) -> _wire.Expectation:
 def expect_checkpoint(paths: Sequence[PathLike], tables: Sequence[str] = (), backend: str = "") -> _wire.Expectation:
     """Expect the structured fingerprint of this checkpoint as ``serve --tables ... --backend ...`` would load it
     (docs/checkpoints.md): the tables chosen by ``tables`` (globs), else by the model's config.json
-    (engram_layer_ids), else all of them (said in one warning line); and the content identities the checkpoint
+    (engram_layer_ids), else all of them; and the content identities the checkpoint
     carries, from a version 2 digest record beside it or a Hugging Face snapshot's links. Nothing is hashed."""
     from . import checkpoint
     with checkpoint.open_checkpoint([os.fspath(p) for p in paths]) as cp:
@@ -90,10 +90,12 @@ def expect_checkpoint(paths: Sequence[PathLike], tables: Sequence[str] = (), bac
 
 
 def _served(cp, tables: Sequence[str], backend: str):
-    """:func:`checkpoint.served_fingerprint`, its lines said through the logger."""
+    """:func:`checkpoint.served_fingerprint`, the content identity's notes said through the logger. (The selection's
+    warning, every tensor selected, is ``serve``'s and ``inspect``'s to say: an expectation that selects otherwise
+    than the daemon is refused with one line naming both selections. The Java client says the same.)"""
     from . import checkpoint
     served = checkpoint.served_fingerprint(cp, list(tables), backend)
-    for line in ([served.selection.warning] if served.selection.warning else []) + list(served.identity.notes):
+    for line in served.identity.notes:
         _say(line)
     return served
 
@@ -667,27 +669,25 @@ def _record_in_short(canonical: bytes) -> str:
             f"{checkpoint.counted(len(fp.files), 'file')}" + (f": {names}" if names else ""))
 
 
-def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> Optional[str]:
-    """Why the manifest does not meet the expectation as the daemon itself judges it, or None. A structured
-    expectation met without any content identity compared says so once (:data:`HEADERS_ONLY`)."""
+def _served_mismatch(manifest: _wire.Manifest, expectation: _wire.Expectation) -> tuple:
+    """Why the manifest does not meet the expectation as the daemon itself judges it, or None; and whether a
+    structured expectation was met by headers alone (no content identity in common: :data:`HEADERS_ONLY`)."""
     served = manifest.fingerprint_sha256
     if expectation.kind == _wire.ExpectationKind.ANY:
-        return None
+        return None, False
     if expectation.kind == _wire.ExpectationKind.SHA256:
-        return None if served == expectation.data else \
-            f"fingerprint {served.hex()}, not the expected {expectation.data.hex()}"
+        return (None if served == expectation.data else
+                f"fingerprint {served.hex()}, not the expected {expectation.data.hex()}"), False
     from . import checkpoint
     try:
         actual = checkpoint.decode_fingerprint(manifest.fingerprint)
     except Exception as e:
-        return f"its structured fingerprint is malformed: {e}"
+        return f"its structured fingerprint is malformed: {e}", False
     expected = checkpoint.decode_fingerprint(expectation.data)
     d = checkpoint.fingerprint_differences(expected, actual)
     if d:
-        return "; ".join(d[:3])
-    if not checkpoint.fingerprint_shares_identity(expected, actual):
-        _say(HEADERS_ONLY)
-    return None
+        return "; ".join(d[:3]), False
+    return None, not checkpoint.fingerprint_shares_identity(expected, actual)
 
 
 def _ask(path: str, daemon_uid, timeout: float, request: int, answer: int, name: str) -> _wire.Incoming:
@@ -833,7 +833,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
                 raise _wire.ProtocolError(f"expected MANIFEST, got {_wire.type_name(msg.msg_type)}")
             break
         manifest = _wire.decode_manifest(_wire.Reader(msg.body, "MANIFEST"), len(fds), _memory.PAGE_SIZE)
-        why = _served_mismatch(manifest, expectation)
+        why, headers_only = _served_mismatch(manifest, expectation)
         if why is not None:
             raise E.ProtocolViolation(f"the daemon on {path} answered an expectation it does not meet: {why}")
         timings["manifest_ms"] = _ms(time.perf_counter_ns() - t0)
@@ -857,6 +857,8 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
         timings["total_ms"] = _ms(time.perf_counter_ns() - t_start)
         # the daemon's pid as SO_PEERCRED gave it, in this process's pid namespace (0 when not visible from it);
         # WELCOME's pid (c.welcome.pid) is the daemon's own view, which from another namespace names another process
+        if headers_only:  # said once the tables are the engine's, not for an import refused after all
+            _say(HEADERS_ONLY)
         imported = ImportedTables("daemon", manifest.fingerprint_sha256.hex(), attachment, device, cpu_view,
                                   c.channel, c.welcome, c.peer_pid, timings, region_timings)
         for e in manifest.tables:
