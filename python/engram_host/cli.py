@@ -76,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="With --gpu: the GPU reads every table through its view (PyTorch); its bytes must equal "
                           "the CPU's, and the daemon's digest.")
     imp.add_argument("--populate", action="store_true", help="Prefault the mappings (MAP_POPULATE).")
+    imp.add_argument("--accept-future-write-seal", action="store_true",
+                     help="Also accept memfds sealed FUTURE_WRITE instead of WRITE (a daemon of an older build; "
+                          "FUTURE_WRITE leaves writable a mapping made before it).")
     imp.add_argument("--verify-content", metavar="CHECKPOINT_OR_SIDECAR", nargs="+",
                      help=f"After importing, check every CPU-readable table's {ALGORITHM} digest over the mapped "
                           "bytes against a sidecar (*.engram-digests.json, engram-digests.json) or against digests "
@@ -161,7 +164,7 @@ def _import(args) -> int:
     path = _paths.socket_path(args.socket, args.instance, args.device)
     kwargs = dict(socket=path, expect=expectation, device=device, cpu_view=args.cpu_view,
                   wait=args.wait_ms / 1000.0, daemon_uid=args.daemon_uid, populate=args.populate,
-                  name="engram_host import (python)")
+                  name="engram_host import (python)", accept_future_write_seal=args.accept_future_write_seal)
     import_torch_ms = None
     if args.torch:  # first, as in an engine, which has imported torch before it asks for its tables
         t0 = time.perf_counter_ns()

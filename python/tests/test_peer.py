@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
-from support import Peer, fd_count, memfd_mappings  # noqa: E402
+from support import Peer, fd_count, memfd_mappings, run_python_cli  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -207,6 +207,13 @@ class PeerTest(unittest.TestCase):
         with engram_host.connect(peer.socket, accept_future_write_seal=True) as imported:
             self.assertEqual(1, len(imported.tables))
         peer.finish()
+        for flag, rc in (((), 1), (("--accept-future-write-seal",), 0)):  # the command line as the Java and C ones
+            peer = Peer("future-write", self.dir)
+            p = run_python_cli("import", "--socket", peer.socket, *flag)
+            self.assertEqual(rc, p.returncode, p.stderr)
+            if rc:
+                self.assertIn("FUTURE_WRITE", p.stderr)
+            peer.finish()
 
     def test_an_answer_whose_parts_trickle_is_bounded_as_a_whole(self):
         t0 = time.monotonic()

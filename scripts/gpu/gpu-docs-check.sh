@@ -20,7 +20,7 @@ python3 scripts/gpu/gpu-docs-check.py 2>&1 | tee $OUT/docs.txt
 $EH stop --socket $ENGRAM_HOST_SOCKET; wait $D; tail -3 $OUT/serve.log
 # README's quick start, its commands as written (bin/engram-host is the release's launcher here)
 sed -n '/^## Quick start/,/^EOF$/p' README.md | sed -n '/^```$/,$p' | sed '1d' > $W/quick.sh
-sed -i "s#^bin/engram-host #$EH #; s#^pip install .*#export PYTHONPATH=$ENGRAM_PY#; s#--backend memfd &#--backend memfd --socket $ENGRAM_HOST_SOCKET \&#" $W/quick.sh
+sed -i "s#^bin/engram-host #$EH #; s#^pip install .*#export PYTHONPATH=$ENGRAM_PY#; s#--backend memfd &#--backend memfd --socket $ENGRAM_HOST_SOCKET > $OUT/serve-readme.log 2>\&1 \&#" $W/quick.sh
 echo "sleep 1; for i in \$(seq 100); do $EH status --ready --socket $ENGRAM_HOST_SOCKET >/dev/null 2>&1 && break; sleep 0.3; done" > $W/wait.sh
 awk -v w="$(cat $W/wait.sh)" '/^python3 - <</{print w} {print}' $W/quick.sh > $W/quick2.sh; cat $W/quick2.sh
 bash $W/quick2.sh 2>&1 | tee $OUT/readme.txt
