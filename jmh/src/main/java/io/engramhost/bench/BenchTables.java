@@ -9,6 +9,7 @@ import io.engramhost.protocol.RegionKind;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.HostRegion;
 import io.engramhost.store.HostRegionFactory;
+import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
@@ -37,7 +38,7 @@ final class BenchTables {
      * docs/protocol.md requires and the Python client checks.
      */
     static byte[] fingerprint(int count, long rows, int rowBytes) {
-        return ("bench:" + count + "x" + rows + "x" + rowBytes).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        return ("bench:" + count + "x" + rows + "x" + rowBytes).getBytes(StandardCharsets.UTF_8);
     }
 
     /** The fingerprint this catalog serves (hex: the SHA-256 of {@link #fingerprint}), so a client can expect it. */

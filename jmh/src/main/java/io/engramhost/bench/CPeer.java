@@ -5,6 +5,7 @@ import io.engramhost.os.FdMessages;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.RegionKind;
+import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -56,7 +57,7 @@ final class CPeer implements AutoCloseable {
         try {
             listener = UnixListener.bind(dir.resolve("peer.sock"), 1);
             process = new ProcessBuilder(binary.toString(), "--bench-peer", listener.path().toString(), "--device",
-                    Integer.toString(device)).redirectInput(ProcessBuilder.Redirect.from(new java.io.File("/dev/null")))
+                    Integer.toString(device)).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")))
                     .redirectOutput(ProcessBuilder.Redirect.DISCARD)
                     .redirectError(dir.resolve("peer.err").toFile()).start();
             UnixConnection c = null;

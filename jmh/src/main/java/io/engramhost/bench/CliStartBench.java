@@ -4,11 +4,13 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -76,7 +78,7 @@ public class CliStartBench {
             Path dist = d.resolve("dist");
             if (Files.isDirectory(dist)) {
                 try (Stream<Path> s = Files.list(dist)) {
-                    java.util.Optional<Path> t = s.filter(p -> p.getFileName().toString().matches(
+                    Optional<Path> t = s.filter(p -> p.getFileName().toString().matches(
                             "engram-host-.*-linux-x86_64\\.tar\\.gz")).max(Comparator.comparing(p -> p.toFile()
                             .lastModified()));
                     if (t.isPresent()) {
@@ -131,7 +133,7 @@ public class CliStartBench {
         Process p = last;
         last = null;
         if (p != null) {
-            p.getInputStream().transferTo(java.io.OutputStream.nullOutputStream());
+            p.getInputStream().transferTo(OutputStream.nullOutputStream());
             if (!p.waitFor(60, TimeUnit.SECONDS) || p.exitValue() != 0) {
                 p.destroyForcibly();
                 throw new IllegalStateException("status did not exit 0");

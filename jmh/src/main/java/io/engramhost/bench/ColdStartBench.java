@@ -20,6 +20,8 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -248,7 +250,7 @@ public class ColdStartBench {
         }
         if (generated != null) {
             try (var s = Files.walk(generated)) {
-                for (Path p : s.sorted(java.util.Comparator.reverseOrder()).toList()) {
+                for (Path p : s.sorted(Comparator.reverseOrder()).toList()) {
                     Files.delete(p);
                 }
             }
@@ -280,7 +282,7 @@ public class ColdStartBench {
      */
     @Benchmark
     public long readIntoAnonymous() {
-        java.util.Map<TensorInfo, Long> at = new java.util.HashMap<>();
+        Map<TensorInfo, Long> at = new HashMap<>();
         long next = 0;
         for (TensorInfo t : tensors) {
             at.put(t, target.address() + next);

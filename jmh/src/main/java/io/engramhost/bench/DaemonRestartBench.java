@@ -3,6 +3,9 @@ package io.engramhost.bench;
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.cli.testing.EnvGateHooks;
 import io.engramhost.cli.testing.TestJvm;
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.EngramClient;
+import io.engramhost.os.Posix;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import java.io.File;
@@ -138,7 +141,7 @@ public class DaemonRestartBench {
         Path ready = SocketPaths.readyFile(socket);
         while (true) {
             String pid = Files.exists(ready) ? ReadyFile.read(ready).get("pid") : null;
-            if (pid != null && Integer.parseInt(pid) != not && io.engramhost.os.Posix.processExists(Integer.parseInt(pid))) {
+            if (pid != null && Integer.parseInt(pid) != not && Posix.processExists(Integer.parseInt(pid))) {
                 return Integer.parseInt(pid);
             }
             if (!of.isAlive() || System.nanoTime() > deadline) {
@@ -161,7 +164,7 @@ public class DaemonRestartBench {
         switch (method) {
             case "takeover" -> {
                 // a serving daemon has answered clients: one STATUS, so that its first answers' costs are not timed
-                io.engramhost.client.EngramClient.status(socket, io.engramhost.client.ClientOptions.defaults());
+                EngramClient.status(socket, ClientOptions.defaults());
                 successor = start(serve(true), new String[] {EnvGateHooks.TAKEOVER_GATE, "request:" + gate});
                 Path log = scratch.resolve("daemon-" + logs + ".log");
                 long deadline = System.nanoTime() + READY_TIMEOUT_NANOS;
@@ -178,8 +181,8 @@ public class DaemonRestartBench {
             }
             case "fdStoreRestart" -> {
                 killed = readyPid();
-                io.engramhost.os.Posix.kill(killed, 9);
-                while (io.engramhost.os.Posix.processExists(killed)) {
+                Posix.kill(killed, 9);
+                while (Posix.processExists(killed)) {
                     Thread.sleep(1);
                 }
             }
@@ -223,7 +226,7 @@ public class DaemonRestartBench {
             case "reload" -> "load";
             default -> "takeover";
         };
-        String status = io.engramhost.client.EngramClient.status(socket, io.engramhost.client.ClientOptions.defaults());
+        String status = EngramClient.status(socket, ClientOptions.defaults());
         if (!status.contains("\"how\":\"" + how + "\"")) {
             throw new IllegalStateException(method + ": the daemon did not come back by " + how + ": " + status
                     .substring(0, Math.min(status.length(), 600)) + "; logs in " + scratch + ": " + tail());

@@ -10,6 +10,7 @@ import io.engramhost.protocol.Expectation;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 import net.openhft.chronicle.bytes.Bytes;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -97,7 +98,7 @@ public class GatherBench {
         next = 0;
     }
 
-    private byte[] resetThen(java.util.function.Supplier<byte[]> path) {
+    private byte[] resetThen(Supplier<byte[]> path) {
         next = 0;
         return path.get().clone();
     }

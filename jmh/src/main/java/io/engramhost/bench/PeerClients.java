@@ -7,6 +7,7 @@ import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.security.CodeSource;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -16,6 +17,7 @@ import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Function;
 import java.util.function.Predicate;
+import java.util.stream.Stream;
 
 /**
  * Where the benchmarks' peer clients are: the C client of the wire protocol ({@code native/c/engram_attach.c}),
@@ -225,11 +227,11 @@ final class PeerClients {
         Python compiledCopy(Path dir) {
             Path to = dir.toAbsolutePath().normalize();
             Path from = packageDir.resolve("engram_host");
-            try (java.util.stream.Stream<Path> files = Files.walk(from)) {
+            try (Stream<Path> files = Files.walk(from)) {
                 for (Path f : files.filter(f -> Files.isRegularFile(f) && f.toString().endsWith(".py")).toList()) {
                     Path target = to.resolve("engram_host").resolve(from.relativize(f).toString());
                     Files.createDirectories(target.getParent());
-                    Files.copy(f, target, java.nio.file.StandardCopyOption.COPY_ATTRIBUTES);
+                    Files.copy(f, target, StandardCopyOption.COPY_ATTRIBUTES);
                 }
             } catch (IOException e) {
                 throw new UncheckedIOException("cannot copy the Python package " + from + " to " + to, e);

@@ -1,6 +1,8 @@
 package io.engramhost.bench;
 
 import io.engramhost.cli.log.EngramLoggerFinder;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 /**
  * Drops the daemon's info lines ("lease 1234 granted ...") inside a benchmark fork, so measured code
@@ -11,7 +13,7 @@ import io.engramhost.cli.log.EngramLoggerFinder;
  */
 final class QuietDaemonLog {
     /** Held: java.util.logging keeps its loggers only weakly. */
-    private static java.util.logging.Logger julRoot;
+    private static Logger julRoot;
 
     private QuietDaemonLog() {
     }
@@ -20,8 +22,8 @@ final class QuietDaemonLog {
         if (System.LoggerFinder.getLoggerFinder() instanceof EngramLoggerFinder) {
             EngramLoggerFinder.threshold(System.Logger.Level.WARNING);
         } else {
-            julRoot = java.util.logging.Logger.getLogger("io.engramhost");
-            julRoot.setLevel(java.util.logging.Level.WARNING);
+            julRoot = Logger.getLogger("io.engramhost");
+            julRoot.setLevel(Level.WARNING);
         }
     }
 }

@@ -4,6 +4,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 /**
  * The sets of benchmarks BenchMain runs. {@code smoke} is the CPU set with one fork, short iterations
@@ -41,7 +42,7 @@ public enum Suite {
     }
 
     private static List<Class<?>> concat(List<Class<?>> a, List<Class<?>> b) {
-        return java.util.stream.Stream.concat(a.stream(), b.stream()).toList();
+        return Stream.concat(a.stream(), b.stream()).toList();
     }
 
     public static Suite of(String name) {

@@ -1,5 +1,6 @@
 package io.engramhost.cuda;
 
+import com.kenai.jffi.Library;
 import io.engramhost.cuda.internal.CuStructs;
 import io.engramhost.cuda.internal.LibCuda;
 import io.engramhost.util.Bytes;
@@ -39,10 +40,10 @@ public final class Cuda {
             int version = 0;
             int count = 0;
             try {
-                if (com.kenai.jffi.Library.getCachedInstance(LIBRARY,
-                        com.kenai.jffi.Library.LAZY | com.kenai.jffi.Library.LOCAL) == null) {
+                if (Library.getCachedInstance(LIBRARY,
+                        Library.LAZY | Library.LOCAL) == null) {
                     cause = LIBRARY + " not found: no NVIDIA driver on this machine ("
-                            + com.kenai.jffi.Library.getLastError() + ")";
+                            + Library.getLastError() + ")";
                 } else {
                     lib = LibraryLoader.create(LibCuda.class).failImmediately().load(LIBRARY);
                     loaded = lib;

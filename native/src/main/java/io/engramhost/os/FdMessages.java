@@ -7,6 +7,7 @@ import io.engramhost.os.internal.LibCHolder;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
@@ -110,7 +111,7 @@ public final class FdMessages {
     public static List<int[]> batches(int[] fds) {
         List<int[]> out = new ArrayList<>();
         for (int at = 0; at < fds.length; at += MAX_FDS_PER_SENDMSG) {
-            out.add(java.util.Arrays.copyOfRange(fds, at, Math.min(fds.length, at + MAX_FDS_PER_SENDMSG)));
+            out.add(Arrays.copyOfRange(fds, at, Math.min(fds.length, at + MAX_FDS_PER_SENDMSG)));
         }
         return out;
     }

@@ -3,6 +3,8 @@ package io.engramhost.os;
 import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
+import jnr.ffi.Memory;
+import jnr.ffi.Pointer;
 
 /**
  * A file's pages in the page cache: drop them (posix_fadvise DONTNEED), count the ones resident (mincore),
@@ -75,7 +77,7 @@ public final class PageCache {
                 return 0;
             }
             long pages = (end - start + page - 1) / page;
-            jnr.ffi.Pointer vec = jnr.ffi.Memory.allocateDirect(LibCHolder.RUNTIME, (int) pages);
+            Pointer vec = Memory.allocateDirect(LibCHolder.RUNTIME, (int) pages);
             if (MORE.mincore(view.address() + start, end - start, vec.address()) != 0) {
                 throw new NativeException("mincore(" + view.what() + ", " + (end - start) + " bytes at " + start + ")",
                         LibCHolder.errno());

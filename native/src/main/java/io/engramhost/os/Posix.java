@@ -6,6 +6,7 @@ import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
 import java.nio.file.Path;
+import java.util.Collection;
 import java.util.List;
 import jnr.ffi.Memory;
 import jnr.ffi.Pointer;
@@ -414,11 +415,11 @@ public final class Posix {
      * Runs the calling thread on {@code cpus} only ({@code sched_setaffinity(0, ...)}): a load thread then
      * touches memory from the node it fills.
      */
-    public static void setThreadAffinity(java.util.Collection<Integer> cpus) {
+    public static void setThreadAffinity(Collection<Integer> cpus) {
         int max = cpus.stream().mapToInt(Integer::intValue).max().orElseThrow(() ->
                 new IllegalArgumentException("no CPUs to run on"));
         int bytes = (max / 64 + 1) * 8;
-        jnr.ffi.Pointer mask = jnr.ffi.Memory.allocateDirect(io.engramhost.os.internal.LibCHolder.RUNTIME, bytes, true);
+        Pointer mask = Memory.allocateDirect(LibCHolder.RUNTIME, bytes, true);
         for (int c : cpus) {
             mask.putByte(c / 8, (byte) (mask.getByte(c / 8) | (1 << (c % 8))));
         }

@@ -2,6 +2,7 @@ package io.engramhost.numa;
 
 import io.engramhost.util.Bytes;
 import java.util.List;
+import java.util.Optional;
 import java.util.OptionalLong;
 
 /**
@@ -80,16 +81,16 @@ public final class MemoryBudget {
      * cache above its low watermark, the only pages the kernel gives the preferred node before it turns to others): a
      * warning that the rest will come from other nodes; empty otherwise. The daemon logs it as a warning.
      */
-    public static java.util.Optional<String> spill(long bytes, NumaPolicy policy, Topology topology) {
+    public static Optional<String> spill(long bytes, NumaPolicy policy, Topology topology) {
         if (policy instanceof NumaPolicy.Preferred p && !singleMemoryNode(topology, p.nodes())
                 && topology.node(p.node()).isPresent()) {
             Usable onNode = usable(topology, p.node());
             if (bytes > onNode.bytes()) {
-                return java.util.Optional.of("preferred node " + p.node() + " has only " + Bytes.format(onNode.bytes())
+                return Optional.of("preferred node " + p.node() + " has only " + Bytes.format(onNode.bytes())
                         + " usable (" + onNode.figures() + "), the rest will come from other nodes");
             }
         }
-        return java.util.Optional.empty();
+        return Optional.empty();
     }
 
     /**
@@ -126,7 +127,7 @@ public final class MemoryBudget {
      * What the kernel will hand out without reclaiming: MemFree + file cache less the low watermark of the same
      * place, never below 0; without {@code proc/zoneinfo} MemFree + file cache, and {@link #figures()} says so.
      */
-    private record Usable(Meminfo mem, long lowWatermark, java.util.Optional<String> unknown) {
+    private record Usable(Meminfo mem, long lowWatermark, Optional<String> unknown) {
         Usable(Meminfo mem, long lowWatermark, Topology topology) {
             this(mem, lowWatermark, topology.lowWatermarks().unknown());
         }

@@ -2,6 +2,7 @@ package io.engramhost.numa;
 
 import io.engramhost.os.Errno;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -20,8 +21,8 @@ public record PlacementReport(long pageSize, long totalPages, Map<Integer, Long>
         Map<Integer, Long> errorsByErrno) {
 
     public PlacementReport {
-        pagesByNode = java.util.Collections.unmodifiableMap(new TreeMap<>(pagesByNode));
-        errorsByErrno = java.util.Collections.unmodifiableMap(new TreeMap<>(errorsByErrno));
+        pagesByNode = Collections.unmodifiableMap(new TreeMap<>(pagesByNode));
+        errorsByErrno = Collections.unmodifiableMap(new TreeMap<>(errorsByErrno));
     }
 
     public long pagesOn(int node) {

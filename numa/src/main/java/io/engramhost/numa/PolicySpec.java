@@ -1,6 +1,8 @@
 package io.engramhost.numa;
 
+import java.nio.file.Path;
 import java.util.List;
+import java.util.Locale;
 import java.util.Objects;
 import java.util.OptionalInt;
 import java.util.TreeSet;
@@ -23,7 +25,7 @@ public final class PolicySpec {
 
     /** Parses the option's value; an error names the option and lists the accepted forms. */
     public static PolicySpec parse(String value) {
-        String v = value == null ? "" : value.strip().toLowerCase(java.util.Locale.ROOT);
+        String v = value == null ? "" : value.strip().toLowerCase(Locale.ROOT);
         try {
             if (v.equals("auto")) {
                 return new PolicySpec(v, null);
@@ -85,7 +87,7 @@ public final class PolicySpec {
 
     private static List<Integer> nodeList(String s) {
         try {
-            return CpuList.parse(s, java.nio.file.Path.of("--numa"));
+            return CpuList.parse(s, Path.of("--numa"));
         } catch (NumaException e) {
             throw new IllegalArgumentException("'" + s + "' is not a list of NUMA nodes (e.g. 0-1 or 0,2)", e);
         }

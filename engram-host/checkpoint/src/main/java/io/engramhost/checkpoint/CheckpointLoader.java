@@ -2,9 +2,11 @@ package io.engramhost.checkpoint;
 
 import io.engramhost.os.Arch;
 import io.engramhost.os.DirFd;
-import io.engramhost.os.FileStat;
+import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
+import io.engramhost.os.FileStat;
 import io.engramhost.os.Mapping;
+import io.engramhost.os.NativeException;
 import io.engramhost.os.PageCache;
 import io.engramhost.os.Posix;
 import io.engramhost.os.RawMemory;
@@ -12,6 +14,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -252,7 +255,7 @@ public final class CheckpointLoader {
                                 + a.ino() + ")");
                     }
                     direct = d;
-                } catch (io.engramhost.os.NativeException e) {
+                } catch (NativeException e) {
                     directRefused = e.getMessage(); // tmpfs and some others refuse O_DIRECT: read through the cache
                 }
             }
@@ -370,7 +373,7 @@ public final class CheckpointLoader {
             long first = firstRead.get();
             double readSeconds = first == Long.MAX_VALUE ? 0 : (lastRead.get() - first) / 1e9;
             return new Result(bytes, (System.nanoTime() - start) / 1e9, targets.size(), files.size(), units,
-                    workers.size(), direct.get(), readSeconds, java.util.Collections.unmodifiableMap(digests), refused);
+                    workers.size(), direct.get(), readSeconds, Collections.unmodifiableMap(digests), refused);
         }
 
         /** Stops the threads (what is in flight finishes: it writes memory), waits for them, closes what was opened. */
@@ -542,8 +545,8 @@ public final class CheckpointLoader {
         long want = (head + len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
         long got = Posix.preadAtMost(direct, bounce.address(), want, alignedStart);
         if (got < head + len) {
-            throw new io.engramhost.os.NativeException("pread(" + direct.what() + " O_DIRECT, off=" + alignedStart + ")",
-                    io.engramhost.os.Errno.EIO, "unexpected end of file after " + (alignedStart + got) + " bytes");
+            throw new NativeException("pread(" + direct.what() + " O_DIRECT, off=" + alignedStart + ")",
+                    Errno.EIO, "unexpected end of file after " + (alignedStart + got) + " bytes");
         }
         RawMemory.copy(null, bounce.address() + head, null, at, len);
     }

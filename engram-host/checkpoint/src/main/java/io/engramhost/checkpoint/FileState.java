@@ -2,6 +2,7 @@ package io.engramhost.checkpoint;
 
 import io.engramhost.os.Fd;
 import java.io.IOException;
+import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
@@ -33,7 +34,7 @@ record FileState(long dev, long ino, boolean regular, long size, long ctimeNanos
     }
 
     private static FileState read(Path p) throws IOException {
-        Map<String, Object> a = java.nio.file.Files.readAttributes(p, ATTRIBUTES);
+        Map<String, Object> a = Files.readAttributes(p, ATTRIBUTES);
         int mode = (Integer) a.get("mode");
         return new FileState(((Number) a.get("dev")).longValue(), ((Number) a.get("ino")).longValue(),
                 (mode & S_IFMT) == S_IFREG, ((Number) a.get("size")).longValue(), nanos((FileTime) a.get("ctime")),

@@ -7,6 +7,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -47,26 +48,26 @@ public final class WritableByOthers {
         return out;
     }
 
-    private static java.util.Optional<String> describe(Path p, int uid, boolean directory) {
+    private static Optional<String> describe(Path p, int uid, boolean directory) {
         int owner;
         int mode;
         try {
             owner = (Integer) Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS);
             mode = (Integer) Files.getAttribute(p, "unix:mode", LinkOption.NOFOLLOW_LINKS) & 07777;
         } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
-            return java.util.Optional.empty(); // no POSIX attributes here: nothing to say
+            return Optional.empty(); // no POSIX attributes here: nothing to say
         }
         String what = (directory ? "directory " : "file ") + p + " (mode " + String.format("%04o", mode) + ", uid "
                 + owner + ")";
         if (owner != uid && owner != 0) {
-            return java.util.Optional.of(what + " is owned by uid " + owner + ", neither this daemon's uid " + uid
+            return Optional.of(what + " is owned by uid " + owner + ", neither this daemon's uid " + uid
                     + " nor root");
         }
         boolean sticky = (mode & 01000) != 0;
         if ((mode & 0022) != 0 && !(directory && sticky)) {
-            return java.util.Optional.of(what + " is writable by its " + ((mode & 0002) != 0 ? "others" : "group")
+            return Optional.of(what + " is writable by its " + ((mode & 0002) != 0 ? "others" : "group")
                     + (directory ? ", without the sticky bit" : ""));
         }
-        return java.util.Optional.empty();
+        return Optional.empty();
     }
 }

@@ -8,6 +8,7 @@ import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
 import io.engramhost.protocol.Backend;
+import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.util.Bytes;
 import java.io.IOException;
@@ -157,7 +158,7 @@ final class DemoCommand implements Callable<Integer> {
     private static void awaitReady(Process daemon, Path socket, Path log) throws Exception {
         Path ready = SocketPaths.readyFile(socket);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
-        while (!String.valueOf(daemon.pid()).equals(io.engramhost.protocol.ReadyFile.read(ready).get("pid"))) {
+        while (!String.valueOf(daemon.pid()).equals(ReadyFile.read(ready).get("pid"))) {
             if (!daemon.isAlive()) {
                 throw new IllegalStateException("the daemon exited with " + daemon.exitValue() + ": "
                         + Files.readString(log, StandardCharsets.UTF_8).strip());

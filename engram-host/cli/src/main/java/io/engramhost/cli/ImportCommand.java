@@ -15,18 +15,24 @@ import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import picocli.CommandLine;
 import picocli.CommandLine.ArgGroup;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.TypeConversionException;
 
 /** {@code import}: what a restarting engine does: connect, check, map, optionally hash every table. */
 @Command(name = "import", description = "Import the tables as an engine would, and report per-table rows and timings.")
-final class ImportCommand implements java.util.concurrent.Callable<Integer> {
+final class ImportCommand implements Callable<Integer> {
     @Mixin
     SocketOptions socket;
 
@@ -47,14 +53,14 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     }
 
     /** {@code --expect}: 64 hex digits, or a usage error (exit 2) naming the option. */
-    static final class Sha256Converter implements picocli.CommandLine.ITypeConverter<String> {
+    static final class Sha256Converter implements ITypeConverter<String> {
         @Override
         public String convert(String value) {
             if (!value.matches("[0-9a-fA-F]{64}")) {
-                throw new picocli.CommandLine.TypeConversionException("--expect takes the 64 hex digits of a"
+                throw new TypeConversionException("--expect takes the 64 hex digits of a"
                         + " fingerprint's SHA-256 (engram-host status shows the daemon's), got '" + value + "'");
             }
-            return value.toLowerCase(java.util.Locale.ROOT);
+            return value.toLowerCase(Locale.ROOT);
         }
     }
 
@@ -113,7 +119,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if ((cpuView || verify) && !gpu) {
-            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+            throw new ParameterException(new CommandLine(this),
                     "--cpu-view and --verify need --gpu");
         }
         ClientOptions options = ClientOptions.defaults().withName("engram-host import").withNotReadyWait(waitMillis)
@@ -149,7 +155,7 @@ final class ImportCommand implements java.util.concurrent.Callable<Integer> {
                 }
             }
             Map<String, Object> out = new LinkedHashMap<>();
-            out.put("source", imported.source().name().toLowerCase(java.util.Locale.ROOT));
+            out.put("source", imported.source().name().toLowerCase(Locale.ROOT));
             out.put("fingerprint", imported.fingerprintSha256());
             out.put("daemon_pid", imported.daemonPid());
             Map<String, Object> timings = new LinkedHashMap<>(imported.timings().toMap());

@@ -148,8 +148,8 @@ final class InspectCommand implements Callable<Integer> {
         for (Map<String, Object> w : records) {
             System.out.printf("digest record (version %d: %s and %s): wrote %s: %d tables, %s in %.2f s (%.2f GB/s, %d"
                     + " threads)%n", DigestSidecar.VERSION_2, DigestSidecar.ENGRAM_KEY, TreeDigest.ALGORITHM,
-                    w.get("path"), w.get("tables"), Bytes.format((Long) w.get("bytes")), (Double) w.get("seconds"),
-                    (Double) w.get("gb_per_s"), w.get("threads"));
+                    w.get("path"), ((Number) w.get("tables")).longValue(), Bytes.format((Long) w.get("bytes")),
+                    (Double) w.get("seconds"), (Double) w.get("gb_per_s"), ((Number) w.get("threads")).longValue());
         }
         return 0;
     }

@@ -6,6 +6,7 @@ import io.engramhost.cli.log.LogLevels;
 import java.lang.System.Logger.Level;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Locale;
 import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.TypeConversionException;
@@ -41,7 +42,7 @@ final class LogOptions {
     static final class LevelNames implements Iterable<String> {
         @Override
         public Iterator<String> iterator() {
-            return LogLevels.CHOICES.stream().map(l -> l.getName().toLowerCase(java.util.Locale.ROOT)).iterator();
+            return LogLevels.CHOICES.stream().map(l -> l.getName().toLowerCase(Locale.ROOT)).iterator();
         }
     }
 

@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.client.EngramClient;
 import io.engramhost.client.FingerprintMismatchException;
 import io.engramhost.hooks.DaemonHooks;
 import java.io.PrintWriter;
@@ -27,10 +28,10 @@ public final class Main extends RootCommand {
         if (ImportCommand.asksForGpuView(args)) {
             // Loading the CUDA driver (libcuda's binding, cuInit) does not depend on the other arguments: begun before
             // picocli parses them, it runs beside the parse. The device's context follows once the import knows it.
-            io.engramhost.client.EngramClient.prepareCudaDriver();
+            EngramClient.prepareCudaDriver();
         }
         int code = run(hooks, args);
-        io.engramhost.client.EngramClient.awaitGpuPreparation(2000); // a driver call is not cut off by the exit
+        EngramClient.awaitGpuPreparation(2000); // a driver call is not cut off by the exit
         return code;
     }
 

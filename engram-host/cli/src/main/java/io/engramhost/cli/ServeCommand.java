@@ -9,13 +9,21 @@ import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.util.Bytes;
+import java.net.InetAddress;
+import java.net.UnknownHostException;
 import java.nio.file.Path;
 import java.util.HashSet;
 import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.ParentCommand;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.TypeConversionException;
 
 /** {@code serve}: the daemon, in the foreground. SIGTERM, SIGINT and {@code stop} end it cleanly. */
 @Command(name = "serve", description = "Load tables from a checkpoint, keep them resident and serve them.")
@@ -43,13 +51,13 @@ final class ServeCommand implements Callable<Integer> {
     Long memoryBudget;
 
     /** {@code --memory-budget}: {@link Bytes#parse}, refused as a usage error (exit 2) naming the option. */
-    static final class SizeConverter implements picocli.CommandLine.ITypeConverter<Long> {
+    static final class SizeConverter implements ITypeConverter<Long> {
         @Override
         public Long convert(String value) {
             try {
                 return Bytes.parse(value);
             } catch (IllegalArgumentException e) {
-                throw new picocli.CommandLine.TypeConversionException(e.getMessage());
+                throw new TypeConversionException(e.getMessage());
             }
         }
     }
@@ -125,10 +133,10 @@ final class ServeCommand implements Callable<Integer> {
                     + " taking it (reads all of it once).")
     boolean verifyDigests;
 
-    @picocli.CommandLine.Spec
-    picocli.CommandLine.Model.CommandSpec spec;
+    @Spec
+    CommandSpec spec;
 
-    @picocli.CommandLine.ParentCommand
+    @ParentCommand
     RootCommand root;
 
     @Override
@@ -147,7 +155,7 @@ final class ServeCommand implements Callable<Integer> {
         try {
             ctx.conclude();
         } catch (IllegalArgumentException e) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), e.getMessage());
+            throw new ParameterException(spec.commandLine(), e.getMessage());
         }
         try (Daemon daemon = DaemonLauncher.start(ctx, DaemonLauncher.Environment.current())) {
             try (ProgressLine live = drawsProgress && daemon.state() == DaemonState.LOADING
@@ -162,16 +170,16 @@ final class ServeCommand implements Callable<Integer> {
     }
 
     /** A literal IP address (no name lookup: the daemon resolves nothing). */
-    private java.net.InetAddress metricsAddress(String a) {
+    private InetAddress metricsAddress(String a) {
         String literal = a.startsWith("[") && a.endsWith("]") ? a.substring(1, a.length() - 1) : a;
         if (!literal.matches("[0-9.]+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*")) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-address must be an IP "
+            throw new ParameterException(spec.commandLine(), "--metrics-address must be an IP "
                     + "address such as 127.0.0.1, 0.0.0.0 or ::1, got '" + a + "'");
         }
         try {
-            return java.net.InetAddress.getByName(literal);
-        } catch (java.net.UnknownHostException e) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--metrics-address: not an IP "
+            return InetAddress.getByName(literal);
+        } catch (UnknownHostException e) {
+            throw new ParameterException(spec.commandLine(), "--metrics-address: not an IP "
                     + "address: '" + a + "'");
         }
     }

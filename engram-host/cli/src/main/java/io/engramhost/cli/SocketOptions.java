@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.os.Posix;
 import io.engramhost.protocol.SocketPaths;
 import java.nio.file.Path;
 import picocli.CommandLine.Option;
@@ -32,7 +33,7 @@ final class SocketOptions {
      * system daemon's when it has one ({@link SocketPaths#forClient}), said in one line on stderr.
      */
     Path resolveForClient() {
-        SocketPaths.ClientSocket c = SocketPaths.forClient(socket, System.getenv(), io.engramhost.os.Posix.geteuid(),
+        SocketPaths.ClientSocket c = SocketPaths.forClient(socket, System.getenv(), Posix.geteuid(),
                 instance, device, GpuInfo::uuidOf);
         if (c.note() != null) {
             System.err.println("engram-host: " + c.note());

@@ -3,13 +3,17 @@ package io.engramhost.cli;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 
 /**
  * {@code status}: what a daemon is doing. With {@code --ready}, a probe: one line, and exit 0 only when a
@@ -41,7 +45,7 @@ final class StatusCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         if (timeoutMillis <= 0) {
-            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+            throw new ParameterException(new CommandLine(this),
                     "--timeout-ms must be positive, was " + timeoutMillis);
         }
         ClientOptions d = trust.apply(ClientOptions.defaults().withName("engram-host status"));
@@ -111,7 +115,7 @@ final class StatusCommand implements Callable<Integer> {
         String doc;
         try {
             path = socket.resolveForClient();
-            if (!java.nio.file.Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
                 // answered without starting the client
                 System.out.println(NOT_READY + ": no daemon: " + path + " does not exist");
                 return 1;
@@ -124,8 +128,9 @@ final class StatusCommand implements Callable<Integer> {
         Map<?, ?> s = (Map<?, ?>) JsonReader.parse(doc);
         Object state = s.get("state");
         if (READY.equals(state)) {
-            System.out.printf("%s: pid %s, %d tables, fingerprint %s, socket %s%n", READY, s.get("pid"),
-                    s.get("tables") instanceof List<?> l ? l.size() : 0, s.get("fingerprint"), path);
+            int tables = s.get("tables") instanceof List<?> l ? l.size() : 0;
+            System.out.printf("%s: pid %s, %d tables, fingerprint %s, socket %s%n", READY, s.get("pid"), tables,
+                    s.get("fingerprint"), path);
             return 0;
         }
         Map<?, ?> p = (Map<?, ?>) s.get("progress");

@@ -2,6 +2,9 @@ package io.engramhost.client;
 
 import io.engramhost.os.Errno;
 import io.engramhost.protocol.SocketPaths;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 
 /**
@@ -36,7 +39,7 @@ public final class DaemonAbsentException extends RuntimeException {
             return ": start one (engram-host serve), or name the running one's socket with --socket or "
                     + SocketPaths.ENV;
         }
-        if (errno == Errno.ECONNREFUSED && !java.nio.file.Files.isDirectory(socket)
+        if (errno == Errno.ECONNREFUSED && !Files.isDirectory(socket)
                 && !isSocket(socket)) {
             return ": it is not a socket (a file of some other kind is there): check --socket and " + SocketPaths.ENV;
         }
@@ -46,9 +49,9 @@ public final class DaemonAbsentException extends RuntimeException {
 
     private static boolean isSocket(Path p) {
         try {
-            return ((Number) java.nio.file.Files.getAttribute(p, "unix:mode", java.nio.file.LinkOption.NOFOLLOW_LINKS))
+            return ((Number) Files.getAttribute(p, "unix:mode", LinkOption.NOFOLLOW_LINKS))
                     .intValue() >> 12 == 014;
-        } catch (java.io.IOException | RuntimeException e) {
+        } catch (IOException | RuntimeException e) {
             return true; // cannot tell: say what a socket left behind would mean
         }
     }

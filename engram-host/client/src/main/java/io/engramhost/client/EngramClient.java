@@ -175,7 +175,7 @@ public final class EngramClient {
         try (c.channel) {
             c.channel.send(Frames.empty(MessageType.STATUS, c.version));
             try (ProtocolChannel.Incoming in = receive(c, options)) {
-                expect(in, MessageType.STATUS_REPLY, socket);
+                expect(in, MessageType.STATUS_REPLY);
                 return Frames.decodeStatusReply(in.reader());
             }
         } catch (ProtocolException e) {
@@ -189,7 +189,7 @@ public final class EngramClient {
         try (c.channel) {
             c.channel.send(Frames.empty(MessageType.STOP, c.version));
             try (ProtocolChannel.Incoming in = receive(c, options)) {
-                expect(in, MessageType.STOP_ACK, socket);
+                expect(in, MessageType.STOP_ACK);
             }
         } catch (ProtocolException e) {
             throw protocolError(socket, e);
@@ -283,7 +283,7 @@ public final class EngramClient {
                 // A daemon that refuses at accept writes its ERROR and closes: the ERROR is still there to read.
             }
             try (ProtocolChannel.Incoming in = receive(pre, options)) {
-                expect(in, MessageType.WELCOME, socket);
+                expect(in, MessageType.WELCOME);
                 int v = in.reader().version();
                 if (v < ProtocolDescriptor.MIN_VERSION || v > ProtocolDescriptor.MAX_VERSION) {
                     throw new ProtocolException("WELCOME chose version " + v + ", but this client offered versions "
@@ -364,7 +364,7 @@ public final class EngramClient {
         }
     }
 
-    private static void expect(ProtocolChannel.Incoming in, MessageType type, Path socket) {
+    private static void expect(ProtocolChannel.Incoming in, MessageType type) {
         if (in.type() == MessageType.ERROR) {
             throw refusal(ErrorReply.decode(in.reader()));
         }

@@ -1,5 +1,7 @@
 package io.engramhost.daemon;
 
+import io.engramhost.protocol.ProtocolDescriptor;
+
 /**
  * What one peer's connections may cost the daemon (docs/protocol.md, "Deadlines and limits of a
  * connection"). Checked once in {@link #check()}; errors name the flag.
@@ -46,7 +48,7 @@ public record ConnectionLimits(int maxConnections, int maxPerUid, int helloTimeo
         if (workers > 256) {
             throw new IllegalArgumentException("--workers: " + workers + " is over 256");
         }
-        if (requestMemory < io.engramhost.protocol.ProtocolDescriptor.MAX_REQUEST) {
+        if (requestMemory < ProtocolDescriptor.MAX_REQUEST) {
             throw new IllegalArgumentException("--request-memory: " + requestMemory + " bytes cannot hold one IMPORT"
                     + " of the largest allowed size (16842752 bytes)");
         }

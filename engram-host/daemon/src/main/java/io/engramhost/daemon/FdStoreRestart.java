@@ -18,6 +18,7 @@ import io.engramhost.store.LoadReport;
 import io.engramhost.util.Closer;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
@@ -275,7 +276,7 @@ final class FdStoreRestart {
     }
 
     private static String summary(List<String> names) {
-        Map<String, Integer> counts = new java.util.LinkedHashMap<>();
+        Map<String, Integer> counts = new LinkedHashMap<>();
         for (String n : names) {
             counts.merge(n.startsWith(SystemdNotify.REGION_PREFIX) ? SystemdNotify.REGION_PREFIX + "*" : n, 1,
                     Integer::sum);

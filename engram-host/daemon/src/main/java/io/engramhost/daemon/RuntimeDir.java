@@ -12,6 +12,9 @@ import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Set;
 
 /**
  * The socket's directory, checked once and then reached only through its fd (docs/protocol.md,
@@ -101,14 +104,14 @@ public final class RuntimeDir implements AutoCloseable {
             if (i > 0) {
                 p = p.resolve(real.getName(i - 1));
             }
-            java.util.Set<java.nio.file.attribute.PosixFilePermission> perms;
+            Set<PosixFilePermission> perms;
             try {
                 perms = Files.getPosixFilePermissions(p);
             } catch (IOException | UnsupportedOperationException e) {
                 return; // nothing to say
             }
-            if (!perms.contains(java.nio.file.attribute.PosixFilePermission.OTHERS_EXECUTE)) {
-                LOG.log(WARNING, "--allow-uid: " + p + " (" + java.nio.file.attribute.PosixFilePermissions.toString(perms)
+            if (!perms.contains(PosixFilePermission.OTHERS_EXECUTE)) {
+                LOG.log(WARNING, "--allow-uid: " + p + " (" + PosixFilePermissions.toString(perms)
                         + ") is not searchable by other users, so the admitted uids cannot reach the socket unless a"
                         + " group or an ACL lets them: chmod o+x " + p + " (0755 for the socket's directory), or choose"
                         + " another --socket");

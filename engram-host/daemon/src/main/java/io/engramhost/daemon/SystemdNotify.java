@@ -18,6 +18,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.function.LongSupplier;
 
 /**
  * systemd's notify protocol (sd_notify(3), docs/operating.md "systemd"), spoken when {@code NOTIFY_SOCKET} is set:
@@ -207,7 +208,7 @@ public final class SystemdNotify implements AutoCloseable {
      * ({@code heartbeat}: when it last did; it does at least once a second); a loop that stopped going round gets no
      * ping, so systemd restarts the unit.
      */
-    void startWatchdog(Services.Threads threads, java.util.function.LongSupplier heartbeat) {
+    void startWatchdog(Services.Threads threads, LongSupplier heartbeat) {
         if (watchdogMicros <= 0 || watchdog != null) {
             return;
         }

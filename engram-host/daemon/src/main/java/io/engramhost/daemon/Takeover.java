@@ -34,9 +34,11 @@ import io.engramhost.store.AdoptedCatalog;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadReport;
 import io.engramhost.util.Closer;
+import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HexFormat;
 import java.util.List;
 
 /**
@@ -318,7 +320,7 @@ final class Takeover {
             region.seal();
             Fingerprint fp = new Fingerprint(Fingerprint.LAYOUT_VERSION, "memfd", List.of(), List.of(),
                     List.of(new Fingerprint.Table("rehearsal", DType.U8, new long[] {1}, 1)));
-            Manifest manifest = new Manifest(java.util.HexFormat.of().parseHex(fp.sha256Hex()), fp.canonicalBytes(),
+            Manifest manifest = new Manifest(HexFormat.of().parseHex(fp.sha256Hex()), fp.canonicalBytes(),
                     List.of(new Manifest.Region(RegionKind.MEMFD, Posix.pageSize(), 0, -1)),
                     List.of(new Manifest.Table("rehearsal", "U8", new long[] {1}, 1, 0, 0, 0, RegionKind.MEMFD, 0, -1)));
             Catalog tiny = new Catalog(manifest, List.of(region.fd()), fp.sha256Hex(), e -> List.of(), "memfd", () -> { });
@@ -330,7 +332,7 @@ final class Takeover {
             owned.add(AdoptedCatalog.adopt(got.catalog(), got.regions(), false));
             successor.send(Frames.empty(MessageType.HANDOVER_READY, 2));
             HandoverSender.expect(predecessor, MessageType.HANDOVER_READY, 1000);
-            predecessor.send(java.nio.ByteBuffer.wrap(new Handover.Commit(1, List.of()).encode()), List.of(region.fd()));
+            predecessor.send(ByteBuffer.wrap(new Handover.Commit(1, List.of()).encode()), List.of(region.fd()));
             Committed c = receiveCommit(successor);
             owned.add(c.lock());
             successor.send(Frames.empty(MessageType.HANDOVER_DONE, 2));

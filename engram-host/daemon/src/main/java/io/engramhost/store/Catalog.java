@@ -4,6 +4,7 @@ import io.engramhost.os.Fd;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.Manifest;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -60,7 +61,7 @@ public final class Catalog implements AutoCloseable {
 
     /** Every manifest the catalog serves, by GPU (-1: host only), for a handover. */
     public Map<Integer, Served> byDevice() {
-        return java.util.Collections.unmodifiableMap(byDevice);
+        return Collections.unmodifiableMap(byDevice);
     }
 
     /** The host-only manifest. */

@@ -6,6 +6,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.OptionalInt;
 import java.util.stream.Stream;
 
@@ -49,7 +50,7 @@ public final class GpuNodes {
 
     private static String read(Path p) {
         try {
-            return Files.readString(p).trim().toLowerCase(java.util.Locale.ROOT);
+            return Files.readString(p).trim().toLowerCase(Locale.ROOT);
         } catch (IOException e) {
             return "";
         }

@@ -6,8 +6,10 @@ import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.numa.CpuList;
+import io.engramhost.numa.NumaNode;
 import io.engramhost.numa.Placement;
 import io.engramhost.numa.PlacementReport;
+import io.engramhost.numa.Topology;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.util.Bytes;
@@ -16,11 +18,13 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
@@ -94,15 +98,15 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private CheckpointLoader loaderOnNode(int threads, LoadProgress progress) {
         CheckpointLoader loader = loader(threads, progress, hooks);
         int node = factory.loadNode();
-        java.util.Optional<io.engramhost.numa.NumaNode> n = node < 0 ? java.util.Optional.empty()
-                : io.engramhost.numa.Topology.read().node(node);
+        Optional<NumaNode> n = node < 0 ? Optional.empty()
+                : Topology.read().node(node);
         if (n.isEmpty() || n.get().cpus().isEmpty()) {
             progress.report(r -> r.withLoadThreads(new LoadReport.LoadThreads(threads, null, "any", null)));
             return loader;
         }
         List<Integer> cpus = n.get().cpus();
         progress.report(r -> r.withLoadThreads(new LoadReport.LoadThreads(threads, node, CpuList.format(cpus), null)));
-        java.util.concurrent.atomic.AtomicBoolean warned = new java.util.concurrent.atomic.AtomicBoolean();
+        AtomicBoolean warned = new AtomicBoolean();
         return loader.withThreadStart(() -> {
             try {
                 Posix.setThreadAffinity(cpus);

@@ -3,6 +3,7 @@ package io.engramhost.store;
 import io.engramhost.util.Bytes;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
+import java.util.function.UnaryOperator;
 
 /**
  * How far a load has got, and what it measured: read by STATUS while the load runs. A load goes
@@ -91,7 +92,7 @@ public final class LoadProgress {
     }
 
     /** Records what the load found out (the placement, the load's threads, the GPU tensors...) for STATUS. */
-    public synchronized void report(java.util.function.UnaryOperator<LoadReport> change) {
+    public synchronized void report(UnaryOperator<LoadReport> change) {
         report = change.apply(report);
     }
 

@@ -3,6 +3,7 @@ package io.engramhost.store;
 import io.engramhost.json.JsonReader;
 import io.engramhost.json.JsonWriter;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -60,7 +61,7 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
     /** Pages of the host tables per NUMA node ({@code node<N>_pages}), and why they could not be verified, if so. */
     public record Placement(Map<Integer, Long> pagesByNode, String unverified) {
         public Placement {
-            pagesByNode = java.util.Collections.unmodifiableMap(new TreeMap<>(pagesByNode));
+            pagesByNode = Collections.unmodifiableMap(new TreeMap<>(pagesByNode));
         }
 
         Map<String, Object> toJson() {

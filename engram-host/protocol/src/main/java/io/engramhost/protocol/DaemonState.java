@@ -1,5 +1,7 @@
 package io.engramhost.protocol;
 
+import java.util.Locale;
+
 /** A daemon's life: loading its tables, serving them, or shutting down. Stable wire codes. */
 public enum DaemonState {
     LOADING(0),
@@ -18,7 +20,7 @@ public enum DaemonState {
     }
 
     public String wireName() {
-        return name().toLowerCase(java.util.Locale.ROOT);
+        return name().toLowerCase(Locale.ROOT);
     }
 
     public static DaemonState of(int code) {

@@ -65,7 +65,7 @@ public record ErrorReply(ErrorCode code, int wireCode, String message, List<Stri
      * copied. A daemon sends its fingerprint (up to 16 MiB) with every FINGERPRINT_MISMATCH; shared, the answers owed
      * to many peers at once do not each hold a copy.
      */
-    public java.util.List<Parts.Slice> encodeSlices(int version) {
+    public List<Parts.Slice> encodeSlices(int version) {
         FrameWriter w = new FrameWriter(MessageType.ERROR, version).u16(wireCode).u8(retryable() ? 1 : 0)
                 .longString(message).i32(details.size());
         details.forEach(w::longString);
@@ -74,8 +74,8 @@ public record ErrorReply(ErrorCode code, int wireCode, String message, List<Stri
             throw new ProtocolException("frame of " + (head.length + (long) daemonFingerprint.length) + " bytes exceeds "
                     + ProtocolDescriptor.MAX_FRAME);
         }
-        return daemonFingerprint.length == 0 ? java.util.List.of(Parts.Slice.of(head))
-                : java.util.List.of(Parts.Slice.of(head), Parts.Slice.of(daemonFingerprint));
+        return daemonFingerprint.length == 0 ? List.of(Parts.Slice.of(head))
+                : List.of(Parts.Slice.of(head), Parts.Slice.of(daemonFingerprint));
     }
 
     public ByteBuffer encode(int version) {

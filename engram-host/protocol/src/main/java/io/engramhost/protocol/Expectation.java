@@ -1,6 +1,7 @@
 package io.engramhost.protocol;
 
 import java.util.HexFormat;
+import java.util.Locale;
 
 /**
  * What a client expects the daemon to serve: anything, a short fingerprint (the SHA-256 of the
@@ -36,7 +37,7 @@ public record Expectation(Kind kind, byte[] bytes) {
         if (!h.matches("[0-9a-fA-F]{64}")) {
             throw new IllegalArgumentException("expected fingerprint must be 64 hex digits (a SHA-256), got '" + hex + "'");
         }
-        return new Expectation(Kind.SHA256, HexFormat.of().parseHex(h.toLowerCase(java.util.Locale.ROOT)));
+        return new Expectation(Kind.SHA256, HexFormat.of().parseHex(h.toLowerCase(Locale.ROOT)));
     }
 
     public static Expectation structured(byte[] canonical) {

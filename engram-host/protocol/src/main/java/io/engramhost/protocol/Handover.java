@@ -1,5 +1,6 @@
 package io.engramhost.protocol;
 
+import java.nio.ByteBuffer;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
@@ -32,7 +33,7 @@ public final class Handover {
             return new Takeover(LAYOUT, LAYOUT, ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION, build);
         }
 
-        public java.nio.ByteBuffer encode() {
+        public ByteBuffer encode() {
             return new FrameWriter(MessageType.TAKEOVER, 2).u16(minLayout).u16(maxLayout).u16(minProtocol)
                     .u16(maxProtocol).shortString(build).toBuffer();
         }
@@ -194,7 +195,7 @@ public final class Handover {
     }
 
     /** HANDOVER_ABORT: the successor's reason, for the predecessor's log. */
-    public static java.nio.ByteBuffer abort(String reason) {
+    public static ByteBuffer abort(String reason) {
         String r = reason.length() > 1000 ? reason.substring(0, 1000) + "..." : reason;
         return new FrameWriter(MessageType.HANDOVER_ABORT, 2).shortString(r).toBuffer();
     }
@@ -239,7 +240,7 @@ public final class Handover {
         }
     }
 
-    private static byte[] toArray(java.nio.ByteBuffer b) {
+    private static byte[] toArray(ByteBuffer b) {
         byte[] out = new byte[b.remaining()];
         b.duplicate().get(out);
         return out;

@@ -3,6 +3,7 @@ package io.engramhost.protocol;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -180,7 +181,7 @@ public final class Parts {
                 if (version < 2) {
                     throw new ProtocolException("a continued frame in version " + version + " (parts are version 2)");
                 }
-                header = java.util.Arrays.copyOf(payload, ProtocolDescriptor.HEADER_BYTES);
+                header = Arrays.copyOf(payload, ProtocolDescriptor.HEADER_BYTES);
                 ByteBuffer.wrap(header).order(ByteOrder.LITTLE_ENDIAN).putShort(6, (short) type);
             } else {
                 if (type != MessageType.PART.code()) {

@@ -2,6 +2,7 @@ package io.engramhost.protocol;
 
 import io.engramhost.os.Fd;
 import io.engramhost.os.FdMessages;
+import io.engramhost.os.FdRef;
 import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import java.nio.ByteBuffer;
@@ -23,7 +24,7 @@ public final class ProtocolChannel implements AutoCloseable {
         connection.send(frame, List.of());
     }
 
-    public void send(ByteBuffer frame, List<? extends io.engramhost.os.FdRef> fds) {
+    public void send(ByteBuffer frame, List<? extends FdRef> fds) {
         connection.send(frame, fds);
     }
 

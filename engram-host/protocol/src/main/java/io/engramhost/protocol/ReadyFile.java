@@ -9,9 +9,13 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * {@code <socket>.ready}: written (atomically, by rename) once every table is loaded and sealed;
@@ -27,7 +31,7 @@ import java.util.Map;
 public final class ReadyFile {
     /** The most a ready file holds: four short lines. */
     private static final int MAX_BYTES = 4096;
-    private static final java.util.concurrent.atomic.AtomicLong TMP = new java.util.concurrent.atomic.AtomicLong();
+    private static final AtomicLong TMP = new AtomicLong();
 
     private ReadyFile() {
     }
@@ -96,7 +100,7 @@ public final class ReadyFile {
         } catch (NativeException e) {
             return "cannot read " + p + " to tell whether it is a ready file: " + e.getMessage() + refuse;
         }
-        java.util.Set<String> keys = new java.util.HashSet<>();
+        Set<String> keys = new HashSet<>();
         String text = new String(b, StandardCharsets.UTF_8);
         for (String line : text.split("\n", -1)) {
             if (line.isEmpty()) {
@@ -130,7 +134,7 @@ public final class ReadyFile {
                     out.put(line.substring(0, eq), line.substring(eq + 1));
                 }
             }
-        } catch (java.nio.file.NoSuchFileException e) {
+        } catch (NoSuchFileException e) {
             return out;
         } catch (IOException e) {
             throw new UncheckedIOException("cannot read ready file " + file + ": " + e, e);

@@ -2,6 +2,8 @@ package io.engramhost.protocol;
 
 import io.engramhost.os.Posix;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.function.IntFunction;
@@ -117,11 +119,11 @@ public final class SocketPaths {
         Path own = resolve(template, instance, device, uuidOfDevice);
         boolean ownDefault = euid != 0 && (flag == null || flag.isBlank())
                 && (env.get(ENV) == null || env.get(ENV).isBlank());
-        if (!ownDefault || java.nio.file.Files.exists(own, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        if (!ownDefault || Files.exists(own, LinkOption.NOFOLLOW_LINKS)) {
             return new ClientSocket(own, null);
         }
         Path system = resolve(ROOT_TEMPLATE, instance, device, uuidOfDevice);
-        if (!java.nio.file.Files.exists(system, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+        if (!Files.exists(system, LinkOption.NOFOLLOW_LINKS)) {
             return new ClientSocket(own, null);
         }
         return new ClientSocket(system, "no daemon socket at " + own + " (this user's default): using the system"
