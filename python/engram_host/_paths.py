@@ -80,5 +80,26 @@ def resolve(tmpl: str, instance: Optional[str] = None, device: Optional[int] = N
 
 
 def socket_path(socket: Optional[str] = None, instance: Optional[str] = None, device: Optional[int] = None) -> str:
-    """The socket path for these options and this process's environment and euid."""
-    return resolve(template(socket), instance, device)
+    """The socket path for these options and this process's environment and euid. A user other than root who named
+    no path (no ``socket``, no ``$ENGRAM_HOST_SOCKET``) and has no socket at their own default, while the system
+    daemon's ``/run/engram-host/...`` exists, gets the system path, said once through the package's logger, as the
+    Java client does (``SocketPaths.forClient``)."""
+    return for_client(socket, os.environ, os.geteuid(), instance, device)
+
+
+def for_client(socket: Optional[str], env: Mapping[str, str], euid: int, instance: Optional[str] = None,
+               device: Optional[int] = None, uuid_of_device: Optional[Callable[[int], str]] = None) -> str:
+    """:func:`socket_path` for a given environment and euid."""
+    own = resolve(template(socket, env, euid), instance, device, uuid_of_device)
+    from_env = env.get(ENV)
+    own_default = euid != 0 and not (socket and socket.strip()) and not (from_env and from_env.strip())
+    if not own_default or os.path.lexists(own):
+        return own
+    system = resolve(ROOT_TEMPLATE, instance, device, uuid_of_device)
+    if not os.path.lexists(system):
+        return own
+    import logging
+    logging.getLogger("engram_host").warning(
+        f"no daemon socket at {own} (this user's default): using the system daemon's {system} (--socket or {ENV} "
+        "chooses another)")
+    return system

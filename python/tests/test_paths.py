@@ -2,6 +2,7 @@
 
 import os
 import sys
+import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -57,3 +58,38 @@ class ResolveTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SystemFallbackTest(unittest.TestCase):
+    """A user with no socket at their own default is sent to the system daemon's, when it exists, and told so."""
+
+    def test_falls_back_to_the_system_path_only_when_its_own_default_is_absent(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to place a socket file under /run/engram-host")
+        instance = f"fallback-test-{os.getpid()}"
+        made_dir = not os.path.isdir("/run/engram-host")
+        os.makedirs("/run/engram-host", exist_ok=True)
+        system = f"/run/engram-host/{instance}.sock"
+        with tempfile.TemporaryDirectory() as xdg:
+            env = {"XDG_RUNTIME_DIR": xdg}
+            own = f"{xdg}/engram-host/{instance}.sock"
+            self.assertEqual(own, _paths.for_client(None, env, 4242, instance), "no system socket: its own default")
+            with open(system, "w"):
+                pass
+            try:
+                with self.assertLogs("engram_host", "WARNING") as logs:
+                    self.assertEqual(system, _paths.for_client(None, env, 4242, instance))
+                self.assertEqual([f"no daemon socket at {own} (this user's default): using the system daemon's "
+                                  f"{system} (--socket or ENGRAM_HOST_SOCKET chooses another)"],
+                                 [r.getMessage() for r in logs.records])
+                self.assertEqual(own, _paths.for_client(own, env, 4242, instance), "a path given is kept")
+                self.assertEqual(own, _paths.for_client(None, {**env, "ENGRAM_HOST_SOCKET": own}, 4242, instance))
+                self.assertEqual(system, _paths.for_client(None, env, 0, instance), "root's default is the system's")
+                os.makedirs(os.path.dirname(own))
+                with open(own, "w"):
+                    pass
+                self.assertEqual(own, _paths.for_client(None, env, 4242, instance), "its own socket exists")
+            finally:
+                os.unlink(system)
+                if made_dir:
+                    os.rmdir("/run/engram-host")
