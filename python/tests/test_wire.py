@@ -88,7 +88,10 @@ def raw(daemon, payload: bytes, header: bytes = None, fds=(), hello=None) -> w.C
     c = w.Conn(daemon.socket)
     if hello:
         c.hello(*hello)
-    w.send_msg(c.s, payload, fds=fds, header=header)
+    try:
+        w.send_msg(c.s, payload, fds=fds, header=header)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the daemon may refuse on the header alone and close before the payload is sent; its answer is queued
     return c
 
 
