@@ -12,6 +12,7 @@
 #   - the bash completion completes commands and --backend's values;
 #   - jffi loads its stub library from app/jni, not from a copy unpacked into the temporary directory;
 #   - `bin/engram-attach --self-test-sha256` runs;
+#   - a Java engine compiled against client/*.jar alone imports from a daemon of the tarball, with no JVM flag;
 #   - `bin/engram-host demo` ends with "demo ok".
 # Usage: scripts/ci/dist-check.sh [TARBALL]   (default: build it; prints its duration at the end)
 set -euo pipefail
@@ -115,6 +116,32 @@ fi
 step "engram-attach"
 nojava "$home/bin/engram-attach" --self-test-sha256 > "$tmp/attach.txt" 2>&1 || fail "engram-attach: $(cat "$tmp/attach.txt")"
 
+step "a Java engine on client/ alone, no JVM flag"
+# The README's second way to the client jars: compiled here (the JDK's javac) against client/*.jar only, and run by
+# the tarball's runtime with those jars and no flag, against a daemon started from the tarball.
+command -v javac >/dev/null || fail "javac not found (the check compiles a Java engine)"
+ls "$home"/client/engram-client-*.jar >/dev/null 2>&1 || fail "client/ holds no engram-client jar"
+if ls "$home"/client/ | grep -E '^(engram-daemon|engram-cli|picocli|netty|prometheus|chronicle|slf4j)-' >/dev/null; then
+  fail "client/ holds more than the client: $(ls "$home"/client | tr '\n' ' ')"
+fi
+mkdir -p "$tmp/engine"
+javac -d "$tmp/engine" -cp "$home/client/*" scripts/ci/dist-engine/Engine.java || fail "the engine does not compile against client/"
+engram generate --model --out "$tmp/model" --rows 2000 > "$tmp/generate.txt" 2>&1 || fail "generate: $(cat "$tmp/generate.txt")"
+engram inspect --write-digests "$tmp/model" > "$tmp/digests.txt" 2>&1 || fail "inspect --write-digests: $(cat "$tmp/digests.txt")"
+env -i PATH="$tmp/path" TMPDIR="$tmp" "$home/bin/engram-host" serve --checkpoint "$tmp/model" --socket "$tmp/run/e.sock" \
+  > "$tmp/serve.txt" 2>&1 &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 600); do
+  [ -f "$tmp/run/e.sock.ready" ] && break
+  kill -0 $serve_pid 2>/dev/null || break
+  sleep 0.1
+done
+engine_out=$(nojava "$home/runtime/bin/java" -cp "$home/client/*:$tmp/engine" Engine "$tmp/run/e.sock" "$tmp/model" 2>&1) \
+  || { kill $serve_pid 2>/dev/null; fail "the engine: $engine_out; daemon: $(cat "$tmp/serve.txt")"; }
+kill $serve_pid; wait $serve_pid 2>/dev/null || true
+[[ "$engine_out" == "engine: "*" tables imported, every digest matches" ]] || fail "the engine printed: $engine_out (one line expected: the record gives both sides content identity)"
+echo "   $engine_out"
 step "demo"
 if ! engram demo > "$tmp/demo.txt" 2>&1; then
   cat "$tmp/demo.txt" >&2

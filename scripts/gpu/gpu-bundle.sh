@@ -57,8 +57,8 @@ cat > "$STAGE/engram-host" <<'LAUNCHER'
 set -euo pipefail
 B=$(cd "$(dirname "$0")" && pwd)
 JAVA="${WORK:-/tmp/engram-gpu}/jre/bin/java"
-read -r -a flags < "$B/jvm.options"
-if [ "${1:-}" = serve ]; then read -r -a d < "$B/daemon.jvm.options"; flags+=("${d[@]}"); fi
+read -r -a flags < "$B/jvm.options" || true
+if [ "${1:-}" = serve ]; then read -r -a d < "$B/daemon.jvm.options" || true; flags+=("${d[@]}"); fi
 exec "$JAVA" "${flags[@]}" -cp "$B/lib/*" io.engramhost.cli.Main "$@"
 LAUNCHER
 chmod +x "$STAGE/engram-host"

@@ -22,7 +22,7 @@ J=$W/jre/bin/java
 CK=/var/tmp/engram-coldstart-ck-$ROWS
 if [ ! -f "$CK/model.safetensors" ]; then
     rm -rf /var/tmp/engram-coldstart-ck-*  # another size's checkpoint: the disk holds one
-    "$J" -Djnr.ffi.x86asm.enabled=false -Djava.io.tmpdir="$W/tmp" -cp "$B/benchmarks.jar" io.engramhost.cli.Main \
+    "$J" -Djava.io.tmpdir="$W/tmp" -cp "$B/benchmarks.jar" io.engramhost.cli.Main \
         generate --out "$CK" --rows "$ROWS" --dim 256 --layers 0,1,2,3 --single-file 2>&1 | tail -1 | tee "$OUT/$NAME-generate.txt"
 fi
 SIZE=$(stat -c %s "$CK/model.safetensors")

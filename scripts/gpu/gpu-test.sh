@@ -20,7 +20,7 @@ rm -rf "$WORK/reports"
 
 tar -C "$WORK" -xzf "$B/jre.tar.gz"
 JAVA="$WORK/jre/bin/java"
-read -r -a FLAGS < "$B/jvm.options"
+read -r -a FLAGS < "$B/jvm.options" || true
 FLAGS+=("-Djava.io.tmpdir=$WORK/tmp")
 CP=$(ls "$B"/lib/*.jar | tr '\n' ':')"$B/test-classes/native:$B/test-classes/cudavmm:$B/test-classes/engram-host"
 CONSOLE=$(ls "$B"/lib-test/junit-platform-console-standalone-*.jar)

@@ -6,6 +6,7 @@
 #   bin/engram-attach       the C client of the wire protocol (make -C native engram-attach)
 #   runtime/                a jlink runtime of the modules the jars need (scripts/release/jlink-runtime.sh)
 #   app/lib/*.jar           the CLI, daemon and client jars and their dependencies
+#   client/*.jar            a Java engine's class path: engram-client and its runtime dependencies only
 #   app/classpath           the jars in the order the launcher puts them on the class path
 #   app/jvm.options, app/daemon.jvm.options   the JVM flags (parent pom: engram.jvm.flags, engram.daemon.jvm.flags)
 #   app/jni/x86_64-Linux/libjffi-*.so   jffi's stub library, which the launcher names (jffi.boot.library.path) so that
@@ -49,11 +50,23 @@ cp -r "$APP/jni/x86_64-Linux" "$STAGE/app/jni/"
 (cd "$STAGE/app/lib" && ls -1 -- *.jar | LC_ALL=C sort) > "$STAGE/app/classpath"
 cp bin/engram-host "$STAGE/bin/"
 
+echo "== client: the engine's jars ($(($(date +%s) - t0)) s)"
+# What a Java engine puts on its class path: engram-client and its runtime dependencies, nothing of the daemon or
+# the CLI (the cli pom's client-classpath execution; PlainClasspathClientTest runs a plain JVM on the same list).
+CLIENT_CP=engram-host/cli/target/client-classpath.txt
+if [ ! -s "$CLIENT_CP" ]; then
+  echo "dist: $CLIENT_CP is missing: run mvn -B -DskipTests package" >&2
+  exit 1
+fi
+mkdir -p "$STAGE/client"
+{ tr ':' '\n' < "$CLIENT_CP"; echo; } | while read -r jar; do [ -z "$jar" ] || cp -p "$jar" "$STAGE/client/"; done
+ls "$STAGE"/client/engram-client-*.jar >/dev/null
+
 echo "== runtime ($(($(date +%s) - t0)) s)"
 scripts/release/jlink-runtime.sh "$STAGE/runtime" "$STAGE"/app/lib/*.jar
 MODULES=$(sed -n 's/^MODULES="\(.*\)"$/\1/p' "$STAGE/runtime/release" | tr ' ' ,)
 JAVA="$STAGE/runtime/bin/java"
-read -r -a FLAGS < "$APP/jvm.options"
+read -r -a FLAGS < "$APP/jvm.options" || true
 
 echo "== C client ($(($(date +%s) - t0)) s)"
 make -s -C native engram-attach

@@ -26,7 +26,7 @@ class BenchMainTest {
         assertEquals(1, results.size());
         Map<?, ?> r = (Map<?, ?>) results.get(0);
         assertEquals("io.engramhost.bench.HandshakePartsBench.pidfdOpenClose", r.get("benchmark"));
-        assertTrue(String.valueOf(r.get("jvmArgs")).contains("-Djnr.ffi.x86asm.enabled=false"), "fork got the flags");
+        assertTrue(String.valueOf(r.get("jvmArgs")).contains("-Dchronicle.analytics.disable=true"), "fork got the flags");
         Map<?, ?> meta = (Map<?, ?>) JsonReader.parse(Files.readString(dir.resolve("one.meta.json")));
         assertEquals("ok", meta.get("status"));
         assertEquals(1L, ((Number) meta.get("benchmarks_run")).longValue());

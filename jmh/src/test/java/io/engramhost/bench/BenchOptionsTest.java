@@ -34,7 +34,6 @@ class BenchOptionsTest {
         assertTrue(new ArrayList<>(o.getJvmArgsAppend().get()).containsAll(JvmFlags.get()), "every fork gets the flags");
         assertTrue(o.getJvmArgsAppend().get().contains("--add-opens=java.base/java.lang=ALL-UNNAMED"),
                 "and Chronicle's, for GatherBench's view");
-        assertTrue(o.getJvmArgsAppend().get().contains("-Djnr.ffi.x86asm.enabled=false"));
         assertTrue(o.shouldFailOnError().get());
         assertTrue(o.getIncludes().contains(Suite.regexp(HandshakeBench.class)));
         assertTrue(o.getIncludes().contains(Suite.regexp(ColdLoadBench.class)));

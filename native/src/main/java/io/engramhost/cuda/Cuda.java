@@ -2,6 +2,7 @@ package io.engramhost.cuda;
 
 import com.kenai.jffi.Library;
 import io.engramhost.cuda.internal.CuStructs;
+import io.engramhost.cuda.internal.CudaLaunch;
 import io.engramhost.cuda.internal.LibCuda;
 import io.engramhost.util.Bytes;
 import java.util.Map;
@@ -30,12 +31,14 @@ public final class Cuda {
     /** Probed once, on first use of {@link Cuda}'s driver-backed calls. */
     private static final class Probe {
         static final LibCuda LIB;
+        static final CudaLaunch LAUNCH;
         static final String CAUSE;
         static final int DRIVER_VERSION;
         static final int DEVICE_COUNT;
 
         static {
             LibCuda lib = null;
+            CudaLaunch launch = null;
             String cause = null;
             int version = 0;
             int count = 0;
@@ -47,6 +50,7 @@ public final class Cuda {
                 } else {
                     lib = LibraryLoader.create(LibCuda.class).failImmediately().load(LIBRARY);
                     loaded = lib;
+                    launch = CudaLaunch.bind(LIBRARY);
                     int r = lib.cuInit(0);
                     if (r != CudaErrors.SUCCESS) {
                         cause = LIBRARY + ": cuInit: " + CudaErrors.describe(r)
@@ -68,6 +72,7 @@ public final class Cuda {
                 cause = "loading " + LIBRARY + " failed: " + e;
             }
             LIB = cause == null ? lib : null;
+            LAUNCH = cause == null ? launch : null;
             CAUSE = cause;
             DRIVER_VERSION = version;
             DEVICE_COUNT = count;
@@ -103,6 +108,12 @@ public final class Cuda {
     static LibCuda lib() {
         ensureAvailable();
         return Probe.LIB;
+    }
+
+    /** cuLaunchKernel, bound apart from {@link #lib()} (it has eleven arguments: CudaLaunch says why). */
+    static CudaLaunch launcher() {
+        ensureAvailable();
+        return Probe.LAUNCH;
     }
 
     /** The driver's CUDA version, e.g. 13000 for 13.0. */

@@ -45,7 +45,7 @@ public final class CudaModule extends CudaOwner {
         long f = function(kernel);
         Cuda.useDevice(device);
         Pointer[] params = args.toParams();
-        int r = Cuda.lib().cuLaunchKernel(f, gridX, 1, 1, blockX, 1, 1, sharedBytes, 0L, params[0], null);
+        int r = Cuda.launcher().launch(f, gridX, 1, 1, blockX, 1, 1, sharedBytes, 0L, params[0].address(), 0L);
         Reference.reachabilityFence(params);
         Cuda.check(r, "cuLaunchKernel(" + kernel + ", grid " + gridX + ", block " + blockX + ")");
     }

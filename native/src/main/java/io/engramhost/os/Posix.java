@@ -5,6 +5,7 @@ import static io.engramhost.os.internal.LibCHolder.RUNTIME;
 import static io.engramhost.os.internal.LibCMoreHolder.MORE;
 
 import io.engramhost.os.internal.LibCHolder;
+import io.engramhost.os.internal.WideCalls;
 import java.nio.file.Path;
 import java.util.Collection;
 import java.util.List;
@@ -182,7 +183,7 @@ public final class Posix {
                     + ": length must be positive, was " + length);
         }
         int raw = fd == null ? -1 : fd.get();
-        long address = LIBC.mmap(addr, length, prot, flags, raw, offset);
+        long address = WideCalls.mmap(addr, length, prot, flags, raw, offset);
         if (address == MAP_FAILED) {
             String what = fd == null ? "anonymous" : fd.what();
             throw fail("mmap(" + what + ", len=" + length + ", prot=" + prot + ", flags=0x"
@@ -193,7 +194,7 @@ public final class Posix {
 
     /** A private anonymous read-write mapping. */
     public static Mapping mmapAnonymous(long length, String what) {
-        long address = LIBC.mmap(0L, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+        long address = WideCalls.mmap(0L, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
         if (address == MAP_FAILED) {
             throw fail("mmap(" + what + ", anonymous, len=" + length + ")");
         }
@@ -299,7 +300,7 @@ public final class Posix {
 
     /** pidfd_open(pid): an fd that polls readable once the process has exited. */
     public static Fd pidfdOpen(int pid) {
-        long fd = MORE.syscall(Syscall.PIDFD_OPEN.number(), pid, 0, 0, 0, 0, 0);
+        long fd = WideCalls.syscall(Syscall.PIDFD_OPEN.number(), pid, 0, 0, 0, 0, 0);
         if (fd < 0) {
             throw fail("pidfd_open(" + pid + ")");
         }
@@ -450,7 +451,7 @@ public final class Posix {
 
     /** A raw syscall; returns the result, or throws naming {@code call} when it is negative. */
     public static long syscall(String call, Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = MORE.syscall(number.number(), a1, a2, a3, a4, a5, a6);
+        long r = WideCalls.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         if (r < 0) {
             throw fail(call);
         }
@@ -459,7 +460,7 @@ public final class Posix {
 
     /** A raw syscall; returns the result, or -errno when it failed. */
     public static long syscallErrno(Syscall number, long a1, long a2, long a3, long a4, long a5, long a6) {
-        long r = MORE.syscall(number.number(), a1, a2, a3, a4, a5, a6);
+        long r = WideCalls.syscall(number.number(), a1, a2, a3, a4, a5, a6);
         return r < 0 ? -LibCHolder.errno() : r;
     }
 

@@ -21,8 +21,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * What an engine's JVM needs to use the client: only the client's runtime class path (what Maven gives a project
- * that depends on engram-client, so no Chronicle Bytes, no SLF4J, no daemon, no Picocli) and
- * {@code -Djnr.ffi.x86asm.enabled=false}; no {@code --add-opens}, no other flag. A plain {@code java} started so,
+ * that depends on engram-client, so no Chronicle Bytes, no SLF4J, no daemon, no Picocli), and no flag at all: no
+ * {@code -Djnr.ffi.x86asm.enabled=false} (NativeBindingsTest), no {@code --add-opens}. A plain {@code java} started so,
  * running {@link PlainClasspathClient} (its one class file copied beside the class path), imports every table from
  * a real daemon process, checks each table's bytes against the checkpoint's, hears in one line that
  * {@code openBytes} needs Chronicle Bytes, and exits 0 with nothing on stderr.
@@ -33,7 +33,7 @@ class PlainClasspathClientTest {
     private static final Path CLIENT_CLASSPATH = Path.of("target/client-classpath.txt");
 
     @Test
-    void shouldImportAndCheckEveryTableWithTheClientsRuntimeClassPathAndOneFlag(@TempDir Path dir) throws Exception {
+    void shouldImportAndCheckEveryTableWithTheClientsRuntimeClassPathAndNoFlag(@TempDir Path dir) throws Exception {
         List<String> classPath = List.of(Files.readString(CLIENT_CLASSPATH).strip().split(File.pathSeparator));
         List<String> jars = classPath.stream().map(e -> Path.of(e).getFileName().toString()).toList();
         assertTrue(jars.stream().anyMatch(j -> j.startsWith("engram-client-")), "the client is on it: " + jars);
@@ -51,7 +51,7 @@ class PlainClasspathClientTest {
         try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("d.log"), "--checkpoint", index.toString())
                 .awaitReady()) {
             List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                    "-Djnr.ffi.x86asm.enabled=false", "-cp",
+                    "-cp",
                     String.join(File.pathSeparator, classPath) + File.pathSeparator + engineClasses(dir.resolve("engine")),
                     PlainClasspathClient.class.getName(), socket.toString(), index.toString()));
             cmd.addAll(expected);

@@ -98,7 +98,4 @@ public interface LibCuda {
     int cuModuleUnload(long module);
 
     int cuModuleGetFunction(Pointer function, long module, String name);
-
-    int cuLaunchKernel(long function, int gridX, int gridY, int gridZ, int blockX, int blockY, int blockZ,
-            int sharedMemBytes, long stream, Pointer kernelParams, Pointer extra);
 }

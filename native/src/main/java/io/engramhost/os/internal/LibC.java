@@ -15,7 +15,6 @@ import jnr.ffi.annotations.SaveError;
 public interface LibC {
     int fcntl(int fd, int cmd, int arg);
 
-    long mmap(long addr, long length, int prot, int flags, int fd, long offset);
 
     int munmap(long addr, long length);
 

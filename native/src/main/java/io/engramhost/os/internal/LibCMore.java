@@ -47,7 +47,6 @@ public interface LibCMore {
 
     int kill(int pid, int signal);
 
-    long syscall(long number, long a1, long a2, long a3, long a4, long a5, long a6);
 
     // The daemon's non-blocking socket loop (io.engramhost.os.NonBlocking).
     int accept4(int fd, Pointer addr, Pointer addrlen, int flags);
