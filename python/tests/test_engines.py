@@ -232,7 +232,9 @@ class VllmWeightFilter(unittest.TestCase):
     def test_no_function_to_wrap(self):
         with self.assertLogs("engram_host", logging.WARNING) as logs:
             self.assertFalse(eh_vllm.install_weight_filter(types.ModuleType("empty")))
-        self.assertIn("will read the Engram tables' bytes", logs.output[0])
+        self.assertIn("will not skip the served Engram tables before reading them", logs.output[0])
+        with self.assertNoLogs("engram_host", logging.WARNING):  # once a process
+            self.assertFalse(eh_vllm.install_weight_filter(types.ModuleType("empty")))
 
 
 class Patches(unittest.TestCase):

@@ -26,6 +26,7 @@ WEIGHT_UTILS = "vllm.model_executor.model_loader.weight_utils"
 
 _SKIP: Set[str] = set()
 _FILTER_LOCK = threading.Lock()
+_WARNED = []  # a warning of install_weight_filter is said once a process
 
 
 def rank_tables(layer: int, vocab_start: int, num_rows: int, dim: int, block_size: int = 32,
@@ -61,21 +62,19 @@ def skipped_names() -> Set[str]:
 def install_weight_filter(module=None) -> bool:
     """Wraps ``should_skip_weight`` of vLLM's weight_utils (or ``module``) so that it also skips the names of
     :func:`skipped_names`; vLLM's safetensors iterators ask it for every name before ``get_tensor``. Idempotent.
-    False, with one warning line, where the module or the function is not there (then vLLM reads the tables'
-    bytes, and the patched weight loader drops them)."""
+    False, with one warning line a process, where the module or the function is not there (then vLLM's iterator
+    gets each table with ``get_tensor`` and the patched weight loader leaves it untouched)."""
     with _FILTER_LOCK:
         if module is None:
             import importlib
             try:
                 module = importlib.import_module(WEIGHT_UTILS)
             except ImportError as e:
-                logger.warning("engram-host: cannot import %s (%s): vLLM will read the Engram tables' bytes from "
-                               "the checkpoint and drop them", WEIGHT_UTILS, e)
+                _warn_once(f"cannot import {WEIGHT_UTILS} ({e})")
                 return False
         original = getattr(module, "should_skip_weight", None)
         if original is None:
-            logger.warning("engram-host: %s has no should_skip_weight: vLLM will read the Engram tables' bytes "
-                           "from the checkpoint and drop them", getattr(module, "__name__", module))
+            _warn_once(f"{getattr(module, '__name__', module)} has no should_skip_weight")
             return False
         if getattr(original, "_engram_host_filter", False):
             return True
@@ -87,6 +86,13 @@ def install_weight_filter(module=None) -> bool:
         should_skip_weight.__wrapped__ = original
         module.should_skip_weight = should_skip_weight
         return True
+
+
+def _warn_once(why: str) -> None:
+    if why not in _WARNED:
+        _WARNED.append(why)
+        logger.warning("engram-host: %s: vLLM's loader will not skip the served Engram tables before reading them "
+                       "(the patched weight loader leaves them untouched)", why)
 
 
 __all__ = ["rank_tables", "row_range", "skipped_names", "install_weight_filter", "skip_weight", "describe",
