@@ -122,7 +122,8 @@ class RowRanges(unittest.TestCase):
 
 class Modes(unittest.TestCase):
     def setUp(self):
-        self.saved = {k: os.environ.get(k) for k in (engines.MODE_ENV, engines.EXPECT_ENV, "ENGRAM_HOST_SOCKET")}
+        self.saved = {k: os.environ.get(k) for k in (engines.MODE_ENV, engines.EXPECT_ENV, engines.WAIT_ENV,
+                                                    "ENGRAM_HOST_SOCKET")}
         engines.forget_sessions()
 
     def tearDown(self):
@@ -177,6 +178,15 @@ class Modes(unittest.TestCase):
             eh_vllm.rank_tables(1, 0, 10, 256, 32, model=model, device=0)
         with self.assertRaises(engram_host.DaemonAbsent):
             eh_sglang.rank_tables(1, 0, 10, 10, 256, 32, model=model, device=0)
+
+    def test_wait_must_be_seconds(self):
+        model = self._absent("require")
+        os.environ[engines.WAIT_ENV] = "soon"
+        with self.assertRaisesRegex(ValueError, "ENGRAM_HOST_WAIT='soon': give seconds"):
+            eh_vllm.rank_tables(1, 0, 10, 256, 32, model=model, device=0)
+        os.environ[engines.WAIT_ENV] = "0.5"
+        with self.assertRaises(engram_host.DaemonAbsent):  # waiting is for NOT_READY, not for an absent daemon
+            eh_vllm.rank_tables(1, 0, 10, 256, 32, model=model, device=0)
 
     def test_a_model_that_is_not_a_directory_needs_an_expectation(self):
         self._absent("fallback")

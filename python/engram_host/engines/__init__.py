@@ -17,6 +17,8 @@ Whether an engine takes its tables from the daemon is the environment's choice, 
     model path when it is a local directory.
 ``ENGRAM_HOST_SOCKET``
     the daemon's socket, as for :func:`engram_host.connect`.
+``ENGRAM_HOST_WAIT``
+    seconds to keep retrying while the daemon answers ``NOT_READY`` (still loading); default 0.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .. import errors as E
 
 MODE_ENV = "ENGRAM_HOST_TABLES"
 EXPECT_ENV = "ENGRAM_HOST_EXPECT"
+WAIT_ENV = "ENGRAM_HOST_WAIT"
 MODES = ("off", "fallback", "require")
 
 logger = logging.getLogger("engram_host")
@@ -85,8 +88,13 @@ def open_tables(model: Optional[str] = None, device: Optional[int] = None, socke
         if found is not None:
             return found
         from ..client import connect
+        wait = os.environ.get(WAIT_ENV, "").strip() or "0"
         try:
-            imported = connect(socket, expect=expect, device=int(device))
+            wait_s = float(wait)
+        except ValueError:
+            raise ValueError(f"{WAIT_ENV}={wait!r}: give seconds") from None
+        try:
+            imported = connect(socket, expect=expect, device=int(device), wait=wait_s)
         except E.DaemonAbsent as absent:
             if m != "fallback":
                 raise
@@ -192,5 +200,5 @@ def even_row_range(num_rows: int, tp_size: int, tp_rank: int) -> Tuple[int, int]
     return num_rows * tp_rank // tp_size, num_rows * (tp_rank + 1) // tp_size
 
 
-__all__ = ["MODE_ENV", "EXPECT_ENV", "MODES", "mode", "enabled", "expectation", "open_tables", "forget_sessions",
+__all__ = ["MODE_ENV", "EXPECT_ENV", "WAIT_ENV", "MODES", "mode", "enabled", "expectation", "open_tables", "forget_sessions",
            "table_name", "layer_tables", "gpu_rows", "describe", "skip_weight", "head_row_range", "even_row_range"]
