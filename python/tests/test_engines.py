@@ -267,6 +267,13 @@ class Patches(unittest.TestCase):
                 self.assertIn('os.environ.get("ENGRAM_HOST_TABLES", "off") not in ("", "off")', text)
                 self.assertIn("skip_weight", text)
 
+    def test_docs_show_each_patch_whole(self):
+        with open(os.path.join(ROOT, "docs", "engines.md")) as f:
+            doc = f.read()
+        for engine in self.EXPECTED:
+            with open(os.path.join(ROOT, "deploy", "engines", f"{engine}.patch")) as f:
+                self.assertIn("```diff\n" + f.read() + "```\n", doc, f"docs/engines.md does not show {engine}.patch")
+
     def test_the_patches_call_what_the_package_has(self):
         with open(os.path.join(ROOT, "deploy", "engines", "vllm.patch")) as f:
             self.assertIn("engram_host_vllm.rank_tables(", f.read())
