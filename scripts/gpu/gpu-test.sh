@@ -8,7 +8,8 @@
 #   python-gpu.txt     the Python package's GPU tests (python/tests/gpu, unittest) against daemon processes
 #   summary.txt        the exit codes
 # Usage: OUT=/some/dir bash gpu-test.sh            (PARTS=java, PARTS=python: one of the two; default both;
-#        JAVA_TESTS=CLASS[,CLASS...]: only those gpu-tagged test classes)
+#        JAVA_TESTS=CLASS[,CLASS...]: only those gpu-tagged test classes;
+#        PY_PATTERN=test_engines_gpu.py: only the python/tests/gpu files matching it, default test*.py)
 #        ENGRAM_GPU_BACKENDS=memfd,cuda-vmm ...    the Python tests' backends (default all three)
 set -uo pipefail
 
@@ -60,7 +61,8 @@ if [[ ",$PARTS," == *",python,"* ]]; then
 echo "== python gpu tests"
 python3 -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)' >> "$OUT/env.txt" 2>&1
 PYTHONPATH="$B/python" WORK="$WORK" ENGRAM_HOST_LAUNCHER="$B/engram-host" TMPDIR="$WORK/tmp" timeout ${PY_TEST_TIMEOUT:-420} \
-    python3 -m unittest discover -v -s "$B/python/tests/gpu" -t "$B/python/tests" > "$OUT/python-gpu.txt" 2>&1
+    python3 -m unittest discover -v -s "$B/python/tests/gpu" -t "$B/python/tests" -p "${PY_PATTERN:-test*.py}" \
+    > "$OUT/python-gpu.txt" 2>&1
 PY=$?
 tail -25 "$OUT/python-gpu.txt"
 fi
