@@ -246,11 +246,10 @@ def self_loaded_tables(torch, layout: Layout, device, timings: dict) -> Tables:
         gather[L.layer] = tuple(pair)
     timings["pinned_bytes_asked"] = asked
     timings["pinned_bytes_power_of_two"] = pinned_bytes
-    try:
-        stats = torch.cuda.host_memory_stats()
-        timings["host_allocator_reserved_bytes"] = int(stats.get("reserved_bytes.current", -1))
-    except Exception:
-        pass
+    try:  # what PyTorch's pinned allocator holds (PyTorch 2.6 and later)
+        timings["host_memory_stats"] = {k: v for k, v in torch.cuda.host_memory_stats().items() if "bytes" in k}
+    except Exception as e:
+        timings["host_memory_stats"] = f"unavailable: {e}"
     return Tables(torch, layout, device, gather, keep)
 
 
@@ -307,9 +306,13 @@ def finite(torch, results: dict, field: str) -> float:
     return round(fin / total, 6) if total else 0.0
 
 
+CROSS_CHECK_ROWS = 24 * 1024  # of a prefill chunk's rows, the first this many are dequantised on the CPU too
+
+
 def cpu_cross_check(torch, layout: Layout, workload: Workload, results: dict) -> dict:
     """The GPU's ids and BF16 rows against :mod:`.spec` computed on the CPU from the gathered bytes (NumPy for
-    every lookup when it is there, else the standard library on the first decode step)."""
+    every lookup when it is there, the ids of all rows and the BF16 rows of the first 24,576 of a prefill chunk;
+    else the standard library on the first decode step)."""
     np = spec.numpy_or_none()
     names = workload.names if np is not None else [n for n in workload.names if n != "prefill"][:1]
     bad, checked = [], 0
@@ -319,8 +322,9 @@ def cpu_cross_check(torch, layout: Layout, workload: Workload, results: dict) ->
         for L in layout.layers:
             out = results[name][L.layer]
             ids = out["ids"].cpu()
-            w, s = out["weight"].cpu(), out["scale"].cpu()
-            x = out["x"].view(torch.int16).cpu()
+            n = min(CROSS_CHECK_ROWS, ids.numel())
+            w, s = out["weight"][:n].cpu(), out["scale"][:n].cpu()
+            x = out["x"][:n].view(torch.int16).cpu()
             if np is not None:
                 want_ids = torch.from_numpy(spec.np_row_ids(np, lk, L.layer, L.rows, workload.seed))
                 want_x = torch.from_numpy(spec.np_dequant_rows(np, w.numpy(), s.numpy()).view(np.int16))
@@ -418,8 +422,11 @@ def emit(doc: dict) -> None:
     print(json.dumps(doc, sort_keys=True), flush=True)
 
 
-def _device(torch, ordinal: int):
-    torch.cuda.set_device(ordinal)
+def _device(torch, ordinal: int, start: bool = True):
+    """The GPU as a torch.device; ``start``: start CUDA on it now (an engine connecting to the daemon leaves that
+    to ``connect``, which starts PyTorch's CUDA beside the handshake)."""
+    if start:
+        torch.cuda.set_device(ordinal)
     return torch.device("cuda", ordinal)
 
 
@@ -438,12 +445,14 @@ def cmd_expect(args, clock: Clock) -> int:
     with Layout(args.model) as layout:
         workload = Workload(torch, layout, device, args.seed, args.tokens, args.steps, args.batch)
         meta = _meta(torch, layout, workload, device)
-        if args.reuse and os.path.exists(args.out):
+        sidecar = args.out + ".meta.json"
+        if args.reuse and os.path.exists(args.out) and os.path.exists(sidecar):
             try:
-                old = torch.load(args.out, map_location="cpu", weights_only=True)["meta"]
-            except Exception:
+                with open(sidecar) as f:
+                    old = json.load(f)
+            except (OSError, ValueError):
                 old = None
-            if old == meta:
+            if old == json.loads(json.dumps(meta)):
                 emit({"event": "expect", "reused": True, "out": args.out, "meta": meta})
                 return 0
         load: dict = {}
@@ -458,8 +467,12 @@ def cmd_expect(args, clock: Clock) -> int:
                "finite_x": finite(torch, results, "x"), "finite_y": finite(torch, results, "y"),
                "gather_dtype": {str(L): str(v[0].dtype) for L, v in tables.gather.items()}}
         tmp = args.out + ".tmp"
+        if os.path.exists(sidecar):
+            os.remove(sidecar)
         torch.save({"meta": meta, "lookups": to_cpu(results)}, tmp)
         os.replace(tmp, args.out)
+        with open(sidecar, "w") as f:
+            json.dump(meta, f, sort_keys=True)
         clock.mark("saved")
         if args.bench:
             doc["bench"] = bench(torch, workload, tables, args.bench_reps)
@@ -489,7 +502,7 @@ def cmd_engine(args, clock: Clock) -> int:
     torch = need_torch()
     clock.mark("torch")
     import engram_host
-    device = _device(torch, args.device)
+    device = _device(torch, args.device, start=args.source != "daemon")
     doc: dict = {"event": "engine", "source": args.source, "backend": args.backend, "pid": os.getpid(),
                  "t0_from_driver": clock.given}
     with Layout(args.model) as layout:
@@ -497,6 +510,7 @@ def cmd_engine(args, clock: Clock) -> int:
         if args.source == "daemon":
             imported = engram_host.connect(args.socket, device=args.device, expect=args.model, timeout=args.timeout)
             clock.mark("connected")
+            torch.cuda.set_device(device)
             doc["connect_timings_ms"] = imported.timings
             doc["served_backend"] = sorted({t.backend for t in imported.tables.values()})
             tables = served_tables(torch, imported, layout, device)
@@ -585,11 +599,12 @@ def cmd_rank(args, clock: Clock) -> int:
     torch = need_torch()
     clock.mark("torch")
     import engram_host
-    device = _device(torch, args.device)
+    device = _device(torch, args.device, start=False)
     doc: dict = {"event": "rank", "rank": args.rank, "ranks": args.ranks, "backend": args.backend, "pid": os.getpid()}
     with Layout(args.model) as layout:
         imported = engram_host.connect(args.socket, device=args.device, expect=args.model, timeout=args.timeout)
         clock.mark("connected")
+        torch.cuda.set_device(device)
         full = served_tables(torch, imported, layout, device)
         ranges = {L.layer: spec.row_ranges(L.rows, args.ranks)[args.rank] for L in layout.layers}
         gather = {}
@@ -611,21 +626,26 @@ def cmd_rank(args, clock: Clock) -> int:
                     disk_u8[name] = torch.frombuffer(layout.file_bytes(name), dtype=torch.uint8).view(L.rows, width)
         for name in workload.names:
             ids = workload.ids(name)
-            got, want = {}, {}
+            sel = {}
+            got = {}
             for L in layout.layers:
                 lo, hi = ranges[L.layer]
                 g = ids[L.layer]
-                sel = g[(g >= lo) & (g < hi)]
-                got[L.layer] = lookup_layer(torch, *mine.gather[L.layer], mine.wkv[L.layer], sel - lo)
-                cpu_ids = sel.cpu()
-                w = torch.index_select(disk_u8[L.weight], 0, cpu_ids).to(device)
-                s = torch.index_select(disk_u8[L.scale], 0, cpu_ids).to(device)
-                x = dequant(torch, w, s)
-                want[L.layer] = {"ids": sel - lo, "weight": w, "scale": s, "x": x, "y": project(torch, x, mine.wkv[L.layer])}
-                rows += sel.numel()
+                sel[L.layer] = g[(g >= lo) & (g < hi)]
+                got[L.layer] = lookup_layer(torch, *mine.gather[L.layer], mine.wkv[L.layer], sel[L.layer] - lo)
             if first is None:
                 torch.cuda.synchronize()
                 first = clock.mark("first_lookup")
+            want = {}
+            for L in layout.layers:  # the same rows, read from the checkpoint's files
+                lo, _ = ranges[L.layer]
+                cpu_ids = sel[L.layer].cpu()
+                w = torch.index_select(disk_u8[L.weight], 0, cpu_ids).to(device)
+                s = torch.index_select(disk_u8[L.scale], 0, cpu_ids).to(device)
+                x = dequant(torch, w, s)
+                want[L.layer] = {"ids": sel[L.layer] - lo, "weight": w, "scale": s, "x": x,
+                                 "y": project(torch, x, mine.wkv[L.layer])}
+                rows += cpu_ids.numel()
             diffs += compare(torch, got, want, name)
         clock.mark("checked")
         doc.update({"row_ranges": {str(k): list(v) for k, v in ranges.items()}, "rows_looked_up": rows,
