@@ -480,8 +480,9 @@ def summary() -> None:
             out["bench"]["hbm (safetensors to GPU memory)"] = d["bench"]
     if out["bench"]:
         lines.append("")
-        lines.append("a prefill chunk's Engram work on the GPU (8192 tokens x 24 rows x 2 layers unless said; median "
-                     "ms over reps, CUDA events): the gather's share")
+        lines.append(f"a prefill chunk's Engram work on the GPU ({ARGS.tokens} tokens x 24 rows x 2 layers; a decode "
+                     f"step {ARGS.batch} tokens; median ms over 20 chunks of fresh ids, CUDA events; the Engram layer's "
+                     "work only, no model around it): the gather's share")
         lines.append(f"{'tables':32} {'rows':>7} {'ids':>7} {'gather w':>9} {'gather s':>9} {'dequant':>8} "
                      f"{'project':>8} {'total':>8} {'share':>6} {'GB/s':>6}")
         for label, bch in out["bench"].items():

@@ -121,7 +121,7 @@ class Hasher:
         torch = self.torch
         z = self.keys.unsqueeze(0).expand(ctx.shape[0], -1, -1)  # [N, layers, 24]
         for j in range(spec.CONTEXT):
-            z = torch.where(self.masks[j], _mix(z ^ ctx[:, j].view(-1, 1, 1)), z)
+            z = torch.where(self.masks[j], _mix(z ^ ctx[:, j].reshape(-1, 1, 1)), z)
         ids = _umod(z, self.rows)
         return {L: ids[:, i, :].reshape(-1) for i, L in enumerate(self.layers)}
 
@@ -221,6 +221,19 @@ def pow2ceil(n: int) -> int:
     return 1 << (n - 1).bit_length() if n > 1 else n
 
 
+def _device_pointer(host: int, notes: dict) -> int:
+    """The GPU's address of pinned host memory, as vLLM's view of a pinned tensor takes it
+    (cuMemHostGetDevicePointer, in the context PyTorch made current); with unified addressing it is ``host``."""
+    try:
+        from .. import _cuda
+        p = _cuda.HostRegistration._device_pointer(_cuda._driver(), host)
+        notes["device_pointer"] = "cuMemHostGetDevicePointer" + ("" if p == host else " (not the host address)")
+        return p
+    except Exception as e:
+        notes["device_pointer"] = f"the host address (cuMemHostGetDevicePointer failed: {e})"
+        return host
+
+
 def self_loaded_tables(torch, layout: Layout, device, timings: dict) -> Tables:
     """The engine's own load, as vLLM's default: safetensors get_tensor, then pin_memory(), read through UVA."""
     from .._tensors import torch_tensor
@@ -241,7 +254,8 @@ def self_loaded_tables(torch, layout: Layout, device, timings: dict) -> Tables:
             asked += pinned.numel()
             pinned_bytes += pow2ceil(pinned.numel())
             keep.append(pinned)
-            uva = torch_tensor(pinned.data_ptr(), pinned.numel(), "U8", (L.rows, width), device.index, pinned)
+            uva = torch_tensor(_device_pointer(pinned.data_ptr(), timings), pinned.numel(), "U8", (L.rows, width),
+                               device.index, pinned)
             pair.append(gather_view(torch, uva))
         gather[L.layer] = tuple(pair)
     timings["pinned_bytes_asked"] = asked
@@ -434,8 +448,8 @@ def _meta(torch, layout: Layout, workload: Workload, device) -> dict:
     from .. import checkpoint
     served = checkpoint.served_fingerprint(layout.checkpoint, (), "")
     return {"format": "engram-reference-expected", "version": 1, "fingerprint": served.sha256_hex,
-            "workload": workload.params(), "torch": torch.__version__,
-            "device": torch.cuda.get_device_name(device), "cuda": torch.version.cuda}
+            "workload": workload.params(), "torch": str(torch.__version__),  # TorchVersion: not for weights_only
+            "device": str(torch.cuda.get_device_name(device)), "cuda": str(torch.version.cuda)}
 
 
 def cmd_expect(args, clock: Clock) -> int:
