@@ -119,7 +119,8 @@ class DefinitionTest(unittest.TestCase):
         self.assertEqual(0x0000, y[1])
         self.assertEqual(0x3EFE, bf16(254 * 2.0 ** -9))
         if np is not None:
-            ny = spec.np_project_rows(np, np.array([x], dtype=np.uint16), np.array(wkv, dtype=np.uint16).reshape(512, 256))
+            ny = spec.np_project_rows(np, np.array([x], dtype=np.uint16),
+                                      np.array(wkv, dtype=np.uint16).reshape(512, 256))
             self.assertEqual(list(y), ny.reshape(-1).tolist())
 
     @unittest.skipIf(np is None, NO_NUMPY)
@@ -150,7 +151,7 @@ class DefinitionTest(unittest.TestCase):
         except ImportError:
             pass
         for command in ("engine", "expect", "check", "rank"):
-            extra = ["--out", "/nonexistent/x.pt"] if command == "expect" else ["--rank", "0"] if command == "rank" else []
+            extra = {"expect": ["--out", "/nonexistent/x.pt"], "rank": ["--rank", "0"]}.get(command, [])
             p = run_reference(command, "--model", "/nonexistent", *extra)
             self.assertEqual(1, p.returncode, p.stderr)
             lines = p.stderr.strip().splitlines()

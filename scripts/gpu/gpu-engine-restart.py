@@ -56,6 +56,11 @@ def check(ok: bool, what: str) -> bool:
     return ok
 
 
+def failure_note(doc: dict) -> str:
+    """': what went wrong' for a failed report, else ''."""
+    return "" if doc.get("ok") else f": {doc.get('differences') or doc.get('failure')}"
+
+
 def record(doc: dict) -> None:
     with open(os.path.join(OUT, "results.jsonl"), "a") as f:
         f.write(json.dumps(doc, sort_keys=True) + "\n")
@@ -320,7 +325,8 @@ def with_daemon(model: str, backend: str, tag: str, body) -> None:
 def step_finite() -> None:
     fin = os.path.join(WORK, f"finite-{ARGS.finite_rows}")
     if not os.path.exists(os.path.join(fin, "config.json")):
-        sh([sys.executable, "-m", "engram_host.reference", "make-finite", "--out", fin, "--rows", str(ARGS.finite_rows)])
+        sh([sys.executable, "-m", "engram_host.reference", "make-finite", "--out", fin,
+            "--rows", str(ARGS.finite_rows)])
     for b in backends():
         if not fits(40, f"finite check {b}"):
             return
@@ -330,8 +336,7 @@ def step_finite() -> None:
                               {"model": "finite"}, timeout=240)
             check(bool(doc.get("ok")), f"finite model, {b}: every lookup's ids, rows, BF16 rows and projection served "
                                        f"= safetensors-loaded (finite y {doc.get('finite_y')}); CPU cross-check "
-                                       f"{(doc.get('cpu_cross_check') or {}).get('ok')}"
-                                       + (f": {doc.get('differences') or doc.get('failure')}" if not doc.get("ok") else ""))
+                                       f"{(doc.get('cpu_cross_check') or {}).get('ok')}" + failure_note(doc))
         with_daemon(fin, b, f"finite-{b}", body)
 
 
@@ -355,7 +360,7 @@ def restart_loop(source: str, backend: str, extra: list, n: int, tag: str, est: 
         first = (doc.get("t") or {}).get("first_lookup")
         check(doc.get("ok") is True, f"{tag} restart {i}: first lookup at {first} s from the process's start, "
                                      f"{doc.get('checked_lookups')} lookups bitwise equal to the disk-loaded ones"
-                                     + (f": {doc.get('differences') or doc.get('failure')}" if not doc.get("ok") else ""))
+                                     + failure_note(doc))
         docs.append(doc)
     return docs
 
@@ -371,8 +376,7 @@ def step_engram() -> None:
                     doc = engine_once(["check", *common(MODEL), "--socket", d.socket, "--backend", b],
                                       f"check-{b}", {"model": "generated"}, timeout=300)
                     check(bool(doc.get("ok")), f"{b} full size: every lookup served = safetensors-loaded in one process"
-                                               + (f": {doc.get('differences') or doc.get('failure')}"
-                                                  if not doc.get("ok") else ""))
+                                               + failure_note(doc))
             restart_loop("daemon", b, ["--socket", d.socket, "--backend", b], ARGS.n, f"engram-{b}", 15)
             if fits(60, f"ranks {b}"):
                 ranks(d, b)
@@ -398,8 +402,7 @@ def ranks(d, b: str) -> None:
         record(doc)
         check(bool(doc.get("ok")), f"{tag}: rows {doc.get('row_ranges')}, {doc.get('rows_looked_up')} rows looked up, "
                                    f"bitwise equal to the same rows of the files; first lookup at "
-                                   f"{(doc.get('t') or {}).get('first_lookup')} s"
-                                   + (f": {doc.get('differences') or doc.get('failure')}" if not doc.get("ok") else ""))
+                                   f"{(doc.get('t') or {}).get('first_lookup')} s" + failure_note(doc))
 
 
 def step_self() -> None:
@@ -481,8 +484,8 @@ def summary() -> None:
     if out["bench"]:
         lines.append("")
         lines.append(f"a prefill chunk's Engram work on the GPU ({ARGS.tokens} tokens x 24 rows x 2 layers; a decode "
-                     f"step {ARGS.batch} tokens; median ms over 20 chunks of fresh ids, CUDA events; the Engram layer's "
-                     "work only, no model around it): the gather's share")
+                     f"step {ARGS.batch} tokens; median ms over 20 chunks of fresh ids, CUDA events; the Engram "
+                     "layer's work only, no model around it): the gather's share")
         lines.append(f"{'tables':32} {'rows':>7} {'ids':>7} {'gather w':>9} {'gather s':>9} {'dequant':>8} "
                      f"{'project':>8} {'total':>8} {'share':>6} {'GB/s':>6}")
         for label, bch in out["bench"].items():
@@ -503,7 +506,8 @@ def summary() -> None:
             mine = [d for d in rk if d.get("backend") == b]
             ok = sum(1 for d in mine if d.get("ok"))
             first = [d["t"]["first_lookup"] for d in mine if d.get("ok") and d.get("t")]
-            out["ranks"][b] = {"ranks": len(mine), "ok": ok, "rows_looked_up": sum(d.get("rows_looked_up", 0) for d in mine),
+            out["ranks"][b] = {"ranks": len(mine), "ok": ok,
+                               "rows_looked_up": sum(d.get("rows_looked_up", 0) for d in mine),
                                "first_lookup_s": stats(first),
                                "row_ranges": {str(d.get("rank")): d.get("row_ranges") for d in mine}}
             lines.append(f"{b:16} {ok}/{len(mine)} ok, rows looked up {out['ranks'][b]['rows_looked_up']}, first "
@@ -572,9 +576,10 @@ def environment() -> None:
     for name, cmd in (("gpu", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]),
                       ("kernel", ["uname", "-r"]), ("cpus", ["nproc"]), ("memory", ["free", "-g"]),
                       ("version", [EH, "--version"]),
-                      ("python", [sys.executable, "-c", "import sys, torch; print(sys.version.split()[0], torch.__version__,"
-                                  " torch.version.cuda); import safetensors; print('safetensors', safetensors.__version__);"
-                                  " import importlib.util as u; print('numpy', bool(u.find_spec('numpy')))"])):
+                      ("python", [sys.executable, "-c",
+                                  "import sys, torch; print(sys.version.split()[0], torch.__version__, torch.version.cuda)"
+                                  "; import safetensors; print('safetensors', safetensors.__version__)"
+                                  "; import importlib.util as u; print('numpy', bool(u.find_spec('numpy')))"])):
         try:
             r = sh(cmd, timeout=60)
             env[name] = r.stdout.strip() or " | ".join(r.stderr.strip().splitlines()[-1:])

@@ -590,7 +590,8 @@ def cmd_check(args, clock: Clock) -> int:
             diffs += compare(torch, a, b, name)
             a_all[name] = a
         cross = cpu_cross_check(torch, layout, workload, a_all)
-        doc = {"event": "check", "backend": args.backend, "served_backend": sorted({t.backend for t in imported.tables.values()}),
+        doc = {"event": "check", "backend": args.backend,
+               "served_backend": sorted({t.backend for t in imported.tables.values()}),
                "lookups": workload.names, "rows_per_lookup": {n: int(sum(v["ids"].numel() for v in a_all[n].values()))
                                                                for n in workload.names},
                "differences": diffs[:20], "cpu_cross_check": cross, "finite_x": finite(torch, a_all, "x"),
