@@ -14,19 +14,20 @@ __version__ = "0.1.0"
 
 from ._paths import socket_path
 from ._wire import Expectation, ExpectationKind
-from .client import (ImportedTables, Table, connect, connect_or_load, expect_checkpoint, expect_sha256,
+from .client import (ImportedTables, PendingTables, Table, connect, connect_or_load, expect_checkpoint, expect_sha256,
                      load_from_disk, status, stop)
 from .errors import (BadRequest, Busy, ContentMismatch, CudaUnavailable, DaemonAbsent, DaemonNotTrusted,
                      EngramHostError, ErrorCode, FingerprintMismatch, Internal, LoadFailed, NoAnswer, NotAllowed,
-                     NotReady, ProtocolViolation, Stopping, TimedOut, UnsupportedVersion)
+                     NotReady, ProtocolViolation, StillAttaching, Stopping, TimedOut, UnsupportedVersion)
 
 PROTOCOL_VERSIONS = (1, 2)
 
 __all__ = [
-    "connect", "connect_or_load", "load_from_disk", "status", "stop", "socket_path", "ImportedTables", "Table",
+    "connect", "connect_or_load", "load_from_disk", "status", "stop", "socket_path", "ImportedTables", "PendingTables",
+    "Table",
     "Expectation", "ExpectationKind", "expect_sha256", "expect_checkpoint", "ErrorCode", "EngramHostError",
     "BadRequest", "UnsupportedVersion", "NotReady", "FingerprintMismatch", "NotAllowed", "Stopping", "Internal",
     "LoadFailed", "Busy", "TimedOut",
     "DaemonAbsent", "DaemonNotTrusted", "ProtocolViolation", "NoAnswer", "ContentMismatch", "CudaUnavailable",
-    "PROTOCOL_VERSIONS",
+    "StillAttaching", "PROTOCOL_VERSIONS",
 ]

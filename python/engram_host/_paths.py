@@ -87,6 +87,13 @@ def socket_path(socket: Optional[str] = None, instance: Optional[str] = None, de
     return for_client(socket, os.environ, os.geteuid(), instance, device)
 
 
+def socket_path_checked(socket: Optional[str] = None, instance: Optional[str] = None,
+                        device: Optional[int] = None) -> None:
+    """Checks what :func:`socket_path` would check (placeholders, the instance, absolute, the length) without asking
+    the CUDA driver for ``{device_uuid}``: a UUID of the same length stands in. Raises ValueError as it would."""
+    resolve(template(socket), instance, device, lambda d: "GPU-" + "0" * 8 + "-0000-0000-0000-" + "0" * 12)
+
+
 def for_client(socket: Optional[str], env: Mapping[str, str], euid: int, instance: Optional[str] = None,
                device: Optional[int] = None, uuid_of_device: Optional[Callable[[int], str]] = None) -> str:
     """:func:`socket_path` for a given environment and euid."""

@@ -536,6 +536,238 @@ def _verify_content(imported: ImportedTables, sources: list, threads: int) -> Co
     return ContentReport(by_table, summary)
 
 
+# ------------------------------------------------------------------------------------------ in the background
+
+#: How long, at the interpreter's exit, it waits for background connects still running to stop (each stops at its
+#: next step, or when the driver call it is in returns, and frees what it attached); then the exit goes on.
+EXIT_WAIT = 5.0
+
+
+class _Cancelled(Exception):
+    """Raised inside a background connect's worker once its handle was closed; never reaches the caller."""
+
+
+class _Cancel:
+    """How a background connect is told to stop: a flag its worker looks at between the import's steps, and the
+    socket the worker may be waiting on, shut down (under the lock, never after its close) so that the wait ends."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._sock: Optional[_socket.socket] = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._event.set()
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(_socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def watch(self, sock: _socket.socket) -> None:
+        """The socket the worker is about to wait on."""
+        with self._lock:
+            self._sock = sock
+            if self._event.is_set():
+                self._shutdown()
+
+    def release(self, sock: _socket.socket) -> None:
+        """The socket is the lease now: a cancel no longer touches it."""
+        with self._lock:
+            if self._sock is sock:
+                self._sock = None
+
+    def close(self, sock: _socket.socket) -> None:
+        with self._lock:
+            if self._sock is sock:
+                self._sock = None
+            sock.close()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise _Cancelled()
+
+    def sleep(self, seconds: float) -> None:
+        if self._event.wait(seconds):
+            raise _Cancelled()
+
+
+class _NotCancellable(_Cancel):
+    """The token of a connect on the caller's own thread: nothing to look at, nothing to shut down."""
+
+    def watch(self, sock: _socket.socket) -> None:
+        pass
+
+    def check(self) -> None:
+        pass
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+_NOT_CANCELLABLE = _NotCancellable()
+
+#: Background connects whose worker runs, for the exit's wait.
+_RUNNING: "set[_Background]" = set()
+_RUNNING_LOCK = threading.Lock()
+_EXIT_HOOKED = False
+
+
+def _at_exit() -> None:
+    """Stops every background connect still running and waits up to :data:`EXIT_WAIT` for their workers, so that
+    the exit neither waits for an attach nobody will use nor cuts a driver call of one short."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for b in running:
+        b.cancel()
+    deadline = time.monotonic() + EXIT_WAIT
+    for b in running:
+        b.thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Background:
+    """A background connect's state, shared by its worker thread and its :class:`PendingTables` (which the worker
+    does not reference, so that a handle dropped unclosed can be collected and stop the attach)."""
+
+    def __init__(self, run: Callable[[_Cancel], ImportedTables], what: str):
+        global _EXIT_HOOKED
+        self.what = what
+        self.token = _Cancel()
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.result: Optional[ImportedTables] = None
+        self.error: Optional[BaseException] = None
+        self.error_traceback = None  # the worker's, so that each wait() raises it as it happened
+        self.closed = False
+        self.taken = False
+        self.thread = threading.Thread(target=self._run, args=(run,), name="engram-attach", daemon=True)
+        with _RUNNING_LOCK:
+            if not _EXIT_HOOKED:
+                import atexit
+                atexit.register(_at_exit)
+                _EXIT_HOOKED = True
+            _RUNNING.add(self)
+        try:
+            self.thread.start()
+        except BaseException:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(self)
+            raise
+
+    def _run(self, run: Callable[[_Cancel], ImportedTables]) -> None:
+        try:
+            try:
+                imported = run(self.token)
+            except BaseException as e:
+                with self.lock:
+                    if not self.token.cancelled:
+                        self.error, self.error_traceback = e, e.__traceback__
+                return
+            with self.lock:
+                keep = not self.token.cancelled
+                if keep:
+                    self.result = imported
+            if not keep:
+                imported.close()  # closed meanwhile: nobody will take these
+        finally:
+            self.done.set()
+            with _RUNNING_LOCK:
+                _RUNNING.discard(self)
+
+    def cancel(self) -> None:
+        """Stops the attach at its next step (the worker frees what it attached) and closes tables it finished."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            imported, self.result = self.result, None
+            self.token.cancel()
+        if imported is not None:
+            imported.close()
+
+    def collected(self) -> None:
+        """The handle was garbage-collected unclosed: tables handed out by wait() stay the caller's; anything else
+        is stopped and freed."""
+        with self.lock:
+            if self.taken:
+                return
+        self.cancel()
+
+
+class PendingTables:
+    """What ``connect(..., background=True)`` returns at once: the import, running on a daemon thread of its own
+    (``engram-attach``). :meth:`ready` says without waiting whether it has finished; :meth:`wait` returns its
+    :class:`ImportedTables` or raises what ``connect`` would have raised; :meth:`close` (or leaving ``with``) stops
+    it and frees everything it attached, and closes its tables if it had finished. A handle dropped without
+    ``close()`` stops an attach whose tables :meth:`wait` has not handed out. At the interpreter's exit, an attach
+    still running is stopped (waiting up to :data:`EXIT_WAIT` seconds for its worker)."""
+
+    def __init__(self, run: Callable[[_Cancel], ImportedTables], what: str):
+        self._state = _Background(run, what)
+        self._finalizer = weakref.finalize(self, _Background.collected, self._state)
+        self._finalizer.atexit = False  # the exit's own hook stops what still runs
+
+    def __repr__(self) -> str:
+        s = self._state
+        state = ("closed" if s.closed else "failed" if s.error is not None else "ready" if s.done.is_set()
+                 else "attaching")
+        return f"PendingTables({s.what!r}, {state})"
+
+    def __enter__(self) -> "PendingTables":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def ready(self) -> bool:
+        """True once :meth:`wait` would not wait: the import finished, with tables or with an error, or was closed."""
+        return self._state.closed or self._state.done.is_set()
+
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
+
+    def wait(self, timeout: Optional[float] = None) -> ImportedTables:
+        """The imported tables, once the attach has finished (the same object on every call): waits up to
+        ``timeout`` seconds (None: as long as it takes). Raises the error ``connect`` would have raised (the same
+        exception object on every call), :class:`StillAttaching` (a :class:`TimeoutError`) when ``timeout`` passes
+        first, the attach going on, and :class:`EngramHostError` once the handle is closed."""
+        s = self._state
+        if not s.closed and not s.done.wait(timeout):
+            raise E.StillAttaching(f"the background connect to {s.what} is still attaching after {timeout:g} s; it "
+                                   "goes on: wait() again, or close() to stop it")
+        with s.lock:
+            if s.closed:
+                raise E.EngramHostError(f"the background connect to {s.what} was closed")
+            if s.error is not None:
+                raise s.error.with_traceback(s.error_traceback)
+            s.taken = True
+            return s.result
+
+    def cancel(self) -> None:
+        """Stops the import without waiting: the worker stops at its next step (or when the driver call it is in
+        returns) and frees what it attached; finished tables are closed. Idempotent."""
+        self._state.cancel()
+
+    def close(self) -> None:
+        """:meth:`cancel`, then waits until the worker has freed everything (its fds, mappings, registrations,
+        imports and the connection, so the daemon ends the lease). Tables :meth:`wait` returned are closed too (as
+        :meth:`ImportedTables.close`: views handed out keep their memory until they are freed). Idempotent."""
+        self._finalizer.detach()
+        s = self._state
+        s.cancel()
+        if s.thread is not threading.current_thread():
+            s.thread.join()
+
+
 # ------------------------------------------------------------------------------------------ connecting
 
 
@@ -571,9 +803,11 @@ def _trusted_uids(daemon_uid) -> list[int]:
     return uids
 
 
-def _handshake(path: str, daemon_uid, timeout: float, name: str) -> _Connected:
+def _handshake(path: str, daemon_uid, timeout: float, name: str, token: Optional["_Cancel"] = None) -> _Connected:
+    token = token or _NOT_CANCELLABLE
     sock = _connect_socket(path, timeout)
     channel = _wire.Channel(sock, timeout)
+    token.watch(sock)
     try:
         pid, uid, _gid = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED,
                                                              struct.calcsize("3i")))
@@ -603,10 +837,10 @@ def _handshake(path: str, daemon_uid, timeout: float, name: str) -> _Connected:
         channel.version = welcome.version
         return _Connected(path, channel, pid, uid, welcome)
     except _wire.ProtocolError as e:
-        channel.close()
+        token.close(sock)
         raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
     except BaseException:
-        channel.close()
+        token.close(sock)
         raise
 
 
@@ -778,7 +1012,7 @@ def _ms(ns: int) -> float:
 def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = None, cpu_view: bool = False,
             wait: float = 0.0, daemon_uid=None, *, instance: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
             populate: bool = False, name: str = "engram_host (python)", tables: Sequence[str] = (),
-            accept_future_write_seal: bool = False) -> ImportedTables:
+            accept_future_write_seal: bool = False, background: bool = False):
     """Imports the daemon's tables. ``socket``: a path or template (default as the Java CLI: ``--socket``,
     ``$ENGRAM_HOST_SOCKET``, then the per-user default). ``expect``: see :func:`expectation_of`; ``tables``:
     with ``expect=PATH``, globs choosing its tables, as ``serve --tables``. ``device``: a
@@ -790,14 +1024,68 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     sealed FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
     FUTURE_WRITE leaves writable a mapping made before it; docs/security.md).
 
+    ``background``: return at once a :class:`PendingTables` while the whole import (the socket's connect, the
+    handshake, the expected checkpoint's headers, the manifest, the attach) runs on a thread of its own; its
+    :meth:`PendingTables.wait` returns these :class:`ImportedTables` or raises what this call would have raised.
+    Arguments of the wrong type or value raise here, before any thread starts.
+
     Raises :class:`DaemonAbsent` when no daemon listens, the code's subclass of :class:`EngramHostError` for a
     daemon's ERROR, :class:`DaemonNotTrusted`, :class:`ProtocolViolation` or :class:`NoAnswer`.
     """
     t_start = time.perf_counter_ns()
     if device is not None and not 0 <= device <= _wire.MAX_DEVICE:
         raise ValueError(f"device {device} is not a GPU ordinal 0..{_wire.MAX_DEVICE}")
-    expectation = expectation_of(expect, tables)
-    path = _paths.socket_path(socket, instance, device)
+    for what, value in (("wait", wait), ("timeout", timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{what}: {value!r} is not a number of seconds")
+    if not background:
+        expectation = expectation_of(expect, tables)
+        path = _paths.socket_path(socket, instance, device)
+        return _connect(path, expectation, device, cpu_view, wait, daemon_uid, timeout, populate, name,
+                        accept_future_write_seal, t_start, _NOT_CANCELLABLE)
+    # On the caller's thread: only what checks the arguments. A checkpoint's headers (expect=PATH) are read on the
+    # worker, and a socket template with {device_uuid} (which asks the CUDA driver) is resolved there.
+    _trusted_uids(daemon_uid)
+    expectation = _expectation_later(expect, tables)
+    if "{device_uuid}" in _paths.template(socket):
+        # the template's form is checked now with a UUID of the real one's length; the driver is asked on the worker
+        _paths.socket_path_checked(socket, instance, device)
+        path = None
+    else:
+        path = _paths.socket_path(socket, instance, device)
+    shown = path if path is not None else _paths.template(socket)
+
+    def run(token: _Cancel) -> ImportedTables:
+        resolved = path if path is not None else _paths.socket_path(socket, instance, device)
+        wanted = expectation() if callable(expectation) else expectation
+        token.check()
+        return _connect(resolved, wanted, device, cpu_view, wait, daemon_uid, timeout, populate, name,
+                        accept_future_write_seal, t_start, token)
+
+    return PendingTables(run, shown)
+
+
+def _expectation_later(expect, tables: Sequence[str]):
+    """For a background connect: the expectation now when it costs nothing, else (a checkpoint, whose headers are
+    read) a function that builds it on the worker; either way, an ``expect`` or ``tables`` of the wrong kind is
+    refused now, as :func:`expectation_of` refuses it."""
+    if not _is_checkpoint(expect):
+        return expectation_of(expect, tables)
+    paths = [expect] if isinstance(expect, (str, os.PathLike)) else list(expect)
+    for p in paths:
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"expect: {type(p).__name__} in the list of checkpoint paths is not a path")
+    if isinstance(tables, (str, bytes)) or not all(isinstance(t, str) for t in tables):
+        raise TypeError(f"tables: {tables!r} is not a list of globs")
+    chosen = list(tables)
+    return lambda: expectation_of(paths, chosen)
+
+
+def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], cpu_view: bool, wait: float,
+             daemon_uid, timeout: float, populate: bool, name: str, accept_future_write_seal: bool, t_start: int,
+             token: "_Cancel") -> ImportedTables:
+    """:func:`connect`'s import, its arguments checked; ``token`` says when a background connect was closed (it is
+    looked at between the steps, and the socket shut down to wake a wait for the daemon's answer)."""
     gpu = _GpuPrep(device) if device is not None else None
     torch_warm = None
     if device is not None and "torch" in sys.modules:
@@ -806,7 +1094,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     timings: dict = {}
     try:
         t0 = time.perf_counter_ns()
-        c = _handshake(path, daemon_uid, timeout, name)
+        c = _handshake(path, daemon_uid, timeout, name, token)
         timings["handshake_ms"] = _ms(time.perf_counter_ns() - t0)
     except BaseException:
         if gpu is not None:
@@ -818,13 +1106,14 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
         t0 = time.perf_counter_ns()
         deadline = time.monotonic() + wait
         while True:
+            token.check()
             c.channel.send(_wire.encode_import(c.channel.version, -1 if device is None else device, expectation))
             msg = _receive(c.channel, path, c.channel.version)
             fds = msg.fds
             if msg.msg_type == _wire.ERROR:
                 reply = _wire.decode_error(_wire.Reader(msg.body, "ERROR"))
                 if reply.code == E.ErrorCode.NOT_READY and time.monotonic() < deadline:
-                    time.sleep(NOT_READY_RETRY)
+                    token.sleep(NOT_READY_RETRY)
                     continue
                 if reply.code == E.ErrorCode.FINGERPRINT_MISMATCH:
                     raise _mismatch(reply, path, expectation)
@@ -851,14 +1140,16 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
             timings["torch_init_wait_ms"] = _ms(time.perf_counter_ns() - t0)
         t0 = time.perf_counter_ns()
         cpu, gpu_addr, region_timings = _attach(manifest, fds, attachment, device, cpu_view, populate, path, timings,
-                                                accept_future_write_seal)
+                                                accept_future_write_seal, token.check)
         fds = []
         timings["attach_ms"] = _ms(time.perf_counter_ns() - t0)
+        token.check()
         timings["total_ms"] = _ms(time.perf_counter_ns() - t_start)
         # the daemon's pid as SO_PEERCRED gave it, in this process's pid namespace (0 when not visible from it);
         # WELCOME's pid (c.welcome.pid) is the daemon's own view, which from another namespace names another process
         if headers_only:  # said once the tables are the engine's, not for an import refused after all
             _say(HEADERS_ONLY)
+        token.release(c.channel.sock)  # the connection is the lease now: a cancel no longer shuts it down
         imported = ImportedTables("daemon", manifest.fingerprint_sha256.hex(), attachment, device, cpu_view,
                                   c.channel, c.welcome, c.peer_pid, timings, region_timings)
         for e in manifest.tables:
@@ -869,14 +1160,14 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
                                             _wire.KIND_BACKENDS[e.kind])
         return imported
     except _wire.ProtocolError as e:
-        _abandon(c, fds, attachment, gpu)
+        _abandon(c, fds, attachment, gpu, token)
         raise E.ProtocolViolation(f"the daemon on {path} broke the protocol: {e}") from None
     except BaseException:
-        _abandon(c, fds, attachment, gpu)
+        _abandon(c, fds, attachment, gpu, token)
         raise
 
 
-def _abandon(c: _Connected, fds: list, attachment: _Attachment, gpu: Optional[_GpuPrep]) -> None:
+def _abandon(c: _Connected, fds: list, attachment: _Attachment, gpu: Optional[_GpuPrep], token: "_Cancel") -> None:
     for fd in fds:
         try:
             os.close(fd)
@@ -885,7 +1176,7 @@ def _abandon(c: _Connected, fds: list, attachment: _Attachment, gpu: Optional[_G
     attachment.free_now()
     if gpu is not None:
         gpu.discard()
-    c.channel.close()
+    token.close(c.channel.sock)
 
 
 def _region_what(manifest: _wire.Manifest, i: int) -> str:
@@ -897,8 +1188,10 @@ def _region_what(manifest: _wire.Manifest, i: int) -> str:
 
 
 def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device: Optional[int], cpu_view: bool,
-            populate: bool, path: str, timings: dict, accept_future_write_seal: bool = False) -> tuple[list, list, list]:
-    """Maps every region; every resource goes to ``attachment``. Closes every fd, on success or failure."""
+            populate: bool, path: str, timings: dict, accept_future_write_seal: bool = False,
+            check: Callable[[], None] = lambda: None) -> tuple[list, list, list]:
+    """Maps every region; every resource goes to ``attachment``. Closes every fd, on success or failure.
+    ``check`` is called before each region's attach (a background connect's cancellation raises there)."""
     n = len(fds)
     cpu = [0] * n
     gpu = [0] * n
@@ -920,6 +1213,7 @@ def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device
             if r.kind == _wire.KIND_VMM_DEVICE:
                 dev.append(i)
                 continue
+            check()
             t0 = time.perf_counter_ns()
             addr = _memory.map_read_only(fds[i], r.size, populate)
             attachment.add(f"munmap of region {i}", lambda a=addr, s=r.size: _memory.unmap(a, s))
@@ -945,6 +1239,7 @@ def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device
             if device is None:
                 raise E.EngramHostError(f"{_wire.KIND_BACKENDS[first.kind]} memory needs a GPU to attach: import "
                                         "with a device (device=N, --gpu --device N)")
+            check()
             from . import _cuda
             imp = _cuda.VmmImport(attachment.device,
                                   [(fds[i], manifest.regions[i].size,
@@ -982,6 +1277,9 @@ def connect_or_load(checkpoint: Union[PathLike, Sequence[PathLike]], socket: Opt
     process's own memory, said in one line on stderr (or to ``notice``). ``.source`` says which happened.
     Whatever a live daemon answers (a refusal, a mismatch, BUSY, a timeout) and a daemon this client does not
     trust raise: none of them turns into a slow disk load."""
+    if kwargs.get("background"):
+        raise TypeError("connect_or_load has no background= (only connect has): its fallback is decided by the "
+                        "connect, on the caller's thread")
     paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     try:
         return connect(socket, expect, device, cpu_view, wait, daemon_uid,

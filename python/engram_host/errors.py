@@ -169,3 +169,8 @@ class ContentMismatch(EngramHostError):
 
 class CudaUnavailable(EngramHostError):
     """A GPU view was asked for but the CUDA driver cannot be used; the message says why."""
+
+
+class StillAttaching(TimeoutError):
+    """:meth:`engram_host.PendingTables.wait` ran out of its ``timeout`` before the background connect finished. Not
+    an :class:`EngramHostError`: nothing failed, and the attach goes on (``wait()`` again, or ``close()``)."""
