@@ -29,6 +29,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Objects;
 import java.util.stream.Collectors;
 
 /** The client library's entry points: import tables, ask for status, stop a daemon. */
@@ -47,6 +48,25 @@ public final class EngramClient {
      *     daemon this client does not trust (uid, seals) or one that breaks the protocol
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
+        return connect(socket, expectation, options, Cancel.NONE);
+    }
+
+    /**
+     * {@link #connect}, on a thread of its own: returns at once a {@link PendingTables}, whose {@link
+     * PendingTables#await()} gives the tables once the attach has completed, or throws what {@code connect} would
+     * have thrown. Everything runs on that thread ({@code engram-attach}, a daemon thread): the native bindings'
+     * load, the socket's connect, the handshake, the retries while the daemon loads, the GPU's context and the
+     * attach; this call only starts it. {@link PendingTables#close()} stops it at its next step and frees whatever
+     * it attached.
+     */
+    public static PendingTables connectInBackground(Path socket, Expectation expectation, ClientOptions options) {
+        Objects.requireNonNull(socket, "socket");
+        Objects.requireNonNull(expectation, "expectation");
+        Objects.requireNonNull(options, "options");
+        return PendingTables.start(socket.toString(), cancel -> connect(socket, expectation, options, cancel));
+    }
+
+    private static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options, Cancel cancel) {
         Lap lap = Lap.start();
         Warmup.start();
         GpuPreparation gpu = options.gpuView() ? GpuPreparation.take(options.device()) : null;
@@ -54,7 +74,8 @@ public final class EngramClient {
         long nativeInitNanos = lap.lap();
         Connected c;
         try {
-            c = handshake(socket, options);
+            cancel.check();
+            c = handshake(socket, options, cancel);
         } catch (RuntimeException e) {
             if (gpu != null) {
                 gpu.awaitQuietly();
@@ -63,11 +84,11 @@ public final class EngramClient {
         }
         long handshakeNanos = lap.lap();
         List<AutoCloseable> resources = new ArrayList<>();
+        List<Fd> fds = List.of();
         try {
             Manifest manifest;
-            List<Fd> fds;
             boolean headersOnly;
-            try (ProtocolChannel.Incoming in = requestImport(c, expectation, options)) {
+            try (ProtocolChannel.Incoming in = requestImport(c, expectation, options, cancel)) {
                 manifest = Manifest.decode(in.reader());
                 if (in.fdCount() != manifest.regions().size()) {
                     throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
@@ -85,11 +106,17 @@ public final class EngramClient {
             long gpuPrepareNanos = ImportTimings.NOT_MEASURED;
             long gpuPrepareWaitNanos = ImportTimings.NOT_MEASURED;
             if (gpu != null) {
-                gpuPrepareNanos = gpu.await();
+                GpuPreparation taken = gpu;
+                gpu = null;
+                gpuPrepareNanos = taken.await();
                 gpuPrepareWaitNanos = lap.lap();
             }
-            RegionAttach attached = RegionAttach.attach(manifest, fds, options, resources);
+            cancel.check();
+            List<Fd> attaching = fds;
+            fds = List.of(); // RegionAttach closes them, whatever happens
+            RegionAttach attached = RegionAttach.attach(manifest, attaching, options, resources, cancel);
             long attachNanos = lap.lap();
+            cancel.check();
             if (headersOnly) { // said once the tables are the engine's, not for an import refused after all
                 options.notices().accept(HEADERS_ONLY);
             }
@@ -98,20 +125,30 @@ public final class EngramClient {
                     attachNanos, ImportTimings.NOT_MEASURED, lap.total());
             Guard guard = ImportedTables.guardFor("imported tables of " + socket, resources);
             int daemonPid = c.peer.pid();
+            cancel.release(c.channel.connection()); // the lease: a cancel from now on closes the tables instead
             DaemonWatch watch = new DaemonWatch(c.channel.connection().rawFd());
             return new ImportedTables(ImportedTables.Source.DAEMON, ImportedTables.views(manifest, attached.host, attached.gpu, guard),
                     timings, List.of(attached.perRegion), HexFormat.of().formatHex(manifest.fingerprintSha256()), c.channel, c.version, watch,
                     guard, daemonPid);
         } catch (ProtocolException e) {
             EngramClientException wrapped = protocolError(socket, e);
-            Closer.closeAllAfter(wrapped, resources);
-            c.channel.close();
+            abandon(wrapped, c, fds, resources, gpu, cancel);
             throw wrapped;
         } catch (RuntimeException e) {
-            Closer.closeAllAfter(e, resources);
-            c.channel.close();
+            abandon(e, c, fds, resources, gpu, cancel);
             throw e;
         }
+    }
+
+    /** A failed or cancelled import: the fds received and not yet attached, every resource, the connection. */
+    private static void abandon(Throwable cause, Connected c, List<Fd> fds, List<AutoCloseable> resources,
+            GpuPreparation gpu, Cancel cancel) {
+        fds.forEach(Fd::close);
+        Closer.closeAllAfter(cause, resources);
+        if (gpu != null) {
+            gpu.awaitQuietly();
+        }
+        cancel.close(c.channel);
     }
 
     /**
@@ -261,6 +298,10 @@ public final class EngramClient {
      * gave. The first frame may be an ERROR the daemon sent at accept (NOT_ALLOWED, BUSY).
      */
     static Connected handshake(Path socket, ClientOptions options) {
+        return handshake(socket, options, Cancel.NONE);
+    }
+
+    private static Connected handshake(Path socket, ClientOptions options, Cancel cancel) {
         Warmup.start();
         UnixConnection conn;
         try {
@@ -272,6 +313,7 @@ public final class EngramClient {
             throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage(), e);
         }
         ProtocolChannel channel = new ProtocolChannel(conn);
+        cancel.watch(conn);
         try {
             PeerCredentials peer = conn.peerCredentials();
             DaemonTrust.checkPeer(socket, peer, options);
@@ -294,24 +336,26 @@ public final class EngramClient {
                 return new Connected(socket, channel, peer, w, w.version());
             }
         } catch (ProtocolException e) {
-            channel.close();
+            cancel.close(channel);
             throw protocolError(socket, e);
         } catch (RuntimeException e) {
-            channel.close();
+            cancel.close(channel);
             throw e;
         }
     }
 
-    private static ProtocolChannel.Incoming requestImport(Connected c, Expectation expectation, ClientOptions options) {
+    private static ProtocolChannel.Incoming requestImport(Connected c, Expectation expectation, ClientOptions options,
+            Cancel cancel) {
         long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         while (true) {
+            cancel.check();
             c.channel.send(new ImportRequest(0, options.device(), expectation).encode(c.version));
             ProtocolChannel.Incoming in = receive(c, options);
             if (in.type() == MessageType.ERROR) {
                 ErrorReply e = ErrorReply.decode(in.reader());
                 in.close();
                 if (e.code() == ErrorCode.NOT_READY && System.nanoTime() < deadline) {
-                    sleep(100);
+                    cancel.sleep(100);
                     continue;
                 }
                 if (e.code() == ErrorCode.FINGERPRINT_MISMATCH) {
@@ -386,12 +430,4 @@ public final class EngramClient {
         return new EngramClientException(e.code(), e.wireCode(), e.codeName() + ": " + e.describe(), e.details());
     }
 
-    private static void sleep(long ms) {
-        try {
-            Thread.sleep(ms);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            throw new EngramClientException("interrupted while waiting for the daemon", e);
-        }
-    }
 }

@@ -44,7 +44,9 @@ final class RegionAttach {
         Arrays.fill(perRegion, RegionTimings.NONE);
     }
 
-    static RegionAttach attach(Manifest manifest, List<Fd> fds, ClientOptions options, List<AutoCloseable> resources) {
+    /** Looks at {@code cancel} before each region's attach (a background connect's close throws there). */
+    static RegionAttach attach(Manifest manifest, List<Fd> fds, ClientOptions options, List<AutoCloseable> resources,
+            Cancel cancel) {
         RegionAttach a = new RegionAttach(fds.size(), options.gpuView());
         try {
             for (int i = 0; i < fds.size(); i++) {
@@ -61,6 +63,7 @@ final class RegionAttach {
                 } else if (r.kind() == RegionKind.VMM_DEVICE) {
                     vmmDevice.add(i);
                 } else if (r.kind().memfd()) {
+                    cancel.check();
                     Lap lap = Lap.start();
                     Mapping m = ReadOnlyMapping.map(fds.get(i), r.size(), options.populate());
                     resources.add(m);
@@ -83,7 +86,9 @@ final class RegionAttach {
                 }
             }
             Access hostAccess = options.cpuView() ? Access.READ_ONLY.withCpuView() : Access.READ_ONLY;
+            cancel.check();
             a.vmm = a.importVmm(manifest, fds, vmmHost, hostAccess, options, resources);
+            cancel.check();
             a.device = a.importVmm(manifest, fds, vmmDevice, Access.READ_ONLY, options, resources);
             return a;
         } finally {

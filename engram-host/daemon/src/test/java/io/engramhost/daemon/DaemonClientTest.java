@@ -46,7 +46,7 @@ class DaemonClientTest {
     }
 
     /** One memfd holding two tables: rows of 8 bytes with value row*3, and an empty table. */
-    private static Catalog catalog() {
+    static Catalog catalog() {
         MemfdRegion region = MemfdRegion.create("engram.test", 4096, PageKind.SMALL, null);
         for (int i = 0; i < 16; i++) {
             MEM.putLong(region.writable().address() + 8L * i, i * 3L);
