@@ -45,7 +45,11 @@ public final class PendingTables implements AutoCloseable {
 
     static PendingTables start(String socket, Function<Cancel, ImportedTables> run) {
         if (EXIT_HOOKED.compareAndSet(false, true)) {
-            Runtime.getRuntime().addShutdownHook(new Thread(PendingTables::stopRunning, "engram-attach-exit"));
+            try {
+                Runtime.getRuntime().addShutdownHook(new Thread(PendingTables::stopRunning, "engram-attach-exit"));
+            } catch (IllegalStateException exiting) {
+                // the JVM is exiting already: its daemon threads end with it
+            }
         }
         PendingTables p = new PendingTables(socket, run);
         RUNNING.add(p);
