@@ -42,13 +42,23 @@ def require_java(test: unittest.TestCase) -> None:
         test.skipTest(reason)
 
 
-def require_test_launcher(test: unittest.TestCase) -> None:
-    """Skips unless the test launcher (and its test jar) can run here: a release has neither."""
-    require_java(test)
+def test_launcher_reason() -> Optional[str]:
+    """Why the test launcher (and its test jar) cannot run here, or None: a release has neither."""
+    reason = java_app_reason()
+    if reason:
+        return reason
     jars = os.path.join(REPO, "engram-host", "cli", "target")
     if "ENGRAM_HOST_TEST_LAUNCHER" not in os.environ and not (
             os.path.isdir(jars) and any(f.endswith("-tests.jar") for f in os.listdir(jars))):
-        test.skipTest("the test launcher is not built (mvn -DskipTests package builds the cli test jar)")
+        return "the test launcher is not built (mvn -DskipTests package builds the cli test jar)"
+    return None
+
+
+def require_test_launcher(test: unittest.TestCase) -> None:
+    """Skips unless the test launcher (and its test jar) can run here: a release has neither."""
+    reason = test_launcher_reason()
+    if reason:
+        test.skipTest(reason)
 
 
 def run_cli(*args: str, env: Optional[dict] = None, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
 from support import (PYTHON_DIR, TEST_LAUNCHER, Daemon, Peer, fd_count, generate, java_app_reason,  # noqa: E402
-                     memfd_mappings, require_test_launcher, safetensors_tables)
+                     memfd_mappings, require_test_launcher, safetensors_tables, test_launcher_reason)
 
 QUIET = logging.NullHandler()
 
@@ -40,9 +40,7 @@ def setUpModule():
     # both daemons start at once; the gated one stays loading (it answers NOT_READY) until GATE exists
     GATE = os.path.join(WORK, "gate")
     GATED = None
-    if os.access(TEST_LAUNCHER, os.X_OK) and any(
-            f.endswith("-tests.jar") for f in os.listdir(os.path.join(os.path.dirname(PYTHON_DIR), "engram-host",
-                                                                      "cli", "target"))):
+    if test_launcher_reason() is None:
         GATED = Daemon(OTHER, env={"ENGRAM_HOST_TEST_LOAD_GATE": "before-read:" + GATE}, wait_ready=False,
                        launcher=TEST_LAUNCHER)
     DAEMON = Daemon(CKPT)
