@@ -6,13 +6,16 @@ imported first, as an engine has it, and not counted), in turn:
 
   model_only       the engine's own start-up alone: torch.cuda initialisation and a model build (LAYERS bf16
                    nn.Linear(HIDDEN, HIDDEN) made on the GPU, H2D_GIB GiB copied from host memory, one forward
-                   pass, synchronised);
+                   pass, synchronised); with --startup reference, first the reference engine's own start-up
+                   (engram_host.reference: CUDA on the device, the model directory's layout, the workload's hasher
+                   and every layer's wkv read and dequantised onto the GPU; docs/reference.md);
   blocking         engram_host.connect(device=D) (blocking), then the same start-up;
   background       engram_host.connect(device=D, background=True), the same start-up, then pending.wait();
   background_idle  connect(background=True) then wait() at once: the background machinery's own cost.
 
-Every variant that imports then makes every table a tensor and gathers 64Ki rows of each (synchronised): the tables
-are used, not only attached. Per variant and trial: the call's time on the caller (call_ms), the start-up's
+Every variant that imports then uses the tables (use_ms, after total_ms): every table made a tensor and 64Ki rows of
+each gathered, or with --startup reference the reference engine's first lookup (a prefill chunk: hashing, gathers,
+dequantisation, projection), synchronised. Per variant and trial: the call's time on the caller (call_ms), the start-up's
 (model_ms), how long wait() blocked after it (wait_ms), the time from the first call to model built and tables
 usable (total_ms), and the import's own timings (attach_ms, total_ms on the worker, ...). The summary gives the
 medians over the trials of:
@@ -31,6 +34,7 @@ the repository's or the bundle's python/):
 
   PYTHONPATH=python python3 scripts/gpu/gpu-async-attach.py --socket /tmp/d.sock [--device 0] [--trials 5]
       [--layers 32] [--hidden 8192] [--h2d-gib 1] [--expect MODEL_DIR] [--out FILE.json]
+      [--startup reference --model MODEL_DIR]   (the daemon must serve MODEL_DIR; it is then also expected)
 
 Prints one JSON document (also to --out), and each child's result on stderr as it comes.
 """
@@ -67,9 +71,35 @@ def build_model(torch, device: int, layers: int, hidden: int, h2d_gib: float):
     return model, copied, y
 
 
-def use_tables(torch, imported) -> float:
-    """Every table as a tensor, and a gather of 64Ki rows of each on the GPU; returns milliseconds."""
+def start_up(torch, args) -> dict:
+    """The engine's own start-up (the reference engine's, then the model build), synchronised; what use_tables
+    needs afterwards."""
+    kept: dict = {}
+    if args.startup == "reference":
+        from engram_host.reference import gpu as ref
+        from engram_host.reference.layout import Layout
+        device = ref._device(torch, args.device)  # torch.cuda.set_device: PyTorch's CUDA starts here
+        layout = Layout(args.model)
+        workload = ref.Workload(torch, layout, device, args.seed, args.tokens, args.steps, args.batch)
+        wkv = ref.Tables(torch, layout, device, {})
+        wkv.load_wkv()
+        torch.cuda.synchronize(device)
+        kept.update(ref=ref, layout=layout, workload=workload, wkv=wkv.wkv, device=device)
+    if args.layers > 0 or args.h2d_gib > 0:
+        kept["model"] = build_model(torch, args.device, args.layers, args.hidden, args.h2d_gib)
+    return kept
+
+
+def use_tables(torch, imported, kept: dict) -> float:
+    """The reference engine's first lookup on the served tables; else every table as a tensor and a gather of
+    64Ki rows of each on the GPU. Returns milliseconds."""
     t0 = time.perf_counter()
+    if "ref" in kept:
+        tables = kept["ref"].served_tables(torch, imported, kept["layout"], kept["device"])
+        tables.wkv = kept["wkv"]
+        kept["first_lookup"] = kept["workload"].run(tables, "prefill")
+        torch.cuda.synchronize(kept["device"])
+        return (time.perf_counter() - t0) * 1e3
     for table in imported.tables.values():
         t = table.to_torch()
         if t.dim() >= 1 and t.shape[0] > 0:
@@ -84,27 +114,27 @@ def child(args) -> dict:
     import torch  # noqa: F401  (an engine has it imported before it connects)
     import engram_host
     kwargs = {"device": args.device if args.device >= 0 else None}
-    if args.expect:
-        kwargs["expect"] = args.expect
+    if args.expect or args.model:
+        kwargs["expect"] = args.expect or args.model
     out = {"variant": args.child}
     imported = None
     t0 = time.perf_counter()
     if args.child == "model_only":
-        kept = build_model(torch, args.device, args.layers, args.hidden, args.h2d_gib)
+        kept = start_up(torch, args)
         out["model_ms"] = (time.perf_counter() - t0) * 1e3
         out["total_ms"] = out["model_ms"]
     elif args.child == "blocking":
         imported = engram_host.connect(args.socket, **kwargs)
         t1 = time.perf_counter()
         out["call_ms"] = (t1 - t0) * 1e3
-        kept = build_model(torch, args.device, args.layers, args.hidden, args.h2d_gib)
+        kept = start_up(torch, args)
         out["model_ms"] = (time.perf_counter() - t1) * 1e3
         out["wait_ms"] = 0.0
     elif args.child == "background":
         pending = engram_host.connect(args.socket, background=True, **kwargs)
         t1 = time.perf_counter()
         out["call_ms"] = (t1 - t0) * 1e3
-        kept = build_model(torch, args.device, args.layers, args.hidden, args.h2d_gib)
+        kept = start_up(torch, args)
         t2 = time.perf_counter()
         out["model_ms"] = (t2 - t1) * 1e3
         out["ready_after_model"] = pending.ready()
@@ -116,12 +146,15 @@ def child(args) -> dict:
         out["call_ms"] = (t1 - t0) * 1e3
         imported = pending.wait()
         out["wait_ms"] = (time.perf_counter() - t1) * 1e3
-        kept = None
+        out["total_ms"] = (time.perf_counter() - t0) * 1e3
+        kept = {}
+        if args.startup == "reference":  # what use_tables needs, after the timed part
+            kept = start_up(torch, argparse.Namespace(**{**vars(args), "layers": 0, "h2d_gib": 0.0}))
     else:
         raise SystemExit(f"unknown variant {args.child}")
     if imported is not None:
-        out["total_ms"] = (time.perf_counter() - t0) * 1e3
-        out["use_ms"] = use_tables(torch, imported)
+        out.setdefault("total_ms", (time.perf_counter() - t0) * 1e3)
+        out["use_ms"] = use_tables(torch, imported, kept)
         out["import_timings"] = imported.timings
         out["tables"] = len(imported.tables)
         out["bytes"] = sum(t.nbytes for t in imported.tables.values())
@@ -148,12 +181,21 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=8192)
     ap.add_argument("--h2d-gib", type=float, default=1.0)
     ap.add_argument("--expect", help="a model directory the daemon must serve (default: anything)")
+    ap.add_argument("--startup", choices=["model", "reference"], default="model",
+                    help="model: torch.cuda and the model build; reference: the reference engine's start-up first")
+    ap.add_argument("--model", help="with --startup reference: the model directory the daemon serves")
+    ap.add_argument("--seed", type=int, default=26, help=argparse.SUPPRESS)
+    ap.add_argument("--tokens", type=int, default=8192, help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=8, help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out")
     ap.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if not args.socket:
         ap.error("no daemon socket: --socket PATH or ENGRAM_HOST_SOCKET")
+    if args.startup == "reference" and not args.model:
+        ap.error("--startup reference needs --model MODEL_DIR (the directory the daemon serves)")
     if args.child:
         print("RESULT " + json.dumps(child(args)), flush=True)
         return 0
@@ -168,6 +210,10 @@ def main() -> int:
             "--layers", str(args.layers), "--hidden", str(args.hidden), "--h2d-gib", str(args.h2d_gib)]
     if args.expect:
         base += ["--expect", args.expect]
+    base += ["--startup", args.startup, "--seed", str(args.seed), "--tokens", str(args.tokens), "--steps",
+             str(args.steps), "--batch", str(args.batch)]
+    if args.model:
+        base += ["--model", args.model]
     for trial in range(args.trials):
         order = variants[trial % len(variants):] + variants[:trial % len(variants)]  # rotated, so none is always first
         for v in order:
@@ -223,7 +269,8 @@ def main() -> int:
         "daemon": {"backend": status.get("backend"), "bytes": status.get("bytes"),
                    "gib": round((status.get("bytes") or 0) / 2**30, 3), "version": status.get("version")},
         "imported": {k: any_import.get(k) for k in ("tables", "bytes", "backends")},
-        "model": {"layers": args.layers, "hidden": args.hidden, "dtype": "bfloat16", "h2d_gib": args.h2d_gib},
+        "model": {"startup": args.startup, "reference_model": args.model, "layers": args.layers,
+                  "hidden": args.hidden, "dtype": "bfloat16", "h2d_gib": args.h2d_gib},
         "summary": summary,
         "variants": {v: {k: spread([r.get(k) for r in rs]) for k in ("call_ms", "model_ms", "wait_ms", "total_ms",
                                                                       "use_ms")} for v, rs in runs.items()},
