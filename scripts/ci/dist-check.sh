@@ -131,7 +131,7 @@ engram inspect --write-digests "$tmp/model" > "$tmp/digests.txt" 2>&1 || fail "i
 env -i PATH="$tmp/path" TMPDIR="$tmp" "$home/bin/engram-host" serve --checkpoint "$tmp/model" --socket "$tmp/run/e.sock" \
   > "$tmp/serve.txt" 2>&1 &
 serve_pid=$!
-trap 'kill $serve_pid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill $serve_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 600); do
   [ -f "$tmp/run/e.sock.ready" ] && break
   kill -0 $serve_pid 2>/dev/null || break
