@@ -17,6 +17,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -246,7 +247,9 @@ class SystemdFdStoreProcessTest {
                     removed.add((String) e.get("name"));
                 }
             }
-            assertEquals(List.of("engram-region-0", "engram-catalog"), removed, "the old tables leave the store");
+            // in the order the stored names were passed back, which systemd does not keep (bench/systemd-runs.md)
+            Collections.sort(removed);
+            assertEquals(List.of("engram-catalog", "engram-region-0"), removed, "the old tables leave the store");
             assertEquals(List.of("engram-listen", "engram-region-0", "engram-catalog"), stored(u, second));
         }
     }
