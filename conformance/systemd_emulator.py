@@ -14,7 +14,9 @@ What it does, as systemd (src/core/service.c, sd_notify(3), sd_listen_fds(3)) do
     closes every stored fd named FDNAME=; a stored fd with FDPOLL on that reports POLLHUP/POLLERR is dropped;
   * the service runs with NOTIFY_SOCKET, FDSTORE (the max, as systemd 254+ exports it), WATCHDOG_USEC and
     WATCHDOG_PID; when it ends by a signal or a nonzero status (Restart=on-failure) it is started again, at most
-    --restarts times, once --restart-gate exists: fork, the stored fds dup2'ed to 3, 4, ... (without CLOEXEC),
+    --restarts times, once --restart-gate exists (an exit code in --success-exit-status is no failure, as
+    SuccessExitStatus=): fork, the stored fds dup2'ed to 3, 4, ... (without CLOEXEC), in the reverse order of their
+    storing (systemd prepends each new entry to its list: LIST_PREPEND in service_add_fd_store),
     LISTEN_PID set to the child's own pid after the fork, LISTEN_FDS and LISTEN_FDNAMES (':'-joined), then execve;
   * SIGTERM to the emulator: SIGTERM to the service, wait, exit (the fd store is dropped with it);
   * --deaf-until PATH: the notify socket is not read until PATH exists, and its queue is full from the start (the
@@ -76,7 +78,9 @@ class Store:
                 self.log({"event": "refused", "name": name, "why": "FileDescriptorStoreMax=%d" % self.maximum})
                 os.close(fd)
                 continue
-            self.entries.append([fd, name, poll])
+            # at the front, as systemd does (service_add_fd_store: LIST_PREPEND): a restart gets the fds in the
+            # reverse order of their storing, and a daemon-reload, which stores them again, reverses that
+            self.entries.insert(0, [fd, name, poll])
             self.log({"event": "stored", "name": name, "poll": poll})
 
     def remove(self, name):
@@ -111,6 +115,8 @@ def main():
     ap.add_argument("--restart-gate")
     ap.add_argument("--restarts", type=int, default=1)
     ap.add_argument("--deaf-until")
+    ap.add_argument("--success-exit-status", default="",
+                    help="exit codes that are not a failure, as SuccessExitStatus= (e.g. 143, a JVM ended by SIGTERM)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.command[1:] if a.command and a.command[0] == "--" else a.command
@@ -240,7 +246,11 @@ def main():
                 code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
                 log({"event": "exit", "pid": pid, "status": code, "signal": sig})
                 state["main"] = 0
-                failed = (sig != 0 and sig != signal.SIGTERM) or code not in (0, -1)
+                clean = {0, -1} | {int(c) for c in a.success_exit_status.split()}
+                # as systemd's Restart=on-failure: SIGTERM (with SIGHUP, SIGINT, SIGPIPE) is a clean death, a nonzero
+                # exit is not unless SuccessExitStatus= lists it
+                failed = (sig != 0 and sig not in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGPIPE)) \
+                    or code not in clean
                 if state["stop"] or not failed or restarts >= a.restarts:
                     break
                 while a.restart_gate and not os.path.exists(a.restart_gate) and not state["stop"]:
