@@ -28,15 +28,18 @@ public final class UnixListener implements AutoCloseable {
     /**
      * Takes ownership of {@code fd}, a listening socket another process handed over (a predecessor daemon, or
      * systemd's fd store), once it is checked to be a listening SOCK_STREAM Unix socket bound to {@code path};
-     * it is made non-blocking. On a refusal {@code fd} is closed and the reason thrown.
+     * it is made non-blocking and listens again with {@code backlog}, so that clients connecting from now on see
+     * this process in SO_PEERCRED, not the one that first listened. On a refusal {@code fd} is closed and the
+     * reason thrown.
      */
-    public static UnixListener adopt(Fd fd, Path path) {
+    public static UnixListener adopt(Fd fd, Path path, int backlog) {
         try {
             String wrong = UnixSockets.notListeningOn(fd, path);
             if (wrong != null) {
                 throw new IllegalStateException("refusing the listening socket handed over: " + wrong);
             }
             UnixSockets.setBlocking(fd, false);
+            UnixSockets.relisten(fd, path, backlog);
             return new UnixListener(fd, path);
         } catch (RuntimeException e) {
             fd.close();

@@ -101,6 +101,18 @@ public final class UnixSockets {
     }
 
     /**
+     * {@code listen(2)} again on a socket that listens already, as its new owner: the kernel records the credentials
+     * that SO_PEERCRED gives connecting clients when {@code listen} is called, so a listening socket handed to a
+     * successor (a takeover, systemd's fd store) would otherwise show clients the process that first listened.
+     */
+    public static void relisten(FdRef listener, Path path, int backlog) {
+        if (MORE.listen(listener.get(), backlog) != 0) {
+            throw new NativeException("listen(" + path + ", " + backlog + ") of the listening socket handed over",
+                    LibCHolder.errno());
+        }
+    }
+
+    /**
      * Accepts one connection on the non-blocking listening socket {@code listener}: a blocking socket
      * (CLOEXEC) named {@code what}, or null when none is waiting (EAGAIN) or the one waiting was aborted.
      */

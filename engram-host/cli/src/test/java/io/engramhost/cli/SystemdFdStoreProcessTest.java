@@ -213,6 +213,10 @@ class SystemdFdStoreProcessTest {
             assertEquals(0L, ((Number) origin.get("checkpoint_bytes_read")).longValue());
             assertEquals(before.get("fingerprint"), after.get("fingerprint"));
             assertEquals(4, verifiedTables(socket, ckpt));
+            try (ImportedTables t = EngramClient.connect(socket, Expectation.any(), PATIENT)) {
+                // found under real systemd (bench/systemd-runs.md): the kernel records SO_PEERCRED at listen(2)
+                assertEquals(second, t.daemonPid(), "SO_PEERCRED names the daemon that adopted the socket");
+            }
             assertTrue(u.log().contains("adopted from systemd's fd store"), u.log());
             // Stored again: the same fds, which systemd keeps once.
             assertEquals(3, u.events().stream().filter(e -> "duplicate".equals(e.get("event"))).count());

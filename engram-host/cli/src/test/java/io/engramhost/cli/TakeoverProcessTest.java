@@ -170,6 +170,9 @@ class TakeoverProcessTest {
             try (DaemonProcess b = serve(socket, dir.resolve("b.log"), ckpt, Map.of(), "--takeover").awaitReady()) {
                 awaitExit(a, 0);
                 assertEquals(before, status(socket).get("leases"), "the same ids, pids, uids and times");
+                try (ImportedTables after = EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults())) {
+                    assertEquals(b.process.pid(), after.daemonPid(), "SO_PEERCRED names the successor (it listened again)");
+                }
                 Thread.sleep(300);
                 assertEquals(List.of(), fired);
                 assertEquals(null, held.daemonGoneReason());

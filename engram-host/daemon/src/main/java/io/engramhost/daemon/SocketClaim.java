@@ -62,6 +62,9 @@ final class SocketClaim {
         }
     }
 
+    /** The listening socket's backlog, bound or adopted. */
+    static final int BACKLOG = 4096;
+
     /**
      * The listening socket, once {@code lock} is held: {@code handed} (from systemd's fd store or a socket unit)
      * when it listens on {@code socket} and the file there is a socket (the previous daemon left it for the
@@ -76,7 +79,7 @@ final class SocketClaim {
             FileStat st = lock.dir().fd().statAt(name);
             if (st != null && st.isSocket() && st.uid() == Posix.geteuid()) {
                 try {
-                    UnixListener l = UnixListener.adopt(handed, socket);
+                    UnixListener l = UnixListener.adopt(handed, socket, BACKLOG);
                     LOG.log(INFO, "serving on the listening socket systemd passed (" + socket + "): clients queued"
                             + " in its backlog are served");
                     return l;
@@ -90,7 +93,7 @@ final class SocketClaim {
             }
         }
         lock.dir().clearSocket(name);
-        UnixListener l = UnixListener.bind(socket, 4096); // fails (EADDRINUSE) on anything planted since: never follows it
+        UnixListener l = UnixListener.bind(socket, BACKLOG); // fails (EADDRINUSE) on anything planted since: never follows it
         try {
             lock.dir().protectSocket(name, othersAdmitted);
         } catch (RuntimeException e) {

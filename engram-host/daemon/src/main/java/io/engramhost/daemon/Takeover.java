@@ -131,7 +131,7 @@ final class Takeover {
         Catalog catalog;
         LoadReport report;
         try {
-            listener = UnixListener.adopt(got.listener(), socket);
+            listener = UnixListener.adopt(got.listener(), socket, SocketClaim.BACKLOG);
         } catch (RuntimeException e) {
             got.regions().forEach(Fd::close);
             throw refuse(ch, e);
