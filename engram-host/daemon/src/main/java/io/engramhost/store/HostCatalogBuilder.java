@@ -211,7 +211,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             int[] regionNode = verifyPlacementAndSeal(regions, progress);
             long t3 = System.nanoTime();
             LoadTimings timings = new LoadTimings(createNanos, plan.totalBytes(), Math.round(read.readSeconds() * 1e9),
-                    total, read.directBytes(), t3 - t2);
+                    readTotal, read.directBytes(), t3 - t2);
             progress.loadTimings(timings);
             LOG.log(System.Logger.Level.INFO, timings.describe()
                     + (read.directRefused() != null ? "; O_DIRECT refused, read through the page cache: "
