@@ -82,8 +82,8 @@ public final class SeedKey {
         if (bytes.length < MIN_BYTES || bytes.length > MAX_BYTES) {
             throw new IllegalArgumentException(what + "changed while read: " + bytes.length + " bytes");
         }
-        SeedKey k = new SeedKey(bytes);
-        Arrays.fill(bytes, (byte) 0);
+        SeedKey k = new SeedKey(bytes.clone());
+        Arrays.fill(bytes, (byte) 0); // the read's own copy
         return k;
     }
 
