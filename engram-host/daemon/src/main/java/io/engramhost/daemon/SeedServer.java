@@ -447,13 +447,12 @@ final class SeedServer implements AutoCloseable {
                         + SeedWire.MAX_RANGE);
                 return;
             }
-            ByteBuffer head = SeedWire.frame(SeedWire.DATA, (int) (SeedWire.DATA_HEAD_BYTES + length));
-            head.putInt((int) table).putLong(offset);
+            ByteBuffer head = SeedWire.dataHead((int) table, offset, length);
             answering = true;
             ch.config().setAutoRead(false);
             deadline(WRITE_MILLIS, "timed-out", "did not take a range of " + length + " bytes within " + WRITE_MILLIS
                     + " ms");
-            ch.write(Unpooled.wrappedBuffer(head.flip()));
+            ch.write(Unpooled.wrappedBuffer(head));
             ch.writeAndFlush(new SharedRegion(t.region(), t.offset() + offset, length)).addListener(
                     (ChannelFutureListener) f -> {
                         if (!f.isSuccess() || step == Step.CLOSED) {

@@ -88,6 +88,16 @@ public final class SeedWire {
         return b;
     }
 
+    /**
+     * DATA's header and head alone (20 bytes), announcing {@code length} bytes of the range after them: the range
+     * itself is sent from the region, never through a buffer.
+     */
+    public static ByteBuffer dataHead(int table, long offset, long length) {
+        ByteBuffer b = ByteBuffer.allocate(HEADER + DATA_HEAD_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        b.put((byte) DATA).put((byte) 0).putShort((short) 0).putInt(Math.toIntExact(DATA_HEAD_BYTES + length));
+        return b.putInt(table).putLong(offset).flip();
+    }
+
     /** An ERROR frame, its message cut to {@link #MAX_MESSAGE} bytes. */
     public static ByteBuffer error(int code, String message) {
         byte[] m = message.getBytes(StandardCharsets.UTF_8);
