@@ -1,6 +1,8 @@
 package io.engramhost.os;
 
+import com.kenai.jffi.MemoryIO;
 import java.lang.reflect.Field;
+import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import sun.misc.Unsafe;
 
@@ -25,6 +27,16 @@ public final class RawMemory {
     }
 
     private RawMemory() {
+    }
+
+    /**
+     * A direct buffer over {@code length} bytes of native memory at {@code address} (JNI's NewDirectByteBuffer,
+     * through jffi), for channel reads and writes straight into memory the caller owns: the buffer does not own it,
+     * and must not be used once the memory is gone.
+     */
+    public static ByteBuffer buffer(long address, int length) {
+        checkRange(address, length);
+        return MemoryIO.getInstance().newDirectByteBuffer(address, length);
     }
 
     /** Copies {@code length} bytes from native {@code address} into {@code dst[offset...]}. */

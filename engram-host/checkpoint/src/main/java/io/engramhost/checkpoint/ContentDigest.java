@@ -36,6 +36,11 @@ public final class ContentDigest {
         return digest(null, address, length, CHUNK);
     }
 
+    /** XXH64 (seed 0) of one chunk of native memory, as {@link #combine} takes it. */
+    public static long chunkHash(long address, long length) {
+        return Xxh64.hashMemory(address, length, 0);
+    }
+
     /** engram digest v1 of a byte array. */
     public static long digest(byte[] data) {
         return digest(data, RawMemory.BYTE_ARRAY_BASE, data.length, CHUNK);
@@ -159,8 +164,11 @@ public final class ContentDigest {
         return c >= '0' && c <= '9' || c >= 'a' && c <= 'f';
     }
 
-    /** The digest of content whose 64 MiB chunks hash to {@code chunkHashes}: XXH64 of them, little-endian. */
-    static long combine(long[] chunkHashes) {
+    /**
+     * The digest of content whose 64 MiB chunks ({@link #CHUNK}; each XXH64 seed 0, {@link #chunkHash}) hash to
+     * {@code chunkHashes}: XXH64 of them, little-endian. For content that arrives chunk by chunk (a peer's ranges).
+     */
+    public static long combine(long[] chunkHashes) {
         ByteBuffer hashes = ByteBuffer.allocate(8 * chunkHashes.length).order(ByteOrder.LITTLE_ENDIAN);
         for (long h : chunkHashes) {
             hashes.putLong(h);

@@ -9,9 +9,14 @@ import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.util.Bytes;
+import io.engramhost.seed.SeedAuth;
+import io.engramhost.seed.SeedKey;
+import io.engramhost.seed.SeedSettings;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -122,6 +127,22 @@ final class ServeCommand implements Callable<Integer> {
                     + "network (default: ${DEFAULT-VALUE}).")
     String metricsAddress;
 
+    @Option(names = "--seed-listen", paramLabel = "ADDR:PORT",
+            description = "Export the tables, read-only, to peers that hold --seed-key, on this address (an IP"
+                    + " literal) and TCP port; off unless given (docs/seeding.md).")
+    String seedListen;
+
+    @Option(names = "--seed-from", split = ",", paramLabel = "HOST:PORT",
+            description = "Fill the tables from these peers' daemons (their --seed-listen) instead of the disk; a"
+                    + " name stands for every address it resolves to (a headless service). Needs a digest record;"
+                    + " what no peer gives correctly is read from the disk.")
+    List<String> seedFrom = List.of();
+
+    @Option(names = "--seed-key", paramLabel = "FILE",
+            description = "The key peers prove they share (32 to 4096 bytes, mode 0600): for --seed-listen and"
+                    + " --seed-from.")
+    Path seedKey;
+
     @Option(names = "--takeover",
             description = "Take over from the daemon serving on this socket (an upgrade or restart without a reload):"
                     + " its tables, socket and leases move to this process, which then serves them; the old one exits."
@@ -150,6 +171,7 @@ final class ServeCommand implements Callable<Integer> {
                         idleTimeoutMillis, requestMemory, workers))
                 .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).takeover(takeover, verifyDigests)
                 .metrics(metricsPort == 0 ? null : metricsAddress(metricsAddress), metricsPort)
+                .seed(seedSettings())
                 .build(VersionInfo.version(), VersionInfo.commit()).logProgress(!drawsProgress).ownsProcess(true)
                 .hooks(root == null ? DaemonHooks.NONE : root.hooks);
         try {
@@ -167,6 +189,86 @@ final class ServeCommand implements Callable<Integer> {
             Thread.getDefaultUncaughtExceptionHandler().uncaughtException(Thread.currentThread(), e);
         }
         return 0;
+    }
+
+    /** {@code --seed-listen}, {@code --seed-from} and {@code --seed-key}, checked; usage errors name the flag. */
+    private SeedSettings seedSettings() {
+        if (seedListen == null && seedFrom.isEmpty()) {
+            if (seedKey != null) {
+                throw new ParameterException(spec.commandLine(), "--seed-key needs --seed-listen or --seed-from");
+            }
+            return SeedSettings.NONE;
+        }
+        if (seedKey == null) {
+            throw new ParameterException(spec.commandLine(), "--seed-key FILE is needed with "
+                    + (seedListen != null ? "--seed-listen" : "--seed-from"));
+        }
+        SeedKey key;
+        try {
+            key = SeedKey.read(seedKey);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), e.getMessage());
+        }
+        InetSocketAddress listen = null;
+        if (seedListen != null) {
+            String[] hp = hostPort("--seed-listen", seedListen);
+            listen = new InetSocketAddress(literal("--seed-listen", hp[0]), port("--seed-listen", hp[1], seedListen));
+        }
+        List<InetSocketAddress> peers = new ArrayList<>();
+        for (String p : seedFrom) {
+            String[] hp = hostPort("--seed-from", p);
+            int port = port("--seed-from", hp[1], p);
+            try {
+                for (InetAddress a : InetAddress.getAllByName(hp[0])) {
+                    peers.add(new InetSocketAddress(a, port));
+                }
+            } catch (UnknownHostException e) {
+                // a peer whose name does not resolve (yet): the others, or the disk
+                System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
+                        "seed: --seed-from " + p + ": the name does not resolve; skipping it");
+            }
+        }
+        if (!seedFrom.isEmpty() && peers.isEmpty()) {
+            System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
+                    "seed: no --seed-from name resolves; loading from the disk");
+        }
+        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES));
+    }
+
+    private String[] hostPort(String flag, String v) {
+        int colon = v.lastIndexOf(':');
+        if (colon <= 0 || colon == v.length() - 1) {
+            throw new ParameterException(spec.commandLine(), flag + ": '" + v + "' is not HOST:PORT");
+        }
+        String host = v.substring(0, colon);
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        return new String[] {host, v.substring(colon + 1)};
+    }
+
+    private int port(String flag, String p, String whole) {
+        try {
+            int n = Integer.parseInt(p);
+            if (n >= 1 && n <= 65535) {
+                return n;
+            }
+        } catch (NumberFormatException e) {
+            // below
+        }
+        throw new ParameterException(spec.commandLine(), flag + ": '" + whole + "': the port must be 1-65535");
+    }
+
+    private InetAddress literal(String flag, String a) {
+        if (!a.matches("[0-9.]+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*")) {
+            throw new ParameterException(spec.commandLine(), flag + " must name an IP address such as 127.0.0.1 or"
+                    + " 10.0.0.5, got '" + a + "'");
+        }
+        try {
+            return InetAddress.getByName(a);
+        } catch (UnknownHostException e) {
+            throw new ParameterException(spec.commandLine(), flag + ": not an IP address: '" + a + "'");
+        }
     }
 
     /** A literal IP address (no name lookup: the daemon resolves nothing). */

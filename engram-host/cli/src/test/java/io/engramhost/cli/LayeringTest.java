@@ -44,10 +44,11 @@ class LayeringTest {
         MAY_USE.put("protocol", List.of("os", "util"));
         MAY_USE.put("checkpoint", List.of("json", "os", "util"));
         MAY_USE.put("hooks", List.of());
+        MAY_USE.put("seed", List.of("checkpoint", "json", "os", "util"));
         MAY_USE.put("client", List.of("protocol", "checkpoint", "json", "memfd", "vmm", "numa", "os", "cuda", "util"));
-        MAY_USE.put("store", List.of("hooks", "checkpoint", "json", "protocol", "memfd", "vmm", "numa", "os", "cuda",
+        MAY_USE.put("store", List.of("hooks", "seed", "checkpoint", "json", "protocol", "memfd", "vmm", "numa", "os", "cuda",
                 "util"));
-        MAY_USE.put("daemon", List.of("store", "hooks", "checkpoint", "json", "protocol", "memfd", "vmm", "numa", "os",
+        MAY_USE.put("daemon", List.of("store", "hooks", "seed", "checkpoint", "json", "protocol", "memfd", "vmm", "numa", "os",
                 "cuda", "util"));
     }
 

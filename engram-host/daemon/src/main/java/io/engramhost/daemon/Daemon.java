@@ -60,6 +60,8 @@ public final class Daemon implements AutoCloseable {
     private volatile Exception loadError;
     private volatile String stopReason;
     private volatile MetricsServer metrics;
+    private volatile SeedServer seeds;
+    private final SeedServer.Stats seedStats = new SeedServer.Stats();
     /** The catalog memfd adopted from the fd store, stored again (a no-op for systemd) once ready; then closed. */
     private volatile Fd keptCatalog;
     /** The successor's pid once a handover committed: close then gives nothing up that the successor holds. */
@@ -129,6 +131,9 @@ public final class Daemon implements AutoCloseable {
             metrics = MetricsServer.start(view, context, services.threads(), a.catalog() != null
                     ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
         }
+        if (context.seed().listen() != null) { // before a load, so that a peer list naming this daemon tells it apart
+            seeds = SeedServer.start(() -> catalog, context.seed(), seedStats, services.threads());
+        }
         if (systemd != null) {
             a.supervisor().staleEntries().forEach(systemd::remove);
             systemd.storeListener(listener.fd());
@@ -150,6 +155,12 @@ public final class Daemon implements AutoCloseable {
         if (a.load() != null) {
             loader = LoadRun.start(a.load(), progress, services.threads(), context.logProgress(), systemd, new Outcome());
         }
+    }
+
+    /** The address the seed exporter listens on (null: none). */
+    public InetSocketAddress seedAddress() {
+        SeedServer s = seeds;
+        return s == null ? null : s.address();
     }
 
     /** The address the metrics server listens on (null: none). */
@@ -270,7 +281,7 @@ public final class Daemon implements AutoCloseable {
                 lock.dir().removeOwn(socket.getFileName().toString(), true);
             } // else systemd's fd store keeps the listening socket: clients queue in its backlog for the next daemon
         }
-        Closer.closeAll(metrics);
+        Closer.closeAll(metrics, seeds);
         Thread l = loader;
         if (l != null) {
             l.interrupt(); // a load still under way gives up where it waits; what it made is freed as it ends
@@ -433,6 +444,11 @@ public final class Daemon implements AutoCloseable {
         @Override
         public long requestMemoryUsed() {
             return loop.requestMemoryUsed();
+        }
+
+        @Override
+        public SeedServer.Stats seedStats() {
+            return seedStats;
         }
     }
 }

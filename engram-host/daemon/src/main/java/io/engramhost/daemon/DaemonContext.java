@@ -4,6 +4,7 @@ import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.SocketPaths;
+import io.engramhost.seed.SeedSettings;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.StoreSettings;
 import java.net.InetAddress;
@@ -39,6 +40,7 @@ public final class DaemonContext {
     private boolean verifyDigests;
     private InetAddress metricsAddress;
     private int metricsPort;
+    private SeedSettings seed = SeedSettings.NONE;
     private String buildVersion = Daemon.VERSION;
     private String buildCommit = "unknown";
     private boolean logProgress = true;
@@ -139,6 +141,16 @@ public final class DaemonContext {
         return this;
     }
 
+    /** Seeding: export on {@code --seed-listen}, fill from {@code --seed-from} ({@link SeedSettings#NONE}: neither). */
+    public DaemonContext seed(SeedSettings s) {
+        set().seed = Objects.requireNonNull(s, "seed");
+        return this;
+    }
+
+    public SeedSettings seed() {
+        return seed;
+    }
+
     /** Serve /metrics, /ready and /live on {@code address:port} ({@code --metrics-port}; port 0: off). */
     public DaemonContext metrics(InetAddress address, int port) {
         set().metricsAddress = address;
@@ -206,6 +218,11 @@ public final class DaemonContext {
         if (metricsPort > 0 && metricsAddress == null) {
             throw new IllegalArgumentException("--metrics-address: an address is needed with --metrics-port");
         }
+        if (seed.listen() != null && backend == Backend.CUDA_VMM) {
+            throw new IllegalArgumentException("--seed-listen: this build exports memfd regions only; cuda-vmm regions"
+                    + " cannot be read through their fds and the CPU view that needs is not built yet (--seed-from"
+                    + " works with every backend)");
+        }
         if (verifyDigests && !takeover) {
             throw new IllegalArgumentException("--verify-digests needs --takeover");
         }
@@ -216,7 +233,7 @@ public final class DaemonContext {
     /** What the store needs to prepare the load ({@code CatalogFactory.prepare}). */
     public StoreSettings store() {
         return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget,
-                hooks);
+                hooks, seed);
     }
 
     public String instanceName() {

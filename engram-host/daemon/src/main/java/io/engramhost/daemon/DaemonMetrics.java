@@ -58,6 +58,9 @@ final class DaemonMetrics {
         ConnectionStats stats();
 
         long requestMemoryUsed();
+
+        /** The seed exporter's counts ({@code --seed-listen}; all 0 without it). */
+        SeedServer.Stats seedStats();
     }
 
     /** The HTTP server's own connections (the metrics port's, not the Unix socket's): what {@link MetricsServer} counts. */
@@ -161,6 +164,34 @@ final class DaemonMetrics {
                     }
                 }).register(r);
         r.register(s.importLatency.histogram);
+        SeedServer.Stats seed = d.seedStats();
+        GaugeWithCallback.builder().name("engram_host_seed_received_bytes")
+                .help("Verified bytes of the host tables this daemon's load took from each peer (--seed-from).")
+                .labelNames("peer").callback(cb -> {
+                    LoadReport.Origin o = d.report().origin();
+                    if (o != null && o.seeded() != null) {
+                        o.seeded().sources().forEach(src -> cb.call(src.bytes(), src.peer()));
+                    }
+                }).register(r);
+        GaugeWithCallback.builder().name("engram_host_seed_peers_skipped")
+                .help("Peers this daemon's load refused (no key, another checkpoint, a table whose digest differed).")
+                .callback(cb -> {
+                    LoadReport.Origin o = d.report().origin();
+                    if (o != null && o.seeded() != null) {
+                        cb.call(o.seeded().peersRefused());
+                    }
+                }).register(r);
+        counter(r, "engram_host_seed_sent_bytes_total", "Table bytes sent to peers (--seed-listen).",
+                () -> seed.bytesSent.get());
+        counter(r, "engram_host_seed_ranges_total", "Ranges sent to peers (--seed-listen).",
+                () -> seed.rangesSent.get());
+        gauge(r, "engram_host_seed_peers", "Peers connected to the seed port now (--seed-listen).",
+                () -> seed.open.get());
+        CounterWithCallback.builder().name("engram_host_seed_peers_refused_total")
+                .help("Connections to the seed port refused, by reason (not-authenticated, bad-request, busy,"
+                        + " timed-out, not-ready).")
+                .labelNames("reason").callback(cb -> seed.refused.forEach((k, v) -> cb.call(v.get(), k)))
+                .register(r);
 
         gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", () -> http.open.get());
         counter(r, "engram_host_http_connections_accepted_total", "Connections accepted on the metrics port.",

@@ -59,7 +59,9 @@ final class LoadRun {
         double sinceStart = ManagementFactory.getRuntimeMXBean().getUptime() / 1e3; // the JVM's start, within ms
         double rate = sinceStart > 0 ? c.totalBytes() / (double) (1L << 30) / sinceStart : 0.0;
         progress.finish(c.totalBytes());
-        progress.report(r -> r.withReady(seconds, sinceStart, rate).withOrigin(LoadReport.Origin.load(c.totalBytes())));
+        progress.report(r -> r.withReady(seconds, sinceStart, rate).withOrigin(r.origin() != null
+                && r.origin().seeded() != null ? LoadReport.Origin.seeded(c.totalBytes(), r.origin().seeded())
+                : LoadReport.Origin.load(c.totalBytes())));
         LOG.log(INFO, "ready: " + c.allTables().size() + " tables, " + Bytes.format(c.totalBytes()) + " in "
                 + c.regionCount() + (c.regionCount() == 1 ? " region" : " regions") + ", after "
                 + String.format("%.2f s (%.2f s from the process's start, %.2f GiB/s)", seconds, sinceStart, rate)

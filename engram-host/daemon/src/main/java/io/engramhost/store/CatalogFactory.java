@@ -17,6 +17,7 @@ import io.engramhost.numa.NumaPolicy;
 import io.engramhost.numa.PolicySpec;
 import io.engramhost.numa.Topology;
 import io.engramhost.protocol.Backend;
+import io.engramhost.seed.SeedSettings;
 import io.engramhost.vmm.VmmSupport;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -35,6 +36,8 @@ import java.util.stream.IntStream;
  * wrong with the input fails here, before the daemon takes its socket.
  */
 public final class CatalogFactory {
+    private static final System.Logger LOG = System.getLogger(CatalogFactory.class.getName());
+
     private CatalogFactory() {
     }
 
@@ -153,7 +156,8 @@ public final class CatalogFactory {
             default -> throw new IllegalStateException("no store for backend " + ctx.backend());
         }
         HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, records, factory,
-                ctx.backend().wireName(), device, ctx.threads(), ctx.hooks());
+                ctx.backend().wireName(), device, ctx.threads(), ctx.hooks(),
+                seedSource(ctx, chosen.identity(), records, selected));
         Limits.checkRegions(builder.regionCount());
         OptionalLong override = ctx.memoryBudget() == null ? OptionalLong.empty()
                 : OptionalLong.of(ctx.memoryBudget());
@@ -166,6 +170,29 @@ public final class CatalogFactory {
                 : MemoryBudget.spill(builder.plannedBytes(), policy, topology);
         return new Prepared(checkpoint, all, chosen.selection(), chosen.identity(), fingerprint, placement, builder,
                 budget, builder.regionCount(), spill);
+    }
+
+    /**
+     * The peers the host tables may come from, or null: none asked for ({@code --seed-from}), or no table has a digest
+     * to check a peer's bytes against, which is then said in one line (the load reads the disk).
+     */
+    private static SeedSettings seedSource(StoreSettings ctx, ContentIdentity identity, RecordCheck records,
+            List<TensorInfo> host) {
+        if (!ctx.seed().fromPeers()) {
+            return null;
+        }
+        long covered = host.stream().filter(t -> records.expectedDigest(t) != null).count();
+        if (covered == 0) {
+            String why = identity.level() == ContentIdentity.Level.HF_SNAPSHOT
+                    ? "its identity is a Hugging Face snapshot's whole-file SHA-256, which one table's bytes cannot be"
+                            + " checked against"
+                    : "it has no content identity";
+            LOG.log(System.Logger.Level.WARNING, "seed: not seeding from " + ctx.seed().peers().size()
+                    + (ctx.seed().peers().size() == 1 ? " peer" : " peers") + ": " + why + "; loading from the disk"
+                    + " (write a digest record: engram-host inspect --write-digests " + ctx.checkpoints().get(0) + ")");
+            return null;
+        }
+        return ctx.seed();
     }
 
     /** cuda-vmm needs one node: bind/preferred name it; auto is the GPU's HOST_NUMA_ID (0 when unknown). */

@@ -12,6 +12,8 @@ import io.engramhost.numa.PlacementReport;
 import io.engramhost.numa.Topology;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Manifest;
+import io.engramhost.seed.SeedSettings;
+import io.engramhost.seed.Seeder;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
 import java.util.ArrayList;
@@ -57,9 +59,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     private final int threads;
     private final DaemonHooks hooks;
     private final RegionPlan plan;
+    private final SeedSettings seed;
 
     HostCatalogBuilder(OpenCheckpoint source, List<TensorInfo> tensors, Fingerprint fingerprint, RecordCheck records,
-            HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads, DaemonHooks hooks) {
+            HostRegionFactory factory, String backend, DeviceTensors deviceTensors, int threads, DaemonHooks hooks,
+            SeedSettings seed) {
+        this.seed = seed;
         this.source = source;
         this.tensors = List.copyOf(tensors);
         this.fingerprint = fingerprint;
@@ -137,8 +142,28 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             List<HostRegion> regions = new ArrayList<>();
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
             long createNanos = 0;
+            Map<TensorInfo, Long> seeded = Map.of();
+            if (seed != null) { // the regions first, then the peers fill what they can; the disk reads the rest
+                for (int i = 0; i < sizes.size(); i++) {
+                    long c0 = System.nanoTime();
+                    regions.add(owned.add(factory.create(i, sizes.get(i))));
+                    createNanos += System.nanoTime() - c0;
+                }
+                for (int t = 0; t < tensors.size(); t++) {
+                    RegionPlan.Slot s = plan.slots().get(t);
+                    if (s.region() >= 0) {
+                        address.put(tensors.get(t), regions.get(s.region()).address() + s.offset());
+                    }
+                }
+                seeded = seedFromPeers(address, progress);
+                long rest = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
+                progress.phase(LoadProgress.READ, "loading " + (tensors.size() - seeded.size()) + " tensors from the"
+                        + " checkpoint with " + threads + " threads", rest);
+            }
+            Map<TensorInfo, Long> fromPeers = seeded;
+            long readTotal = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
             CheckpointLoader.Result read;
-            try (CheckpointLoader.Session session = loaderOnNode(threads, progress).start(source, total)) {
+            try (CheckpointLoader.Session session = loaderOnNode(threads, progress).start(source, readTotal)) {
                 hooks.reached(DaemonHooks.Point.LOAD_BEFORE_READ);
                 List<List<Integer>> byRegion = new ArrayList<>();
                 sizes.forEach(size -> byRegion.add(new ArrayList<>()));
@@ -155,31 +180,38 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 // One region at a time: the driver serialises cuMemCreate (more threads or smaller handles made no
                 // difference on the H200: docs/benchmarks.md), so the reads of each region overlap the next creation.
                 for (int i = 0; i < sizes.size(); i++) {
-                    long c0 = System.nanoTime();
-                    HostRegion region = owned.add(factory.create(i, sizes.get(i)));
-                    createNanos += System.nanoTime() - c0;
-                    regions.add(region);
+                    HostRegion region;
+                    if (seed != null) {
+                        region = regions.get(i);
+                    } else {
+                        long c0 = System.nanoTime();
+                        region = owned.add(factory.create(i, sizes.get(i)));
+                        createNanos += System.nanoTime() - c0;
+                        regions.add(region);
+                    }
                     int index = i;
                     LOG.log(System.Logger.Level.DEBUG, () -> "region " + (index + 1) + " of " + sizes.size()
                             + " created: " + Bytes.format(region.size()));
                     List<TensorInfo> in = new ArrayList<>();
                     for (int t : byRegion.get(i)) {
                         address.put(tensors.get(t), region.address() + plan.slots().get(t).offset());
-                        in.add(tensors.get(t));
+                        if (!fromPeers.containsKey(tensors.get(t))) {
+                            in.add(tensors.get(t));
+                        }
                     }
                     session.add(in, address::get);
                 }
                 read = session.finish();
             }
-            for (TensorInfo t : tensors) { // the digest records, against the digests the read computed
-                records.check(t, read.digest(t));
+            for (TensorInfo t : tensors) { // the digest records, against the digests the read (or a peer's bytes) gave
+                records.check(t, digestOf(t, read, fromPeers));
             }
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);
             int[] regionNode = verifyPlacementAndSeal(regions, progress);
             long t3 = System.nanoTime();
             LoadTimings timings = new LoadTimings(createNanos, plan.totalBytes(), Math.round(read.readSeconds() * 1e9),
-                    total, read.directBytes(), t3 - t2);
+                    readTotal, read.directBytes(), t3 - t2);
             progress.loadTimings(timings);
             LOG.log(System.Logger.Level.INFO, timings.describe()
                     + (read.directRefused() != null ? "; O_DIRECT refused, read through the page cache: "
@@ -194,7 +226,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 TensorInfo t = tensors.get(i);
                 RegionPlan.Slot s = plan.slots().get(i);
                 manifests.hostTable(new Manifest.Table(t.name(), t.dtype().name(), t.shape(), t.length(), s.region(),
-                        s.offset(), read.digest(t), factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
+                        s.offset(), digestOf(t, read, fromPeers), factory.kind(), s.region() < 0 ? -1 : regionNode[s.region()], -1));
             }
             if (deviceTensors != null) {
                 deviceTensors.load(source, manifests, owned, progress, threads, hooks);
@@ -210,6 +242,59 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         } finally {
             source.close();
         }
+    }
+
+    private static long digestOf(TensorInfo t, CheckpointLoader.Result read, Map<TensorInfo, Long> seeded) {
+        Long d = seeded.get(t);
+        return d != null ? d : read.digest(t);
+    }
+
+    /**
+     * Fills from the peers every non-empty table that has a digest to be checked against (docs/seeding.md): the
+     * tables whose bytes arrived with the record's digest, and that digest. STATUS's origin gets each source's share.
+     */
+    private Map<TensorInfo, Long> seedFromPeers(Map<TensorInfo, Long> address, LoadProgress progress)
+            throws InterruptedException {
+        List<TensorInfo> candidates = new ArrayList<>();
+        List<Seeder.Table> wanted = new ArrayList<>();
+        int uncovered = 0;
+        for (TensorInfo t : tensors) {
+            Long d = records.expectedDigest(t);
+            if (t.length() == 0) {
+                continue;
+            }
+            if (d == null) {
+                uncovered++;
+                continue;
+            }
+            candidates.add(t);
+            wanted.add(new Seeder.Table(t.name(), t.length(), d, address.get(t)));
+        }
+        if (uncovered > 0) {
+            LOG.log(System.Logger.Level.WARNING, "seed: " + uncovered + " of the " + tensors.size() + " tables have"
+                    + " no digest in a record and are read from the disk");
+        }
+        long bytes = candidates.stream().mapToLong(TensorInfo::length).sum();
+        progress.phase(LoadProgress.SEED, "seeding " + candidates.size() + " tensors from " + seed.peers().size()
+                + (seed.peers().size() == 1 ? " peer" : " peers"), bytes);
+        long t0 = System.nanoTime();
+        Seeder.Result r = new Seeder(seed, threads, line -> LOG.log(System.Logger.Level.WARNING, line),
+                progress::advance).seed(wanted);
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        Map<TensorInfo, Long> out = new LinkedHashMap<>();
+        r.digests().forEach((i, d) -> out.put(candidates.get(i), d));
+        long got = out.keySet().stream().mapToLong(TensorInfo::length).sum();
+        List<LoadReport.SeedSource> sources = new ArrayList<>();
+        for (Seeder.Source s : r.sources()) {
+            sources.add(new LoadReport.SeedSource(s.peer(), s.bytes(), s.seconds()));
+        }
+        LoadReport.Seeded fact = new LoadReport.Seeded(sources, got, seconds, r.peersRefused());
+        progress.report(rep -> rep.withSeeded(fact));
+        LOG.log(System.Logger.Level.INFO, "seed: " + out.size() + " of " + candidates.size() + " tables ("
+                + Bytes.format(got) + ") from " + r.sources().size() + (r.sources().size() == 1 ? " peer" : " peers")
+                + " in " + String.format("%.2f s (%s)", seconds, Bytes.gibPerSecond(got, seconds))
+                + (r.notSeeded().isEmpty() ? "" : "; " + r.notSeeded().size() + " from the disk"));
+        return out;
     }
 
     /** Pieces the placement check works in, spread over the load's threads. */

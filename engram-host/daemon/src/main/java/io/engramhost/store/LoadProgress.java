@@ -17,6 +17,8 @@ import java.util.function.UnaryOperator;
 public final class LoadProgress {
     /** Every phase name a load goes through, in order (docs/protocol.md, STATUS). */
     public static final String STARTING = "starting";
+    /** The host tables filled from peers ({@code serve --seed-from}), before any are read from the disk. */
+    public static final String SEED = "seed";
     public static final String READ = "read";
     public static final String VERIFY = "verify";
     public static final String DEVICE = "device";

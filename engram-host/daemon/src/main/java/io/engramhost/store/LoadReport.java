@@ -143,7 +143,9 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
         /** Handed over by a predecessor that died before its commit. */
         TAKEOVER_ORPHANED("takeover-orphaned"),
         /** Left in systemd's fd store by a previous run. */
-        FD_STORE("fd-store");
+        FD_STORE("fd-store"),
+        /** Filled from peers ({@code serve --seed-from}), the rest (if any) read from the checkpoint. */
+        SEED("seed");
 
         private final String wire;
 
@@ -162,7 +164,7 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
                 }
             }
             throw new IllegalArgumentException("load report: origin.how is '" + s + "', not one of load, takeover,"
-                    + " takeover-orphaned, fd-store");
+                    + " takeover-orphaned, fd-store, seed");
         }
     }
 
@@ -173,11 +175,25 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
      * @param checkpointBytesRead bytes this process read from the checkpoint
      * @param handoverMillis      how long the handover took (null: a load)
      * @param storedBy            the build that put the tables in systemd's fd store (null: not from there)
+     * @param seeded              what came from peers (null: none were asked)
      */
-    public record Origin(How how, int fromPid, long checkpointBytesRead, Double handoverMillis, String storedBy) {
+    public record Origin(How how, int fromPid, long checkpointBytesRead, Double handoverMillis, String storedBy,
+            Seeded seeded) {
+        public Origin(How how, int fromPid, long checkpointBytesRead, Double handoverMillis, String storedBy) {
+            this(how, fromPid, checkpointBytesRead, handoverMillis, storedBy, null);
+        }
+
         /** A load that read {@code bytes} from the checkpoint. */
         public static Origin load(long bytes) {
             return new Origin(How.LOAD, 0, bytes, null, null);
+        }
+
+        /**
+         * A load of {@code total} bytes of which {@code seeded} says what the peers gave: {@code seed} when they gave
+         * any, else {@code load}; the rest was read from the checkpoint.
+         */
+        public static Origin seeded(long total, Seeded seeded) {
+            return new Origin(seeded.bytes() > 0 ? How.SEED : How.LOAD, 0, total - seeded.bytes(), null, null, seeded);
         }
 
         /** Tables handed over, nothing read; {@code fromPid} 0: not known. */
@@ -198,14 +214,70 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
             if (storedBy != null) {
                 m.put("stored_by", storedBy);
             }
+            if (seeded != null) {
+                m.put("seeded", seeded.toJson());
+            }
             return m;
         }
 
         static Origin parse(Fields f) {
             return new Origin(How.of(f.str("how")), f.has("from_pid") ? (int) f.lng("from_pid") : 0,
                     f.lng("checkpoint_bytes_read"), f.has("handover_ms") ? f.dbl("handover_ms") : null,
-                    f.has("stored_by") ? f.str("stored_by") : null);
+                    f.has("stored_by") ? f.str("stored_by") : null,
+                    f.has("seeded") ? Seeded.parse(f.object("seeded")) : null);
         }
+    }
+
+    /** One peer's share of a seeded load: its verified bytes and the seconds from its first byte to its last. */
+    public record SeedSource(String peer, long bytes, double seconds) {
+        Map<String, Object> toJson() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("peer", peer);
+            m.put("bytes", bytes);
+            m.put("seconds", Math.round(seconds * 1000) / 1000.0);
+            m.put("gib_s", seconds > 0 ? Math.round(bytes / (double) (1L << 30) / seconds * 100) / 100.0 : 0.0);
+            return m;
+        }
+
+        static SeedSource parse(Fields f) {
+            return new SeedSource(f.str("peer"), f.lng("bytes"), f.dbl("seconds"));
+        }
+    }
+
+    /**
+     * STATUS's {@code origin.seeded}: the verified bytes the peers gave, over how many seconds, each peer's share, and
+     * how many peers were refused (no key, another checkpoint, a table whose digest differed).
+     */
+    public record Seeded(List<SeedSource> sources, long bytes, double seconds, int peersRefused) {
+        public Seeded {
+            sources = List.copyOf(sources);
+        }
+
+        Map<String, Object> toJson() {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("bytes", bytes);
+            m.put("seconds", Math.round(seconds * 1000) / 1000.0);
+            m.put("gib_s", seconds > 0 ? Math.round(bytes / (double) (1L << 30) / seconds * 100) / 100.0 : 0.0);
+            m.put("peers_refused", peersRefused);
+            List<Object> l = new ArrayList<>();
+            sources.forEach(s -> l.add(s.toJson()));
+            m.put("sources", l);
+            return m;
+        }
+
+        static Seeded parse(Fields f) {
+            List<SeedSource> out = new ArrayList<>();
+            List<?> l = f.list("sources");
+            for (int i = 0; i < l.size(); i++) {
+                out.add(SeedSource.parse(Fields.of(l.get(i), "origin.seeded.sources[" + i + "]")));
+            }
+            return new Seeded(out, f.lng("bytes"), f.dbl("seconds"), (int) f.lng("peers_refused"));
+        }
+    }
+
+    /** What the peers gave, before the load is over (the load's end makes it the origin, {@link Origin#seeded}). */
+    public LoadReport withSeeded(Seeded s) {
+        return withOrigin(new Origin(How.SEED, 0, 0, null, null, s));
     }
 
     public LoadReport withLoad(Timings t) {

@@ -48,6 +48,12 @@ final class RecordCheck {
         return expected.size();
     }
 
+    /** The engram digest v1 {@code t}'s record says it has, or null when no record gives it one. */
+    Long expectedDigest(TensorInfo t) {
+        Expected e = expected.get(t.name());
+        return e == null ? null : Long.parseUnsignedLong(e.engramDigest(), 16);
+    }
+
     /** Refuses {@code t} when its bytes, read with engram digest v1 {@code digest}, are not what its record says. */
     void check(TensorInfo t, long digest) {
         Expected e = expected.get(t.name());

@@ -2,6 +2,7 @@ package io.engramhost.store;
 
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
+import io.engramhost.seed.SeedSettings;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Objects;
@@ -17,16 +18,25 @@ import java.util.Objects;
  * @param memoryBudget  {@code serve --memory-budget}: the bytes of ordinary memory the operator says the tables may
  *                      use where the policy puts them, checked instead of MemFree + file cache (null: none)
  * @param hooks         where the load lets its starter step in ({@link DaemonHooks#NONE}: nowhere)
+ * @param seed          the peers the host tables may come from ({@code --seed-from}; {@link SeedSettings#NONE}: none)
  */
 public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
-        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks) {
+        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks, SeedSettings seed) {
 
     public StoreSettings {
         Objects.requireNonNull(backend, "backend");
         Objects.requireNonNull(hooks, "hooks");
+        Objects.requireNonNull(seed, "seed");
         checkpoints = List.copyOf(checkpoints);
         tables = List.copyOf(tables);
         deviceTensors = List.copyOf(deviceTensors);
         gpus = gpus == null ? null : List.copyOf(gpus);
+    }
+
+    /** Without seeding, as every caller before it. */
+    public StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
+            int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks) {
+        this(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget, hooks,
+                SeedSettings.NONE);
     }
 }

@@ -65,7 +65,7 @@ class CreateWhileReadingTest {
             }
         };
         HostCatalogBuilder builder = new HostCatalogBuilder(open, tensors, fingerprint, RecordCheck.NONE, watched, "memfd", null, 2,
-                io.engramhost.hooks.DaemonHooks.NONE);
+                io.engramhost.hooks.DaemonHooks.NONE, null);
         try (Catalog c = builder.build(progress)) {
             assertTrue(seen.size() >= 3, "regions: " + seen.size());
             long total = builder.plannedBytes();

@@ -30,6 +30,16 @@ class LoadReportTest {
     }
 
     @Test
+    void carriesWhatPeersGave() {
+        LoadReport.Seeded seeded = new LoadReport.Seeded(List.of(new LoadReport.SeedSource("10.0.0.5:7070", 1L << 30,
+                0.5)), 1L << 30, 0.75, 1);
+        LoadReport r = LoadReport.EMPTY.withOrigin(LoadReport.Origin.seeded((1L << 30) + 4096, seeded));
+        assertEquals(r, LoadReport.parse(r.encode()));
+        assertEquals(LoadReport.How.SEED, r.origin().how());
+        assertEquals(4096, r.origin().checkpointBytesRead());
+    }
+
+    @Test
     void readsWhatThePreviousBuildWrote() {
         // STATUS's facts as 7b6b5ba's Daemon put them into HANDOVER_CATALOG (LoadProgress.facts(), JSON), key order
         // and all; a newer build's extra key is ignored.
@@ -50,7 +60,7 @@ class LoadReportTest {
 
     @Test
     void refusesAFieldOfTheWrongTypeNamingIt() {
-        assertEquals("load report: origin.how is 'teleport', not one of load, takeover, takeover-orphaned, fd-store",
+        assertEquals("load report: origin.how is 'teleport', not one of load, takeover, takeover-orphaned, fd-store, seed",
                 assertThrows(IllegalArgumentException.class, () -> LoadReport.parse(
                         "{\"origin\":{\"how\":\"teleport\",\"checkpoint_bytes_read\":0}}")).getMessage());
         assertEquals("load report.load.read_s is not a number", assertThrows(IllegalArgumentException.class,

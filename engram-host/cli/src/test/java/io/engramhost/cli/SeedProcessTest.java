@@ -1,0 +1,247 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.checkpoint.Checkpoint;
+import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.client.ClientOptions;
+import io.engramhost.client.EngramClient;
+import io.engramhost.client.Expectations;
+import io.engramhost.client.ImportedTables;
+import io.engramhost.client.TableView;
+import io.engramhost.seed.SeedKey;
+import io.engramhost.seed.SeedWire;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Issue #29's first slice against real daemon processes on loopback: a daemon fills every table from a peer's
+ * daemon and reads none from the disk, byte-equal to the peer's and to the checkpoint; a peer list naming the daemon
+ * itself skips it; a peer without the key is refused both ways; a peer serving another checkpoint is skipped for the
+ * disk; a peer that sends a wrong byte is caught naming the table and the table refetched, never served; a peer
+ * that dies mid-transfer is finished by another peer or the disk; the key file's checks.
+ */
+@Timeout(180)
+class SeedProcessTest {
+    private static final ClientOptions QUIET = ClientOptions.defaults().withName("seed-test");
+    @TempDir
+    static Path shared;
+    private static Path model;
+    private static Path key;
+
+    @BeforeAll
+    static void model() throws Exception {
+        model = generate(shared, "m", "42");
+        key = keyFile(shared.resolve("key"), 32);
+    }
+
+    private static Path generate(Path dir, String name, String seed) throws Exception {
+        Path out = dir.resolve(name);
+        CliRun gen = CliRun.of("generate", "--out", out.toString(), "--rows", "20000", "--model", "--seed", seed);
+        assertEquals(0, gen.exit(), gen.err());
+        CliRun w = CliRun.of("inspect", "--write-digests", "--threads", "2", out.toString());
+        assertEquals(0, w.exit(), w.err());
+        return out;
+    }
+
+    private static Path keyFile(Path p, int bytes) throws IOException {
+        byte[] k = new byte[bytes];
+        new java.security.SecureRandom().nextBytes(k);
+        Files.write(p, k);
+        Files.setPosixFilePermissions(p, PosixFilePermissions.fromString("rw-------"));
+        return p;
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static DaemonProcess serve(Path dir, String name, Path checkpoint, String... seedArgs) throws Exception {
+        List<String> args = new java.util.ArrayList<>(List.of("--checkpoint", checkpoint.toString(), "--threads", "2"));
+        args.addAll(List.of(seedArgs));
+        return DaemonProcess.start(dir.resolve(name + ".sock"), dir.resolve(name + ".log"),
+                args.toArray(String[]::new)).awaitReady();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, Object> origin(DaemonProcess d) throws Exception {
+        CliRun s = CliRun.of("status", "--socket", d.socket.toString(), "--json");
+        assertEquals(0, s.exit(), s.err());
+        return (Map<String, Object>) ContentVerifyTest.json(s.out()).get("origin");
+    }
+
+    /** Every table's SHA-256 as imported from {@code d}, checked against the checkpoint's bytes. */
+    private static Map<String, String> imported(DaemonProcess d) throws Exception {
+        Checkpoint cp = Checkpoint.open(model);
+        Map<String, String> out = new TreeMap<>();
+        try (ImportedTables t = EngramClient.connect(d.socket, Expectations.ofCheckpoint(List.of(model), List.of(),
+                n -> { }), QUIET)) {
+            for (TableView v : t.tables().values()) {
+                TensorInfo ti = cp.tensor(v.name());
+                byte[] b = new byte[Math.toIntExact(ti.length())];
+                try (RandomAccessFile raf = new RandomAccessFile(ti.file().toFile(), "r")) {
+                    raf.seek(ti.offset());
+                    raf.readFully(b);
+                }
+                assertArrayEquals(MessageDigest.getInstance("SHA-256").digest(b), v.sha256(), v.name());
+                out.put(v.name(), java.util.HexFormat.of().formatHex(v.sha256()));
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void shouldSeedEveryTableFromAPeerReadingNoneFromTheDiskAndSkipItself(@TempDir Path dir) throws Exception {
+        int pa = freePort();
+        int pb = freePort();
+        try (DaemonProcess a = serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
+                DaemonProcess b = serve(dir, "b", model, "--seed-listen", "0.0.0.0:" + pb, "--seed-from",
+                        "127.0.0.1:" + pb + ",127.0.0.1:" + pa, "--seed-key", key.toString())) {
+            Map<String, Object> o = origin(b);
+            assertEquals("seed", o.get("how"), o.toString());
+            assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+            @SuppressWarnings("unchecked")
+            Map<String, Object> seeded = (Map<String, Object>) o.get("seeded");
+            @SuppressWarnings("unchecked")
+            List<Map<String, Object>> sources = (List<Map<String, Object>>) seeded.get("sources");
+            assertEquals(1, sources.size(), seeded.toString());
+            assertEquals("127.0.0.1:" + pa, sources.get(0).get("peer"));
+            assertEquals(0L, seeded.get("peers_refused"), "itself is skipped, not refused");
+            String log = b.log();
+            assertTrue(log.contains("seed: peer 127.0.0.1:" + pb + " is this daemon itself; skipping it"), log);
+            assertTrue(log.contains("seed: 4 of 4 tables ("), log);
+            assertEquals(imported(a), imported(b), "both daemons serve the same bytes, the checkpoint's");
+        }
+    }
+
+    @Test
+    void shouldRefuseAPeerWithoutTheKeyBothWaysAndSkipAnotherCheckpointForTheDisk(@TempDir Path dir)
+            throws Exception {
+        Path other = generate(dir, "other", "7");
+        Path wrongKey = keyFile(dir.resolve("wrong"), 48);
+        int pa = freePort();
+        int po = freePort();
+        int pm = freePort();
+        try (DaemonProcess a = serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString(),
+                "--metrics-port", String.valueOf(pm));
+                DaemonProcess o = serve(dir, "o", other, "--seed-listen", "127.0.0.1:" + po, "--seed-key",
+                        key.toString())) {
+            // the exporter refuses a proof made with another key: ERROR NOT_AUTHENTICATED, then the close
+            byte[] back = SeedProxy.wrongProof(new InetSocketAddress("127.0.0.1", pa), SeedKey.read(wrongKey));
+            assertEquals(SeedWire.ERROR, back[0]);
+            assertEquals(SeedWire.NOT_AUTHENTICATED, ByteBuffer.wrap(back).order(ByteOrder.LITTLE_ENDIAN).getShort(8));
+            // a frame longer than any request: refused at its header, before its payload is read
+            byte[] big = SeedProxy.rawFrame(new InetSocketAddress("127.0.0.1", pa), SeedWire.HELLO, 1 << 30);
+            assertEquals(SeedWire.BAD_REQUEST, ByteBuffer.wrap(big).order(ByteOrder.LITTLE_ENDIAN).getShort(8));
+            String alog = a.log();
+            assertTrue(alog.contains("refused: did not prove it holds the seed key"), alog);
+            assertTrue(alog.contains("refused: HELLO of 1073741824 bytes: a request has at most 56"), alog);
+
+            // a requester with another key: it refuses the exporter (which cannot prove the requester's key)
+            try (DaemonProcess c = serve(dir, "c", model, "--seed-from", "127.0.0.1:" + pa + ",127.0.0.1:" + po,
+                    "--seed-key", wrongKey.toString())) {
+                Map<String, Object> or = origin(c);
+                assertEquals("load", or.get("how"), or.toString());
+                String log = c.log();
+                assertTrue(log.contains("seed: peer 127.0.0.1:" + pa + " does not prove it holds the seed key;"
+                        + " skipping it"), log);
+                assertTrue(log.contains("seed: 0 of 4 tables (0 B) from 0 peers"), log);
+                assertEquals(imported(a), imported(c));
+            }
+            // the right key, but a peer serving other bytes under the same names: skipped, the disk loads
+            try (DaemonProcess e = serve(dir, "e", model, "--seed-from", "127.0.0.1:" + po, "--seed-key",
+                    key.toString())) {
+                Map<String, Object> or = origin(e);
+                assertEquals("load", or.get("how"), or.toString());
+                String log = e.log();
+                assertTrue(log.contains("seed: peer 127.0.0.1:" + po + " serves another checkpoint (fingerprint "), log);
+                assertEquals(imported(a), imported(e));
+            }
+            String metrics;
+            try (java.io.InputStream in = java.net.URI.create("http://127.0.0.1:" + pm + "/metrics").toURL()
+                    .openStream()) {
+                metrics = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+            }
+            assertTrue(metrics.contains("engram_host_seed_peers_refused_total{reason=\"not-authenticated\"} "),
+                    metrics);
+        }
+    }
+
+    @Test
+    void shouldCatchALyingPeerNamingTheTableAndFinishWhatADyingPeerLeaves(@TempDir Path dir) throws Exception {
+        int pa = freePort();
+        SeedKey k = SeedKey.read(key);
+        try (DaemonProcess a = serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
+                SeedProxy liar = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.LIE);
+                SeedProxy dying = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.DIE)) {
+            Map<String, String> truth = imported(a);
+            // the liar alone: the table it changed is caught and read from the disk; the others come from it
+            try (DaemonProcess b = serve(dir, "b", model, "--seed-from", liar.address(), "--seed-key",
+                    key.toString())) {
+                String log = b.log();
+                assertTrue(log.matches("(?s).*seed: table '[^']+' from peer " + java.util.regex.Pattern.quote(
+                        liar.address()) + " has engram digest v1 [0-9a-f]{16}, not the record's [0-9a-f]{16};"
+                        + " dropping the peer and fetching the table again from another peer or the disk.*"), log);
+                Map<String, Object> o = origin(b);
+                assertTrue((Long) o.get("checkpoint_bytes_read") > 0, o.toString());
+                assertEquals(truth, imported(b), "what is served is the checkpoint's, never the lie");
+            }
+            // a peer that dies in its first range, then a good one: the good one finishes, the disk reads nothing
+            try (DaemonProcess c = serve(dir, "c", model, "--seed-from", dying.address() + ",127.0.0.1:" + pa,
+                    "--seed-key", key.toString())) {
+                String log = c.log();
+                assertTrue(log.contains("seed: peer " + dying.address() + " closed the connection during the"
+                        + " transfer; its unfinished tables go to another peer or the disk"), log);
+                Map<String, Object> o = origin(c);
+                assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+                assertEquals(truth, imported(c));
+            }
+            // the dying peer alone: the disk finishes
+            try (DaemonProcess d = serve(dir, "d", model, "--seed-from", dying.address(), "--seed-key",
+                    key.toString())) {
+                Map<String, Object> o = origin(d);
+                assertTrue((Long) o.get("checkpoint_bytes_read") > 0, o.toString());
+                assertEquals(truth, imported(d));
+            }
+        }
+    }
+
+    @Test
+    void shouldRefuseAKeyFileOthersMayReadOrThatIsTooShort(@TempDir Path dir) throws Exception {
+        Path loose = keyFile(dir.resolve("loose"), 32);
+        Files.setPosixFilePermissions(loose, PosixFilePermissions.fromString("rw-r--r--"));
+        CliRun r = CliRun.of("serve", "--socket", dir.resolve("x.sock").toString(), "--checkpoint", model.toString(),
+                "--seed-listen", "127.0.0.1:" + freePort(), "--seed-key", loose.toString());
+        assertEquals(2, r.exit(), r.err());
+        assertTrue(r.err().contains("--seed-key " + loose + ": mode 0644 lets others than its owner at it: chmod 600 "
+                + loose), r.err());
+        Path shortKey = dir.resolve("short");
+        Files.writeString(shortKey, "hunter2\n", StandardCharsets.US_ASCII);
+        Files.setPosixFilePermissions(shortKey, PosixFilePermissions.fromString("rw-------"));
+        CliRun s = CliRun.of("serve", "--socket", dir.resolve("y.sock").toString(), "--checkpoint", model.toString(),
+                "--seed-from", "127.0.0.1:1", "--seed-key", shortKey.toString());
+        assertEquals(2, s.exit(), s.err());
+        assertTrue(s.err().contains("holds 8 bytes; a key needs 32 to 4096"), s.err());
+    }
+}

@@ -1,0 +1,519 @@
+package io.engramhost.daemon;
+
+import static java.lang.System.Logger.Level.INFO;
+import static java.lang.System.Logger.Level.WARNING;
+
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.RegionKind;
+import io.engramhost.seed.SeedAuth;
+import io.engramhost.seed.SeedKey;
+import io.engramhost.seed.SeedSettings;
+import io.engramhost.seed.SeedWire;
+import io.engramhost.store.Catalog;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.DefaultFileRegion;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.Epoll;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.util.concurrent.ScheduledFuture;
+import java.io.IOException;
+import java.net.BindException;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+
+/**
+ * {@code serve --seed-listen}: the exporter of docs/seeding.md. A peer proves it holds the key (and the daemon proves
+ * it too), may then ask for the manifest of the host tables served and for ranges of them, and gets each range sent
+ * from the region itself: a memfd's bytes go out with sendfile(2) (Netty's epoll transport, {@link DefaultFileRegion}
+ * over a read-only open of the memfd), or with the JDK's {@code transferTo} where the NIO transport serves instead.
+ * It takes nothing from its peers: no request changes the daemon.
+ *
+ * <p>Every limit is checked where the input enters, once: a frame's length at its header ({@link
+ * SeedWire#MAX_REQUEST_PAYLOAD}, the one bound of what a peer may send), the handshake within {@link
+ * #HANDSHAKE_MILLIS}, at most {@link #MAX_PEERS} connections and {@link #MAX_HANDSHAKING} of them unauthenticated,
+ * a range within its table and at most {@link SeedWire#MAX_RANGE}, one request answered at a time with at most one
+ * more waiting, a range taken within {@link #WRITE_MILLIS}, and {@link #IDLE_MILLIS} between requests. What breaks
+ * one gets an ERROR naming it, and the connection is closed. Its threads ({@code engram-seed-io}) are its own: no
+ * peer holds up the Unix socket's poll loop or its workers.
+ */
+final class SeedServer implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(SeedServer.class.getName());
+    static final int MAX_PEERS = 64;
+    static final int MAX_HANDSHAKING = 16;
+    static final long HANDSHAKE_MILLIS = 5_000;
+    static final long IDLE_MILLIS = 60_000;
+    static final long WRITE_MILLIS = 60_000;
+    /** Refusals logged per minute at most (each is counted in the metrics anyway). */
+    static final int LOGGED_PER_MINUTE = 20;
+    private static final int IO_THREADS = 2;
+    private static final int FRAME_MAX = SeedWire.HEADER + SeedWire.MAX_REQUEST_PAYLOAD;
+
+    /** What the metrics see. */
+    static final class Stats {
+        final AtomicLong bytesSent = new AtomicLong();
+        final AtomicLong rangesSent = new AtomicLong();
+        final Map<String, AtomicLong> refused = new ConcurrentHashMap<>();
+        final AtomicInteger open = new AtomicInteger();
+        volatile String transport = "none";
+
+        void refused(String reason) {
+            refused.computeIfAbsent(reason, k -> new AtomicLong()).incrementAndGet();
+        }
+    }
+
+    /** One table as exported: the region's read-only channel and where the table lies in it. */
+    private record Exported(String name, long bytes, long digest, FileChannel region, long offset) {
+    }
+
+    private final Supplier<Catalog> catalog;
+    private final SeedKey key;
+    private final byte[] id;
+    private final Stats stats;
+    private final EventLoopGroup loop;
+    private final Class<? extends ServerChannel> channelClass;
+    private final AtomicInteger handshaking = new AtomicInteger();
+    private final AtomicLong logWindow = new AtomicLong();
+    private final AtomicInteger logged = new AtomicInteger();
+    private final List<Thread> threads = new ArrayList<>();
+    private volatile Channel listener;
+    /** Built at the first MANIFEST once the catalog is ready; its channels closed with the server. */
+    private volatile List<Exported> exported;
+    private volatile ByteBuffer manifest;
+    private final List<FileChannel> channels = new ArrayList<>();
+
+    private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads factory) {
+        this.catalog = catalog;
+        this.key = settings.key();
+        this.id = settings.instanceId();
+        this.stats = stats;
+        IoHandlerFactory io;
+        if (Epoll.isAvailable()) {
+            io = EpollIoHandler.newFactory();
+            channelClass = EpollServerSocketChannel.class;
+            stats.transport = "epoll";
+        } else {
+            io = NioIoHandler.newFactory();
+            channelClass = NioServerSocketChannel.class;
+            stats.transport = "nio";
+            LOG.log(INFO, "seed: Netty's epoll transport is not available (" + Epoll.unavailabilityCause()
+                    + "); serving seeds with the NIO transport");
+        }
+        this.loop = new MultiThreadIoEventLoopGroup(IO_THREADS, (ThreadFactory) r -> {
+            Thread t = factory.thread(r, "engram-seed-io");
+            synchronized (threads) {
+                threads.add(t);
+            }
+            return t;
+        }, io);
+    }
+
+    /** Binds {@code settings.listen()} and serves; a bind that fails is one line naming the flag. */
+    static SeedServer start(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads threads) {
+        SeedServer s = new SeedServer(catalog, settings, stats, threads);
+        try {
+            ChannelFuture bound = s.bootstrap().bind(settings.listen()).awaitUninterruptibly();
+            if (!bound.isSuccess()) {
+                Throwable e = bound.cause();
+                throw new IllegalStateException("cannot listen on " + SeedSettings.show(settings.listen())
+                        + " (--seed-listen): " + (e instanceof BindException ? e.getMessage() : e));
+            }
+            s.listener = bound.channel();
+        } catch (RuntimeException | Error e) {
+            s.close();
+            throw e;
+        }
+        LOG.log(INFO, "seed: exporting the tables to authenticated peers on " + SeedSettings.show(s.address())
+                + " (" + stats.transport + ")");
+        return s;
+    }
+
+    InetSocketAddress address() {
+        return (InetSocketAddress) listener.localAddress();
+    }
+
+    private ServerBootstrap bootstrap() {
+        return new ServerBootstrap().group(loop).channel(channelClass)
+                .option(ChannelOption.SO_BACKLOG, 128)
+                .childOption(ChannelOption.TCP_NODELAY, true)
+                .childOption(ChannelOption.AUTO_READ, true)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new Peer(ch));
+                    }
+                });
+    }
+
+    private void refuse(String reason, String line) {
+        stats.refused(reason);
+        long minute = System.nanoTime() / 60_000_000_000L;
+        if (logWindow.getAndSet(minute) != minute) {
+            logged.set(0);
+        }
+        if (logged.incrementAndGet() <= LOGGED_PER_MINUTE) {
+            LOG.log(WARNING, "seed: " + line);
+        }
+    }
+
+    /** The exported tables and the MANIFEST frame, made once from the ready catalog (null: not ready). */
+    private synchronized List<Exported> exported() throws IOException {
+        if (exported != null) {
+            return exported;
+        }
+        Catalog c = catalog.get();
+        if (c == null) {
+            return null;
+        }
+        Catalog.Served host = c.servedTo(-1);
+        List<FileChannel> byRegion = new ArrayList<>();
+        for (int i = 0; i < host.fds().size(); i++) {
+            RegionKind kind = host.manifest().regions().get(i).kind();
+            if (!kind.memfd()) {
+                throw new IOException("region " + i + " is " + kind + ", which cannot be read through its fd; this"
+                        + " build exports memfd regions only");
+            }
+            FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + host.fds().get(i).get()),
+                    StandardOpenOption.READ);
+            channels.add(ch);
+            byRegion.add(ch);
+        }
+        List<Exported> out = new ArrayList<>();
+        List<SeedWire.Table> wire = new ArrayList<>();
+        for (Manifest.Table t : host.manifest().tables()) {
+            if (t.region() < 0 || t.device() >= 0) {
+                continue;
+            }
+            out.add(new Exported(t.name(), t.bytes(), t.digest(), byRegion.get(t.region()), t.offset()));
+            wire.add(new SeedWire.Table(t.name(), t.bytes(), t.digest()));
+        }
+        manifest = SeedWire.manifest(HexFormat.of().parseHex(c.fingerprintSha256()), wire);
+        exported = List.copyOf(out);
+        return exported;
+    }
+
+    /** A region range that leaves its channel open when released (the channel is the server's, shared). */
+    private static final class SharedRegion extends DefaultFileRegion {
+        SharedRegion(FileChannel file, long position, long count) {
+            super(file, position, count);
+        }
+
+        @Override
+        protected void deallocate() {
+            // the channel stays open for the next range; the server closes it
+        }
+    }
+
+    private enum Step {
+        HELLO, PROOF, READY, CLOSED
+    }
+
+    /** One peer's connection; everything on its event loop. */
+    private final class Peer extends ChannelInboundHandlerAdapter {
+        private final SocketChannel ch;
+        private final ByteBuffer in = ByteBuffer.allocate(2 * FRAME_MAX).order(ByteOrder.LITTLE_ENDIAN);
+        private Step step = Step.HELLO;
+        private boolean answering;
+        private boolean counted;
+        private ScheduledFuture<?> deadline;
+        private byte[] clientNonce;
+        private byte[] serverNonce;
+        private byte[] clientId;
+        private final String who;
+
+        Peer(SocketChannel ch) {
+            this.ch = ch;
+            InetSocketAddress r = ch.remoteAddress();
+            this.who = r == null ? "?" : SeedSettings.show(r);
+        }
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) {
+            if (stats.open.incrementAndGet() > MAX_PEERS) {
+                stats.open.decrementAndGet();
+                fail("busy", SeedWire.BUSY, MAX_PEERS + " peers are connected already (the most at once)");
+                return;
+            }
+            counted = true;
+            if (handshaking.incrementAndGet() > MAX_HANDSHAKING) {
+                handshaking.decrementAndGet();
+                step = Step.CLOSED;
+                stats.open.decrementAndGet();
+                counted = false;
+                fail("busy", SeedWire.BUSY, MAX_HANDSHAKING + " peers are authenticating already (the most at once)");
+                return;
+            }
+            deadline(HANDSHAKE_MILLIS, "timed-out", "did not authenticate within " + HANDSHAKE_MILLIS + " ms");
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            if (step == Step.HELLO || step == Step.PROOF) {
+                handshaking.decrementAndGet();
+            }
+            step = Step.CLOSED;
+            if (counted) {
+                counted = false;
+                stats.open.decrementAndGet();
+            }
+            if (deadline != null) {
+                deadline.cancel(false);
+            }
+        }
+
+        private void deadline(long millis, String reason, String line) {
+            if (deadline != null) {
+                deadline.cancel(false);
+            }
+            deadline = ch.eventLoop().schedule(() -> fail(reason, SeedWire.TIMED_OUT, line), millis,
+                    TimeUnit.MILLISECONDS);
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf b = (ByteBuf) msg;
+            try {
+                if (step == Step.CLOSED) {
+                    return;
+                }
+                if (b.readableBytes() > in.remaining()) {
+                    fail("bad-request", SeedWire.BAD_REQUEST, "sent more than one request ahead of its answer");
+                    return;
+                }
+                byte[] bytes = new byte[b.readableBytes()];
+                b.readBytes(bytes);
+                in.put(bytes);
+            } finally {
+                b.release();
+            }
+            drain();
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            if (step != Step.CLOSED) {
+                refuse("error", "peer " + who + ": " + cause + "; closing its connection");
+            }
+            step = Step.CLOSED;
+            ch.close();
+        }
+
+        /** Handles every complete frame held, unless an answer is being written. */
+        private void drain() {
+            while (step != Step.CLOSED && !answering) {
+                in.flip();
+                if (in.remaining() < SeedWire.HEADER) {
+                    in.compact();
+                    return;
+                }
+                int type = Byte.toUnsignedInt(in.get(0));
+                long n = Integer.toUnsignedLong(in.getInt(4));
+                if (in.get(1) != 0 || in.getShort(2) != 0) {
+                    in.compact();
+                    fail("bad-request", SeedWire.BAD_REQUEST, "a frame header's reserved bytes are not 0");
+                    return;
+                }
+                if (n > SeedWire.MAX_REQUEST_PAYLOAD) {
+                    in.compact();
+                    fail("bad-request", SeedWire.BAD_REQUEST, SeedWire.name(type) + " of " + n + " bytes: a request"
+                            + " has at most " + SeedWire.MAX_REQUEST_PAYLOAD);
+                    return;
+                }
+                if (in.remaining() < SeedWire.HEADER + n) {
+                    in.compact();
+                    return;
+                }
+                byte[] payload = new byte[(int) n];
+                in.position(SeedWire.HEADER);
+                in.get(payload);
+                in.compact();
+                handle(type, ByteBuffer.wrap(payload).order(ByteOrder.LITTLE_ENDIAN));
+            }
+        }
+
+        private void handle(int type, ByteBuffer p) {
+            switch (step) {
+                case HELLO -> hello(type, p);
+                case PROOF -> proof(type, p);
+                case READY -> request(type, p);
+                default -> {
+                }
+            }
+        }
+
+        private void hello(int type, ByteBuffer p) {
+            if (type != SeedWire.HELLO || p.remaining() != SeedWire.HELLO_BYTES) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "expected HELLO of " + SeedWire.HELLO_BYTES + " bytes, got "
+                        + SeedWire.name(type) + " of " + p.remaining());
+                return;
+            }
+            int magic = p.getInt();
+            int version = Short.toUnsignedInt(p.getShort());
+            p.getShort();
+            if (magic != SeedWire.MAGIC || version != SeedWire.VERSION) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "not a seeding HELLO of version " + SeedWire.VERSION
+                        + " (magic " + Integer.toHexString(magic) + ", version " + version + ")");
+                return;
+            }
+            clientNonce = new byte[SeedAuth.NONCE_BYTES];
+            clientId = new byte[SeedAuth.ID_BYTES];
+            p.get(clientNonce).get(clientId);
+            serverNonce = SeedAuth.random(SeedAuth.NONCE_BYTES);
+            ByteBuffer c = SeedWire.frame(SeedWire.CHALLENGE, SeedWire.CHALLENGE_BYTES);
+            c.putShort((short) SeedWire.VERSION).putShort((short) 0).put(serverNonce).put(id)
+                    .put(SeedAuth.serverProof(key, clientNonce, serverNonce, clientId, id));
+            ch.writeAndFlush(Unpooled.wrappedBuffer(c.flip()));
+            step = Step.PROOF;
+        }
+
+        private void proof(int type, ByteBuffer p) {
+            if (type != SeedWire.PROOF || p.remaining() != SeedAuth.MAC_BYTES) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "expected PROOF, got " + SeedWire.name(type));
+                return;
+            }
+            byte[] mac = new byte[SeedAuth.MAC_BYTES];
+            p.get(mac);
+            if (!SeedAuth.same(mac, SeedAuth.clientProof(key, clientNonce, serverNonce, clientId, id))) {
+                fail("not-authenticated", SeedWire.NOT_AUTHENTICATED, "did not prove it holds the seed key");
+                return;
+            }
+            handshaking.decrementAndGet();
+            step = Step.READY;
+            deadline(IDLE_MILLIS, "timed-out", "sent no request for " + IDLE_MILLIS + " ms");
+        }
+
+        private void request(int type, ByteBuffer p) {
+            List<Exported> tables;
+            try {
+                tables = exported();
+            } catch (IOException e) {
+                fail("unavailable", SeedWire.NOT_READY, e.getMessage());
+                return;
+            }
+            if (tables == null) {
+                fail("not-ready", SeedWire.NOT_READY, "this daemon is still loading its tables");
+                return;
+            }
+            if (type == SeedWire.MANIFEST_REQUEST && p.remaining() == 0) {
+                ch.writeAndFlush(Unpooled.wrappedBuffer(manifest.duplicate()));
+                deadline(IDLE_MILLIS, "timed-out", "sent no request for " + IDLE_MILLIS + " ms");
+                return;
+            }
+            if (type != SeedWire.RANGE || p.remaining() != SeedWire.RANGE_BYTES) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "expected MANIFEST_REQUEST or RANGE, got "
+                        + SeedWire.name(type) + " of " + p.remaining() + " bytes");
+                return;
+            }
+            long table = Integer.toUnsignedLong(p.getInt());
+            long offset = p.getLong();
+            long length = Integer.toUnsignedLong(p.getInt());
+            if (table >= tables.size()) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "RANGE of table " + table + ": there are " + tables.size());
+                return;
+            }
+            Exported t = tables.get((int) table);
+            if (length == 0 || length > SeedWire.MAX_RANGE || offset < 0 || offset > t.bytes() - length) {
+                fail("bad-request", SeedWire.BAD_REQUEST, "RANGE of table '" + t.name() + "' (" + t.bytes()
+                        + " bytes): " + length + " bytes at " + offset + " is not within it, or over "
+                        + SeedWire.MAX_RANGE);
+                return;
+            }
+            ByteBuffer head = SeedWire.dataHead((int) table, offset, length);
+            answering = true;
+            ch.config().setAutoRead(false);
+            deadline(WRITE_MILLIS, "timed-out", "did not take a range of " + length + " bytes within " + WRITE_MILLIS
+                    + " ms");
+            ch.write(Unpooled.wrappedBuffer(head));
+            ch.writeAndFlush(new SharedRegion(t.region(), t.offset() + offset, length)).addListener(
+                    (ChannelFutureListener) f -> {
+                        if (!f.isSuccess() || step == Step.CLOSED) {
+                            ch.close();
+                            return;
+                        }
+                        stats.bytesSent.addAndGet(length);
+                        stats.rangesSent.incrementAndGet();
+                        answering = false;
+                        deadline(IDLE_MILLIS, "timed-out", "sent no request for " + IDLE_MILLIS + " ms");
+                        ch.config().setAutoRead(true);
+                        drain();
+                    });
+        }
+
+        /** One line, an ERROR to the peer, and the connection closed. */
+        private void fail(String reason, int code, String line) {
+            if (step == Step.CLOSED && !"busy".equals(reason)) {
+                return;
+            }
+            boolean wasHandshaking = step == Step.HELLO || step == Step.PROOF;
+            if (wasHandshaking && !"busy".equals(reason)) {
+                handshaking.decrementAndGet();
+            }
+            step = Step.CLOSED;
+            if (deadline != null) {
+                deadline.cancel(false);
+            }
+            refuse(reason, "peer " + who + " refused: " + line);
+            ch.config().setAutoRead(false);
+            ch.writeAndFlush(Unpooled.wrappedBuffer(SeedWire.error(code, line))).addListener(ChannelFutureListener.CLOSE);
+        }
+    }
+
+    @Override
+    public void close() {
+        loop.shutdownGracefully(0, 0, TimeUnit.MILLISECONDS).awaitUninterruptibly(10, TimeUnit.SECONDS);
+        List<Thread> all;
+        synchronized (threads) {
+            all = List.copyOf(threads);
+        }
+        boolean interrupted = false;
+        for (Thread t : all) {
+            try {
+                t.join(10_000);
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        synchronized (this) {
+            for (FileChannel c : channels) {
+                try {
+                    c.close();
+                } catch (IOException ignored) {
+                    // a read-only view of a region
+                }
+            }
+            channels.clear();
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

@@ -1,0 +1,42 @@
+package io.engramhost.seed;
+
+import java.net.InetSocketAddress;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * A daemon's seeding: where it exports ({@code --seed-listen}, null: it does not), the peers it fills its tables
+ * from ({@code --seed-from}, empty: none), the key ({@code --seed-key}) and this process's instance id, which a
+ * peer list that names this daemon itself is told apart by.
+ */
+public record SeedSettings(InetSocketAddress listen, List<InetSocketAddress> peers, SeedKey key, byte[] instanceId) {
+    /** No seeding. */
+    public static final SeedSettings NONE = new SeedSettings(null, List.of(), null, SeedAuth.random(SeedAuth.ID_BYTES));
+
+    public SeedSettings {
+        peers = List.copyOf(peers);
+        Objects.requireNonNull(instanceId, "instanceId");
+        if (instanceId.length != SeedAuth.ID_BYTES) {
+            throw new IllegalArgumentException("an instance id has " + SeedAuth.ID_BYTES + " bytes");
+        }
+        instanceId = instanceId.clone();
+        if ((listen != null || !peers.isEmpty()) && key == null) {
+            throw new IllegalArgumentException("--seed-key: seeding (--seed-listen, --seed-from) needs a key file");
+        }
+    }
+
+    public boolean fromPeers() {
+        return !peers.isEmpty();
+    }
+
+    @Override
+    public byte[] instanceId() {
+        return instanceId.clone();
+    }
+
+    /** {@code host:port} as an operator writes it. */
+    public static String show(InetSocketAddress a) {
+        String h = a.getAddress() != null ? a.getAddress().getHostAddress() : a.getHostString();
+        return (h.contains(":") ? "[" + h + "]" : h) + ":" + a.getPort();
+    }
+}

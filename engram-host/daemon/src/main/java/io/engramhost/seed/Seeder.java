@@ -1,0 +1,338 @@
+package io.engramhost.seed;
+
+import io.engramhost.checkpoint.ContentDigest;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import java.util.function.LongConsumer;
+
+/**
+ * Fills tables from peers (docs/seeding.md, "The requester"): asks each peer for its manifest, gives each table to
+ * a peer that holds it with the same size and the engram digest v1 the caller expects (the digest record's), reads
+ * its 64 MiB chunks on several streams per peer straight into the caller's memory, hashes each chunk as it lands,
+ * and accepts a table only when its digest is the expected one. A peer that is this daemon, not ready, without the
+ * key or serving other tables is skipped; a peer that fails mid-transfer or sends a table whose digest differs is
+ * dropped, and its unfinished tables go to another peer in the next round. What no peer delivered comes back as
+ * not seeded, for the disk. Every such event is one line to {@code log}.
+ */
+public final class Seeder {
+    /** A table to fill: its name, bytes, the engram digest v1 it must have, and where its bytes go. */
+    public record Table(String name, long bytes, long expectedDigest, long address) {
+    }
+
+    /** One source's share: the peer, the verified bytes it gave, and the seconds from its first byte to its last. */
+    public record Source(String peer, long bytes, double seconds) {
+        public double gibPerSecond() {
+            return seconds > 0 ? bytes / (double) (1L << 30) / seconds : 0;
+        }
+    }
+
+    /**
+     * What came of it: the verified digest of each seeded table (by index in the caller's list) and which peer gave
+     * it; the tables not seeded; each source; and how many peers were refused (no key, other tables, a lie).
+     */
+    public record Result(Map<Integer, Long> digests, Map<Integer, String> from, List<Integer> notSeeded,
+            List<Source> sources, int peersRefused) {
+    }
+
+    private final SeedSettings settings;
+    private final int streams;
+    private final Consumer<String> log;
+    private final LongConsumer progress;
+
+    /** {@code streams}: connections in all, shared among the peers; {@code progress}: verified bytes as they come. */
+    public Seeder(SeedSettings settings, int streams, Consumer<String> log, LongConsumer progress) {
+        this.settings = settings;
+        this.streams = Math.max(1, streams);
+        this.log = log;
+        this.progress = progress;
+    }
+
+    private static final class Peer {
+        final InetSocketAddress address;
+        final String name;
+        final Map<String, Integer> index = new HashMap<>();
+        final Map<String, SeedWire.Table> tables = new HashMap<>();
+        PeerConnection first;
+        volatile boolean dead;
+        final AtomicLong bytes = new AtomicLong();
+        final AtomicLong firstNanos = new AtomicLong();
+        final AtomicLong lastNanos = new AtomicLong();
+
+        Peer(InetSocketAddress address) {
+            this.address = address;
+            this.name = SeedSettings.show(address);
+        }
+    }
+
+    /** One table's transfer in a round. */
+    private static final class Job {
+        final int table;
+        final long[] hashes;
+        final AtomicInteger left;
+
+        Job(int table, int chunks) {
+            this.table = table;
+            this.hashes = new long[chunks];
+            this.left = new AtomicInteger(chunks);
+        }
+    }
+
+    private record Chunk(Job job, int index) {
+    }
+
+    /** Seeds {@code tables}; never throws for a peer's fault (that table goes back to the caller). */
+    public Result seed(List<Table> tables) throws InterruptedException {
+        List<Peer> peers = discover(tables);
+        Map<Integer, Long> digests = new LinkedHashMap<>();
+        Map<Integer, String> from = new LinkedHashMap<>();
+        Map<Integer, Set<Peer>> refusedFor = new HashMap<>();
+        Set<Integer> pending = new HashSet<>();
+        for (int i = 0; i < tables.size(); i++) {
+            pending.add(i);
+        }
+        AtomicInteger liars = new AtomicInteger();
+        while (!pending.isEmpty()) {
+            Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
+            if (plan.isEmpty()) {
+                break;
+            }
+            round(tables, plan, digests, from, refusedFor, liars);
+            pending.removeAll(digests.keySet());
+        }
+        for (Peer p : peers) {
+            if (p.first != null) {
+                p.first.close();
+                p.first = null;
+            }
+        }
+        List<Integer> notSeeded = new ArrayList<>(pending);
+        notSeeded.sort(null);
+        List<Source> sources = new ArrayList<>();
+        for (Peer p : peers) {
+            if (p.bytes.get() > 0) {
+                sources.add(new Source(p.name, p.bytes.get(), (p.lastNanos.get() - p.firstNanos.get()) / 1e9));
+            }
+        }
+        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get());
+    }
+
+    private int refusedPeers;
+
+    /** Connects to every peer at once and reads its manifest; the usable ones, with their first connection open. */
+    private List<Peer> discover(List<Table> tables) throws InterruptedException {
+        List<Peer> all = new ArrayList<>();
+        Set<String> seen = new HashSet<>();
+        for (InetSocketAddress a : settings.peers()) {
+            Peer p = new Peer(a);
+            if (!seen.add(p.name)) {
+                continue;
+            }
+            if (settings.listen() != null && a.equals(settings.listen())) {
+                log.accept("seed: peer " + p.name + " is this daemon's own --seed-listen address; skipping it");
+                continue;
+            }
+            all.add(p);
+        }
+        Map<String, Table> wanted = new HashMap<>();
+        tables.forEach(t -> wanted.put(t.name(), t));
+        List<Thread> threads = new ArrayList<>();
+        List<Peer> usable = Collections.synchronizedList(new ArrayList<>());
+        AtomicInteger refused = new AtomicInteger();
+        for (Peer p : all) {
+            Thread t = new Thread(() -> {
+                try {
+                    PeerConnection c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
+                    SeedWire.Manifest m;
+                    try {
+                        m = c.manifest();
+                    } catch (IOException | RuntimeException e) {
+                        c.close();
+                        throw e;
+                    }
+                    int matching = 0;
+                    String firstDifference = null;
+                    for (int i = 0; i < m.tables().size(); i++) {
+                        SeedWire.Table st = m.tables().get(i);
+                        Table w = wanted.get(st.name());
+                        if (w == null) {
+                            continue;
+                        }
+                        if (st.bytes() == w.bytes() && st.digest() == w.expectedDigest()) {
+                            p.index.put(st.name(), i);
+                            p.tables.put(st.name(), st);
+                            matching++;
+                        } else if (firstDifference == null) {
+                            firstDifference = "table '" + st.name() + "' has " + st.bytes() + " bytes and engram digest"
+                                    + " v1 " + ContentDigest.hex(st.digest()) + ", this checkpoint's "
+                                    + w.bytes() + " and " + ContentDigest.hex(w.expectedDigest());
+                        }
+                    }
+                    if (matching == 0) {
+                        c.close();
+                        refused.incrementAndGet();
+                        log.accept("seed: peer " + p.name + " serves another checkpoint (fingerprint "
+                                + m.fingerprintSha256().substring(0, 16) + "...: "
+                                + (firstDifference != null ? firstDifference : "none of this daemon's tables")
+                                + "); skipping it");
+                        return;
+                    }
+                    if (firstDifference != null) {
+                        log.accept("seed: peer " + p.name + " holds " + matching + " of the tables; others differ ("
+                                + firstDifference + ")");
+                    }
+                    p.first = c;
+                    usable.add(p);
+                } catch (PeerConnection.PeerException e) {
+                    if (!e.benign) {
+                        refused.incrementAndGet();
+                    }
+                    log.accept("seed: " + e.getMessage() + "; skipping it");
+                } catch (IOException | RuntimeException e) {
+                    refused.incrementAndGet();
+                    log.accept("seed: peer " + p.name + ": " + e + "; skipping it");
+                }
+            }, "engram-seed-peer");
+            t.setDaemon(true);
+            t.start();
+            threads.add(t);
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        refusedPeers = refused.get();
+        List<Peer> out = new ArrayList<>();
+        for (Peer p : all) { // in the order given
+            if (usable.contains(p)) {
+                out.add(p);
+            }
+        }
+        return out;
+    }
+
+    /** Gives each pending table to the live peer holding it with the fewest bytes given so far; largest first. */
+    private static Map<Peer, List<Job>> assign(List<Table> tables, Set<Integer> pending, List<Peer> peers,
+            Map<Integer, Set<Peer>> refusedFor) {
+        Map<Peer, Long> load = new HashMap<>();
+        Map<Peer, List<Job>> plan = new LinkedHashMap<>();
+        List<Integer> order = new ArrayList<>(pending);
+        order.sort(Comparator.comparingLong((Integer i) -> tables.get(i).bytes()).reversed().thenComparing(i -> i));
+        for (int i : order) {
+            Table t = tables.get(i);
+            Peer best = null;
+            for (Peer p : peers) {
+                if (p.dead || !p.tables.containsKey(t.name()) || refusedFor.getOrDefault(i, Set.of()).contains(p)) {
+                    continue;
+                }
+                if (best == null || load.getOrDefault(p, 0L) < load.getOrDefault(best, 0L)) {
+                    best = p;
+                }
+            }
+            if (best == null) {
+                continue;
+            }
+            load.merge(best, t.bytes(), Long::sum);
+            int chunks = (int) ((t.bytes() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
+            plan.computeIfAbsent(best, k -> new ArrayList<>()).add(new Job(i, chunks));
+        }
+        return plan;
+    }
+
+    /** One round: every peer's jobs on its streams, until done or the peer fails. */
+    private void round(List<Table> tables, Map<Peer, List<Job>> plan, Map<Integer, Long> digests,
+            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars)
+            throws InterruptedException {
+        int perPeer = Math.max(1, streams / plan.size());
+        List<Thread> threads = new ArrayList<>();
+        for (Map.Entry<Peer, List<Job>> e : plan.entrySet()) {
+            Peer p = e.getKey();
+            ConcurrentLinkedQueue<Chunk> queue = new ConcurrentLinkedQueue<>();
+            for (Job j : e.getValue()) {
+                for (int c = 0; c < j.hashes.length; c++) {
+                    queue.add(new Chunk(j, c));
+                }
+            }
+            AtomicBoolean failedLogged = new AtomicBoolean();
+            for (int s = 0; s < perPeer; s++) {
+                PeerConnection given = s == 0 ? p.first : null;
+                if (s == 0) {
+                    p.first = null;
+                }
+                Thread t = new Thread(() -> stream(p, given, queue, tables, digests, from, refusedFor, liars,
+                        failedLogged), "engram-seed");
+                t.setDaemon(true);
+                t.start();
+                threads.add(t);
+            }
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+    }
+
+    private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue, List<Table> tables,
+            Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
+            AtomicInteger liars, AtomicBoolean failedLogged) {
+        PeerConnection c = given;
+        try {
+            Chunk k;
+            while (!p.dead && (k = queue.poll()) != null) {
+                if (c == null) {
+                    c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
+                }
+                Table t = tables.get(k.job.table);
+                long off = k.index * ContentDigest.CHUNK;
+                int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
+                long t0 = System.nanoTime();
+                p.firstNanos.compareAndSet(0, t0);
+                c.range(p.index.get(t.name()), off, len, t.address() + off);
+                k.job.hashes[k.index] = ContentDigest.chunkHash(t.address() + off, len);
+                p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
+                if (k.job.left.decrementAndGet() == 0) {
+                    long d = ContentDigest.combine(k.job.hashes);
+                    if (d != t.expectedDigest()) {
+                        p.dead = true;
+                        liars.incrementAndGet();
+                        synchronized (refusedFor) {
+                            refusedFor.computeIfAbsent(k.job.table, x -> new HashSet<>()).add(p);
+                        }
+                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has engram digest v1 "
+                                + ContentDigest.hex(d) + ", not the record's " + ContentDigest.hex(t.expectedDigest())
+                                + "; dropping the peer and fetching the table again from another peer or the disk");
+                        return;
+                    }
+                    synchronized (digests) {
+                        digests.put(k.job.table, d);
+                        from.put(k.job.table, p.name);
+                    }
+                    p.bytes.addAndGet(t.bytes());
+                    progress.accept(t.bytes());
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            p.dead = true;
+            if (failedLogged.compareAndSet(false, true)) {
+                log.accept("seed: " + (e instanceof PeerConnection.PeerException ? e.getMessage()
+                        : "peer " + p.name + ": " + e) + " during the transfer; its unfinished tables go to another"
+                        + " peer or the disk");
+            }
+        } finally {
+            if (c != null) {
+                c.close();
+            }
+        }
+    }
+}
