@@ -160,11 +160,15 @@ run_backend() {
   podman rm engine2 >/dev/null
   say "engine2 imported and checked while engine1 holds ($(el))"
   # a takeover inside the daemon's container, then the old daemon is gone
-  podman exec -d engram-daemon sh -c "exec /opt/engram-host/bin/engram-host serve --checkpoint /checkpoint --backend $B \
-    --numa none --allow-uid 1000 --socket $SOCK --takeover >/tmp/successor.log 2>&1"
-  for i in $(seq 600); do podman logs engram-daemon 2>&1 | grep -q 'handed over to pid' && break; sleep 1; done
+  # (podman exec -d of the successor hung every later podman command here: bench/container-runs.md)
+  podman kill -s USR1 engram-daemon >/dev/null
+  for i in $(seq 40); do
+    podman logs engram-daemon 2>&1 | grep -q 'handed over to pid' && break
+    timeout 30 podman exec engram-daemon cat /tmp/successor.log 2>&1 | tail -2 | sed "s/^/scenario: successor so far ($(el)): /" || true
+    sleep 5
+  done
   podman logs engram-daemon 2>&1 | grep -E 'takeover|handed over' | sed 's/^/scenario: daemon: /'
-  podman exec engram-daemon cat /tmp/successor.log | sed 's/^/scenario: successor: /'
+  timeout 30 podman exec engram-daemon cat /tmp/successor.log | sed 's/^/scenario: successor: /' || true
   podman logs engram-daemon 2>&1 | grep -q 'handed over to pid' || die "$B: no takeover"
   podman kill -s USR1 engine1 >/dev/null
   wait_log engine1 '"what": "again"' 900 || die "$B: engine1 did not check again after the takeover"
