@@ -11,7 +11,7 @@ serving() {  # the pids of `engram-host serve` processes in this container (this
   done
 }
 trap 'for p in $(serving); do kill -TERM "$p"; done' TERM INT
-trap '/opt/engram-host/bin/engram-host serve "$@" --takeover 1>\&2 &' USR1
+trap '/opt/engram-host/bin/engram-host serve "$@" --takeover 1>&2 &' USR1
 /opt/engram-host/bin/engram-host serve "$@" &
 first=$!
 while :; do wait $first; rc=$?; [ $rc -gt 128 ] && kill -0 $first 2>/dev/null || break; done  # a trap ends wait
