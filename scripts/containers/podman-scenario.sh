@@ -71,7 +71,8 @@ network_config_dir = "/run/containers/networks"
 EOF
 export CONTAINERS_CONF=/tmp/containers.conf
 echo "+memory +pids +cpu +hugetlb" > /sys/fs/cgroup/cgroup.subtree_control
-for m in overlay veth bridge br_netfilter nf_tables nft_compat nft_chain_nat nf_nat xt_MASQUERADE; do
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd   # the guest's devtmpfs has none; bash's <(...) needs it
+for m in overlay veth bridge br_netfilter nf_tables nft_compat nft_chain_nat nf_nat xt_MASQUERADE xt_comment xt_conntrack xt_addrtype; do
   modprobe -d "$PODMAN_VM_KCACHE" "$m" 2>/dev/null || echo "scenario: (modprobe $m failed)"
 done
 say "guest: $(uname -r), $(nproc) CPU, $(awk '/MemTotal/{print int($2/1024)" MiB"}' /proc/meminfo); $(podman --version); $(crun --version | head -1)"
