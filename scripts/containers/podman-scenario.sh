@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Issue #28, section 2: two containers that share only the socket directory, under Debian's rootful podman, inside
+# the QEMU guest of scripts/containers/podman-vm.sh (podman does not run on these machines themselves). Not in CI.
+#
+#   scripts/containers/podman-scenario.sh [STEP...]      # on the host: prepares, then boots the guest and runs STEPs
+#
+# STEPs (default: memfd memfd-hugetlb kube): memfd, memfd-hugetlb (daemon container + engine containers, below),
+# kube (podman kube play of deploy/kubernetes/'s DaemonSet template as a Pod, and engine-example.yaml).
+# Environment: PODMAN_SCENARIO_MODEL small (126 MiB of tables, default) or big (1.0 GiB); PODMAN_VM_* (podman-vm.sh).
+#
+# On the host (needs root and Debian's archive): debootstrap --variant=minbase bookworm twice (plain, and with
+# python3), cached as tars in /var/cache/engram-containers; a model directory with a digest record
+# (engram-host generate --model, inspect --write-digests) there too; the release tarball must exist (scripts/release/dist.sh).
+# In the guest: podman import of both tars, podman build of the two images (no registry), then the STEPs. Every
+# result line starts with "scenario:"; bench/container-runs.md records runs.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+C=/var/cache/engram-containers
+MODEL_KIND=${PODMAN_SCENARIO_MODEL:-small}
+MODEL=$C/model-$MODEL_KIND
+say() { echo "scenario: $*"; }
+die() { echo "scenario: FAIL: $*"; exit 1; }
+STEPS=("$@"); [ ${#STEPS[@]} -gt 0 ] || STEPS=(memfd memfd-hugetlb kube)
+
+if [ "${PODMAN_VM:-0}" != 1 ]; then
+  # ---- on the host ----------------------------------------------------------------------------------------------
+  [ "$(id -u)" = 0 ] || { echo "podman-scenario.sh: run as root (apt-get, debootstrap, the guest's rootful podman)" >&2; exit 2; }
+  need=()
+  for p in podman crun conmon catatonit uidmap debootstrap netavark containernetworking-plugins qemu-system-x86 busybox-static; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "podman-scenario.sh: installing ${need[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  mkdir -p "$C" /var/lib/containers
+  for v in base py; do
+    [ -f "$C/bookworm-minbase-$v.tar" ] && continue
+    inc=; [ $v = py ] && inc=--include=python3
+    rm -rf "$C/root-$v"; mkdir -p "$C/debs"
+    debootstrap --variant=minbase $inc --cache-dir="$C/debs" bookworm "$C/root-$v" http://deb.debian.org/debian > "$C/deb-$v.log" 2>&1
+    tar -C "$C/root-$v" -cf "$C/bookworm-minbase-$v.tar.new" . && mv "$C/bookworm-minbase-$v.tar.new" "$C/bookworm-minbase-$v.tar"
+    rm -rf "$C/root-$v"
+  done
+  if [ ! -f "$MODEL/engram-digests.json" ]; then
+    rows=250000; [ "$MODEL_KIND" = big ] && rows=2100000
+    rm -rf "$MODEL"
+    "$ROOT/bin/engram-host" generate --model --out "$MODEL" --rows "$rows" >/dev/null
+    "$ROOT/bin/engram-host" inspect --write-digests "$MODEL" | tail -1
+  fi
+  for b in memfd memfd-hugetlb; do   # the fingerprint serve will have (it names the backend): what engine1 expects
+    [ -s "$MODEL.fingerprint-$b" ] || "$ROOT/bin/engram-host" inspect --backend $b "$MODEL" \
+      | sed -n 's/.*fingerprint \([0-9a-f]\{64\}\).*/\1/p' > "$MODEL.fingerprint-$b"
+  done
+  ls "$ROOT"/dist/engram-host-*-linux-x86_64.tar.gz >/dev/null 2>&1 || { echo "no release tarball: scripts/release/dist.sh" >&2; exit 2; }
+  exec "$ROOT/scripts/containers/podman-vm.sh" env PODMAN_SCENARIO_MODEL="$MODEL_KIND" "$ROOT/scripts/containers/podman-scenario.sh" "${STEPS[@]}"
+fi
+
+# ---- in the guest -------------------------------------------------------------------------------------------------
+T0=$(date +%s)
+el() { echo "$(( $(date +%s) - T0 )) s"; }
+cat > /tmp/containers.conf <<'EOF'
+[containers]
+# the guest's root may set rlimits, but none are wanted beyond the image's defaults
+default_ulimits = []
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+[network]
+network_config_dir = "/run/containers/networks"
+EOF
+export CONTAINERS_CONF=/tmp/containers.conf
+echo "+memory +pids +cpu +hugetlb" > /sys/fs/cgroup/cgroup.subtree_control
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd   # the guest's devtmpfs has none; bash's <(...) needs it
+for m in overlay veth bridge br_netfilter nf_tables nft_compat nft_chain_nat nf_nat xt_MASQUERADE xt_comment xt_conntrack xt_addrtype; do
+  modprobe -d "$PODMAN_VM_KCACHE" "$m" 2>/dev/null || echo "scenario: (modprobe $m failed)"
+done
+say "guest: $(uname -r), $(nproc) CPU, $(awk '/MemTotal/{print int($2/1024)" MiB"}' /proc/meminfo); $(podman --version); $(crun --version | head -1)"
+podman info --format 'podman: cgroups {{.Host.CgroupsVersion}}, manager {{.Host.CgroupManager}}, storage {{.Store.GraphDriverName}} at {{.Store.GraphRoot}}, runtime {{.Host.OCIRuntime.Name}}, network {{.Host.NetworkBackend}}' | sed 's/^/scenario: /'
+
+# ---- images: no registry ------------------------------------------------------------------------------------------
+TARBALL=$(ls "$ROOT"/dist/engram-host-*-linux-x86_64.tar.gz | sort -V | tail -1)
+VER=$(basename "$TARBALL" -linux-x86_64.tar.gz)
+podman import -q "$C/bookworm-minbase-base.tar" localhost/engram-base:bookworm >/dev/null
+podman import -q "$C/bookworm-minbase-py.tar" localhost/engram-py:bookworm >/dev/null
+say "imported the two debootstrapped roots ($(el))"
+ctx=/tmp/ctx-daemon; mkdir -p $ctx
+cp "$TARBALL" $ctx/
+cp "$ROOT/scripts/containers/daemon-entry.sh" $ctx/
+cat > $ctx/Containerfile <<EOF
+FROM localhost/engram-base:bookworm
+ADD $(basename "$TARBALL") /opt/
+RUN ln -s /opt/$VER /opt/engram-host
+COPY daemon-entry.sh /usr/local/bin/daemon-entry.sh
+EOF
+podman build -q --network none -t localhost/engram-host:test $ctx >/dev/null
+ctx=/tmp/ctx-engine; mkdir -p $ctx
+cp -r "$ROOT/python" $ctx/python; cp "$ROOT/scripts/containers/engine-hold.py" $ctx/
+cp "$MODEL/engram-digests.json" $ctx/
+cat > $ctx/Containerfile <<'EOF'
+FROM localhost/engram-py:bookworm
+COPY python /opt/engram-host/python
+COPY engine-hold.py /opt/engine-hold.py
+# the trusted digest record, so that the engine needs nothing but the socket directory
+COPY engram-digests.json /opt/trusted/engram-digests.json
+ENV PYTHONPATH=/opt/engram-host/python
+EOF
+podman build -q --network none -t localhost/engram-engine:test $ctx >/dev/null
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | sed 's/^/scenario: image /'
+say "built the two images ($(el))"
+
+has_log() {  # CONTAINER REGEX (not `podman logs | grep -q`: with pipefail, grep -q's early exit fails the pipe)
+  podman logs "$1" > /tmp/has_log 2>&1 || true; grep -qE "$2" /tmp/has_log
+}
+wait_log() {  # CONTAINER REGEX SECONDS
+  local i
+  for ((i = 0; i < $3; i++)); do
+    has_log "$1" "$2" && return 0
+    podman container exists "$1" && [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] || { podman logs "$1" 2>&1 | tail -20; return 1; }
+    sleep 1
+  done
+  podman logs "$1" 2>&1 | tail -20; return 1
+}
+nsline() {  # CONTAINER: its main process's namespaces, as seen from the guest
+  local p; p=$(podman inspect -f '{{.State.Pid}}' "$1")
+  echo "$1 (pid $p in the guest): $(for n in pid ipc mnt net; do printf '%s ' "$(readlink /proc/$p/ns/$n)"; done)"
+}
+
+run_backend() {
+  local B=$1 SOCK=/run/engram-host/default.sock FP
+  FP=$(cat "$MODEL.fingerprint-$B")
+  say "== backend $B, model $MODEL_KIND ($(el))"
+  if [ "$B" = memfd-hugetlb ]; then
+    echo 600 > /proc/sys/vm/nr_hugepages   # 1.17 GiB of 2 MiB pages; the big model's tables round up to 1.0 GiB
+    [ "$MODEL_KIND" = big ] || echo 100 > /proc/sys/vm/nr_hugepages
+    say "hugepages: $(grep -E 'HugePages_(Total|Free)' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+  fi
+  podman volume rm -f engram-socket >/dev/null 2>&1 || true
+  podman volume create engram-socket >/dev/null
+  # the daemon's container: its own PID, IPC, mount and network namespaces (podman's defaults; --network none: only lo)
+  podman run -d --name engram-daemon --network none --read-only --tmpfs /tmp:size=64m \
+    --cap-drop ALL --cap-add SYS_NICE --cap-add IPC_LOCK \
+    -v engram-socket:/run/engram-host -v "$MODEL":/checkpoint:ro \
+    localhost/engram-host:test /usr/local/bin/daemon-entry.sh --checkpoint /checkpoint --backend "$B" --numa none \
+      --allow-uid 1000 --socket $SOCK >/dev/null
+  wait_log engram-daemon 'engram-host: ready:' 600 || die "$B: the daemon did not get ready"
+  podman logs engram-daemon 2>&1 | grep -E 'ready:|digest' | sed 's/^/scenario: daemon: /'
+  say "daemon ready ($(el))"
+  # the first engine: uid 1000, 64 MiB /dev/shm, the socket directory read-only and nothing else shared
+  podman run -d --name engine1 --network none --user 1000:1000 --shm-size 64m --cap-drop ALL \
+    -v engram-socket:/run/engram-host:ro -e ENGRAM_HOST_SOCKET=$SOCK \
+    localhost/engram-engine:test python3 /opt/engine-hold.py --expect "$FP" --trusted /opt/trusted/engram-digests.json >/dev/null
+  wait_log engine1 '"what": "first"' 900 || die "$B: engine1 did not check its tables"
+  podman logs engine1 | sed 's/^/scenario: engine1: /'
+  say "namespaces: $(nsline engram-daemon)"
+  say "namespaces: $(nsline engine1)"
+  say "daemon's /dev/shm: $(podman exec engram-daemon df -m /dev/shm | tail -1)"
+  # a second engine while the first holds; this one also gets the model directory, read-only, to expect it by path
+  podman run --name engine2 --network none --user 1000:1000 --shm-size 64m --cap-drop ALL \
+    -v engram-socket:/run/engram-host:ro -v "$MODEL":/model:ro -e ENGRAM_HOST_SOCKET=$SOCK \
+    localhost/engram-engine:test python3 /opt/engine-hold.py --expect /model --trusted /model/engram-digests.json --once \
+    | sed 's/^/scenario: engine2: /'
+  [ "$(podman inspect -f '{{.State.ExitCode}}' engine2)" = 0 ] || die "$B: engine2 failed"
+  podman rm engine2 >/dev/null
+  say "engine2 imported and checked while engine1 holds ($(el))"
+  # a takeover inside the daemon's container, then the old daemon is gone
+  # (started by the container's PID 1 on SIGUSR1; a first try with podman exec -d is in bench/container-runs.md)
+  podman kill -s USR1 engram-daemon >/dev/null
+  wait_log engram-daemon 'handed over to pid' 300 || die "$B: no takeover"
+  sleep 2
+  podman logs engram-daemon 2>&1 | grep -E 'takeover|handed over|ready:|adopt|took over' | tail -n +2 | sed 's/^/scenario: daemon: /' || true
+  podman kill -s USR1 engine1 >/dev/null
+  wait_log engine1 '"what": "again"' 900 || die "$B: engine1 did not check again after the takeover"
+  # the container, stopped: its PID 1 passes SIGTERM to the serving daemon (the successor)
+  podman stop -t 120 engram-daemon >/dev/null
+  say "daemon container stopped, exit $(podman inspect -f '{{.State.ExitCode}}' engram-daemon) ($(el))"
+  podman logs engram-daemon 2>&1 | tail -3 | sed 's/^/scenario: daemon: /'
+  wait_log engine1 '"event": "gone"' 60 || die "$B: engine1 never saw the daemon go"
+  sleep 1; podman kill -s USR1 engine1 >/dev/null
+  for i in $(seq 900); do [ "$(podman logs engine1 | grep -c '"what": "again"' || true)" -ge 2 ] && break; sleep 1; done
+  podman stop -t 30 engine1 >/dev/null
+  podman logs engine1 | tail -n +2 | sed 's/^/scenario: engine1: /'
+  [ "$(podman inspect -f '{{.State.ExitCode}}' engine1)" = 0 ] || die "$B: engine1 exit $(podman inspect -f '{{.State.ExitCode}}' engine1)"
+  ! has_log engine1 '"event": "error"' || die "$B: engine1 reported an error"
+  podman rm -f engine1 engram-daemon >/dev/null
+  [ "$B" != memfd-hugetlb ] || echo 0 > /proc/sys/vm/nr_hugepages
+  say "PASS $B ($(el))"
+}
+
+run_kube() {
+  say "== podman kube play ($(el))"
+  local k=/tmp/kube; mkdir -p $k
+  # the DaemonSet's pod template as a Pod (podman 4.3 plays no DaemonSet); what changes is the image and the paths
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: engram-host\n  namespace: engram-host\n  labels:\n    app.kubernetes.io/name: engram-host\n'
+    awk '/^  template:/{t=1; next} t && /^    spec:/{s=1} t && s {sub(/^    /, ""); print}' "$ROOT/deploy/kubernetes/daemonset.yaml"
+  } | sed -e "s|image: registry.example.com/engram-host:0.1.0|image: localhost/engram-host:test|" \
+          -e "s|path: /data/engram|path: $MODEL|" > $k/daemon-pod.yaml
+  sed -e "s|image: registry.example.com/engram-engine:latest|image: localhost/engram-engine:test|" \
+    "$ROOT/deploy/kubernetes/engine-example.yaml" > $k/engine.yaml
+  diff <(awk '/^  template:/{t=1; next} t && /^    spec:/{s=1} t && s {sub(/^    /, ""); print}' "$ROOT/deploy/kubernetes/daemonset.yaml") \
+    <(tail -n +8 $k/daemon-pod.yaml) | sed 's/^/scenario: changed in the template: /' || true
+  diff "$ROOT/deploy/kubernetes/engine-example.yaml" $k/engine.yaml | sed 's/^/scenario: changed in engine-example.yaml: /' || true
+  local net=()
+  if ! podman kube play --configmap "$ROOT/deploy/kubernetes/configmap.yaml" $k/daemon-pod.yaml > $k/play.log 2>&1; then
+    sed 's/^/scenario: kube play (default network): /' $k/play.log
+    podman kube down $k/daemon-pod.yaml >/dev/null 2>&1 || true
+    net=(--network none)
+    podman kube play "${net[@]}" --configmap "$ROOT/deploy/kubernetes/configmap.yaml" $k/daemon-pod.yaml 2>&1 \
+      | sed 's/^/scenario: kube play --network none: /' || die "kube play of the daemon's pod"
+  fi
+  local d=engram-host-engram-host
+  podman ps -a --format '{{.Names}} {{.Status}}' | sed 's/^/scenario: ps: /'
+  podman inspect $d --format 'healthcheck: {{json .Config.Healthcheck}}; startup: {{json .Config.StartupHealthCheck}}' 2>&1 | sed 's/^/scenario: /'
+  wait_log $d 'engram-host: ready:' 600 || die "kube: the daemon did not get ready"
+  say "kube daemon ready ($(el)); the probes, run by hand (no systemd timers in the guest):"
+  local rc=0; podman healthcheck run $d || rc=$?
+  say "podman healthcheck run $d: exit $rc ($(el))"
+  podman kube play "${net[@]}" $k/engine.yaml 2>&1 | sed 's/^/scenario: kube play engine: /'
+  local e=engram-engine-example-engine
+  for i in $(seq 600); do [ "$(podman inspect -f '{{.State.Running}}' $e 2>/dev/null)" = false ] && break; sleep 1; done
+  podman logs $e 2>&1 | cut -c1-1500 | sed 's/^/scenario: engine-example: /'
+  local erc; erc=$(podman inspect -f '{{.State.ExitCode}}' $e)
+  say "engine-example exit $erc, user $(podman inspect -f '{{.Config.User}}' $e)"
+  podman kube down $k/engine.yaml >/dev/null 2>&1 || true
+  podman kube down $k/daemon-pod.yaml 2>&1 | tail -1 | sed 's/^/scenario: kube down: /' || true
+  [ "$erc" = 0 ] || die "kube: engine-example exit $erc"
+  say "PASS kube ($(el))"
+}
+
+for s in "${STEPS[@]}"; do
+  case $s in memfd|memfd-hugetlb) run_backend "$s" ;; kube) run_kube ;; *) die "unknown step $s" ;; esac
+done
+say "all done: ${STEPS[*]} ($(el))"
