@@ -40,9 +40,10 @@ class PinnedHostBufferTest {
         long size = (16L << 20) + 12345;
         int live = CudaResources.live();
         try (GpuKernels kernels = GpuKernels.load(0)) {
+            int withKernels = CudaResources.live(); // the module and its scratch buffer
             PinnedHostBuffer buffer = PinnedHostBuffer.allocate(size, 0, "pinned test");
             try {
-                assertEquals(live + 2, CudaResources.live(), "the module and the buffer");
+                assertEquals(withKernels + 1, CudaResources.live(), "the buffer is one owner more");
                 assertEquals(size, buffer.size());
                 assertTrue(buffer.unifiedAddress(), "64-bit process: the GPU reads it at its CPU address");
                 Patterns.fill(buffer.hostAddress(), size, 7);
@@ -60,7 +61,8 @@ class PinnedHostBufferTest {
                 assertEquals(PinnedHostBuffer.FLAG_WRITECOMBINED, wc.flags());
                 assertTrue(wc.devicePointer() != 0);
             }
+            assertEquals(withKernels, CudaResources.live(), "the buffers closed");
         }
-        assertEquals(live, CudaResources.live());
+        assertEquals(live, CudaResources.live(), "the kernels closed");
     }
 }
