@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,10 +31,11 @@ sys.path.insert(0, os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 import engram_host  # noqa: E402
-from engram_host import _cuda, engines  # noqa: E402
+from engram_host import engines  # noqa: E402
 from engram_host.engines import sglang as eh_sglang  # noqa: E402
 from engram_host.engines import vllm as eh_vllm  # noqa: E402
-from support import Daemon, generate, java_app_reason  # noqa: E402
+from gpu.gpu_support import reference_checkpoint, torch_reason  # noqa: E402
+from support import Daemon  # noqa: E402
 
 ROWS = int(os.environ.get("ENGRAM_ENGINES_ROWS", "100003"))  # odd: SGLang's TP4 split is uneven
 DIM = 256
@@ -47,18 +47,7 @@ ENV = ("ENGRAM_HOST_TABLES", "ENGRAM_HOST_SOCKET", "ENGRAM_HOST_EXPECT")
 
 
 def _why_not() -> str:
-    if not _cuda.available():
-        return f"no CUDA: {_cuda.unavailable_reason()}"
-    try:
-        import torch
-        import safetensors.torch  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and safetensors: {e}"
-    if not torch.cuda.is_available():
-        return "torch sees no GPU"
-    if not hasattr(torch, "float8_e8m0fnu"):
-        return f"torch {torch.__version__} has no float8_e8m0fnu (SGLang's scale dtype)"
-    return java_app_reason() or ""
+    return torch_reason(("float8_e8m0fnu",))
 
 
 def setUpModule():
@@ -67,15 +56,7 @@ def setUpModule():
     if why:
         raise unittest.SkipTest(why)
     import torch
-    import safetensors.torch
-    WORK = tempfile.mkdtemp(prefix="engram-engines-gpu-")
-    CKPT = generate(os.path.join(WORK, "ckpt"), rows=ROWS, layers=",".join(map(str, LAYERS)))
-    REF, FILES = {}, {}
-    for f in sorted(os.listdir(CKPT)):
-        if f.endswith(".safetensors"):
-            tensors = safetensors.torch.load_file(os.path.join(CKPT, f))
-            REF.update(tensors)
-            FILES.update({n: os.path.join(CKPT, f) for n in tensors})
+    WORK, CKPT, REF, FILES = reference_checkpoint('engram-engines-gpu-', ROWS, ",".join(map(str, LAYERS)))
     torch.cuda.init()
 
 

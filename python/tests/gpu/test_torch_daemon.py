@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -30,7 +29,8 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 import engram_host  # noqa: E402
 from engram_host import _cuda  # noqa: E402
-from support import Daemon, fd_count, generate, java_app_reason, memfd_mappings  # noqa: E402
+from gpu.gpu_support import reference_checkpoint, torch_reason  # noqa: E402
+from support import Daemon, fd_count, memfd_mappings  # noqa: E402
 
 ROWS = int(os.environ.get("ENGRAM_GPU_ROWS", "1000000"))
 LOOKUPS = 1 << 20
@@ -38,16 +38,7 @@ BACKENDS = [b for b in os.environ.get("ENGRAM_GPU_BACKENDS", "memfd,memfd-hugetl
 
 
 def _why_not() -> str:
-    if not _cuda.available():
-        return f"no CUDA: {_cuda.unavailable_reason()}"
-    try:
-        import torch
-        import safetensors.torch  # noqa: F401
-    except ImportError as e:
-        return f"needs torch and safetensors: {e}"
-    if not torch.cuda.is_available():
-        return "torch sees no GPU"
-    return java_app_reason() or ""
+    return torch_reason()
 
 
 def setUpModule():
@@ -56,13 +47,7 @@ def setUpModule():
     if why:
         raise unittest.SkipTest(why)
     import torch
-    import safetensors.torch
-    WORK = tempfile.mkdtemp(prefix="engram-py-gpu-")
-    CKPT = generate(os.path.join(WORK, "ckpt"), rows=ROWS, layers="1,14")
-    REF = {}
-    for f in sorted(os.listdir(CKPT)):
-        if f.endswith(".safetensors"):
-            REF.update(safetensors.torch.load_file(os.path.join(CKPT, f)))
+    WORK, CKPT, REF, _ = reference_checkpoint('engram-py-gpu-', ROWS, "1,14")
     torch.cuda.init()
 
 
