@@ -37,8 +37,10 @@ import org.junit.jupiter.api.io.TempDir;
  * Issue #29's first slice against real daemon processes on loopback: a daemon fills every table from a peer's
  * daemon and reads none from the disk, byte-equal to the peer's and to the checkpoint; a peer list naming the daemon
  * itself skips it; a peer without the key is refused both ways; a peer serving another checkpoint is skipped for the
- * disk; a peer that sends a wrong byte is caught naming the table and the table refetched, never served; a peer
- * that dies mid-transfer is finished by another peer or the disk; the key file's checks.
+ * disk; a peer that sends a wrong byte is caught naming the table and the table refetched, never served; so is a
+ * peer that sends other bytes with the same engram digest v1 (an XXH64 collision), by the sha256-tree-v1; a record
+ * whose tree digest the disk's bytes do not have either is refused; a peer that dies mid-transfer is finished by
+ * another peer or the disk; the key file's checks.
  */
 @Timeout(180)
 class SeedProcessTest {
@@ -194,6 +196,7 @@ class SeedProcessTest {
         SeedKey k = SeedKey.read(key);
         try (DaemonProcess a = serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
                 SeedProxy liar = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.LIE);
+                SeedProxy collider = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.COLLIDE);
                 SeedProxy dying = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.DIE)) {
             Map<String, String> truth = imported(a);
             // the liar alone: the table it changed is caught and read from the disk; the others come from it
@@ -207,6 +210,54 @@ class SeedProcessTest {
                 assertTrue((Long) o.get("checkpoint_bytes_read") > 0, o.toString());
                 assertEquals(truth, imported(b), "what is served is the checkpoint's, never the lie");
             }
+            // other bytes with the same engram digest v1: only the sha256-tree-v1 tells them apart; the disk agrees
+            // with the record, so the table is served from the disk and the load says the peer's bytes were forged
+            try (DaemonProcess b = serve(dir, "b2", model, "--seed-from", collider.address(), "--seed-key",
+                    key.toString())) {
+                assertEquals(1, collider.forged(), "the proxy sent one range of other bytes with the same XXH64");
+                String log = b.log();
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("seed: table '([^']+)' from peer "
+                        + java.util.regex.Pattern.quote(collider.address()) + " has sha256-tree-v1 [0-9a-f]{64}, not"
+                        + " the record's [0-9a-f]{64} \\(its engram digest v1 is the record's\\); dropping the peer and"
+                        + " fetching the table again from another peer or the disk").matcher(log);
+                assertTrue(m.find(), log);
+                assertTrue(log.contains("seed: table '" + m.group(1) + "' read from the disk has the record's"
+                        + " sha256-tree-v1: the bytes that peer sent were not the checkpoint's, though made to have"
+                        + " its engram digest v1"), log);
+                assertTrue((Long) origin(b).get("checkpoint_bytes_read") > 0);
+                assertEquals(truth, imported(b), "the forged bytes are never served");
+            }
+            // a record whose tree digest of one table is wrong (its engram digest v1 right): the peer's bytes fail
+            // it, so do the disk's, and the load refuses to serve rather than serve bytes its record disowns
+            Path wrong = dir.resolve("wrong-record");
+            Files.createDirectories(wrong);
+            try (java.util.stream.Stream<Path> files = Files.list(model)) {
+                for (Path p : files.toList()) {
+                    Files.copy(p, wrong.resolve(p.getFileName()));
+                }
+            }
+            Path record = wrong.resolve("engram-digests.json");
+            String table = "layers.14.engram.embed.scale";
+            String json = Files.readString(record);
+            java.util.regex.Matcher tm = java.util.regex.Pattern.compile("\"" + java.util.regex.Pattern.quote(table)
+                    + "\":\\{\"engram-digest-v1\":\"[0-9a-f]{16}\",\"sha256-tree-v1\":\"([0-9a-f]{64})\"").matcher(json);
+            assertTrue(tm.find(), json);
+            String bad = (tm.group(1).charAt(0) == '0' ? "1" : "0") + tm.group(1).substring(1);
+            Files.writeString(record, json.substring(0, tm.start(1)) + bad + json.substring(tm.end(1)));
+            CliRun refused = CliRun.of("serve", "--socket", dir.resolve("w.sock").toString(), "--numa", "none",
+                    "--checkpoint", wrong.toString(), "--threads", "2", "--seed-from", "127.0.0.1:" + pa,
+                    "--seed-key", key.toString());
+            assertEquals(1, refused.exit(), refused.err());
+            assertTrue(refused.err().contains("seed: table '" + table + "' from peer 127.0.0.1:" + pa + " has"
+                    + " sha256-tree-v1 " + tm.group(1) + ", not the record's " + bad), refused.err());
+            List<String> err = refused.err().lines().filter(l -> l.startsWith("engram-host serve: ")).toList();
+            assertEquals(1, err.size(), refused.err());
+            assertTrue(err.get(0).contains(": tensor '" + table + "': its bytes have sha256-tree-v1 " + tm.group(1)
+                    + ", but the digest record " + record + " says " + bad + " (checked because a peer sent this table"
+                    + " with the record's engram digest v1 but another sha256-tree-v1); refusing to serve it: restore"
+                    + " the file, or if it changed on purpose write the record again with engram-host inspect"
+                    + " --write-digests " + wrong), err.get(0));
+            assertTrue(Files.notExists(dir.resolve("w.sock")), "nothing served");
             // a peer that dies in its first range, then a good one: the good one finishes, the disk reads nothing
             try (DaemonProcess c = serve(dir, "c", model, "--seed-from", dying.address() + ",127.0.0.1:" + pa,
                     "--seed-key", key.toString())) {

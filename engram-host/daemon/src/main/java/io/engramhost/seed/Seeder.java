@@ -1,8 +1,10 @@
 package io.engramhost.seed;
 
 import io.engramhost.checkpoint.ContentDigest;
+import io.engramhost.checkpoint.TreeDigest;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
@@ -22,15 +24,24 @@ import java.util.function.LongConsumer;
 /**
  * Fills tables from peers (docs/seeding.md, "The requester"): asks each peer for its manifest, gives each table to
  * a peer that holds it with the same size and the engram digest v1 the caller expects (the digest record's), reads
- * its 64 MiB chunks on several streams per peer straight into the caller's memory, hashes each chunk as it lands,
- * and accepts a table only when its digest is the expected one. A peer that is this daemon, not ready, without the
- * key or serving other tables is skipped; a peer that fails mid-transfer or sends a table whose digest differs is
- * dropped, and its unfinished tables go to another peer in the next round. What no peer delivered comes back as
- * not seeded, for the disk. Every such event is one line to {@code log}.
+ * its 64 MiB chunks on several streams per peer straight into the caller's memory, hashes each chunk as it lands
+ * with both digests (its XXH64, and the SHA-256 of its four 16 MiB leaves of the sha256-tree-v1), and accepts a
+ * table only when both its engram digest v1 and its sha256-tree-v1 are the expected ones. A peer that is this
+ * daemon, not ready, without the key or serving other tables is skipped; a peer that fails mid-transfer or sends a
+ * table whose digests differ is dropped, and its unfinished tables go to another peer in the next round. What no
+ * peer delivered comes back as not seeded, for the disk. Every such event is one line to {@code log}.
  */
 public final class Seeder {
-    /** A table to fill: its name, bytes, the engram digest v1 it must have, and where its bytes go. */
-    public record Table(String name, long bytes, long expectedDigest, long address) {
+    /**
+     * A table to fill: its name, bytes, the engram digest v1 and the sha256-tree-v1 (32 bytes) it must have, and
+     * where its bytes go.
+     */
+    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, long address) {
+        public Table {
+            if (expectedTree.length != 32) {
+                throw new IllegalArgumentException("a sha256-tree-v1 has 32 bytes, not " + expectedTree.length);
+            }
+        }
     }
 
     /** One source's share: the peer, the verified bytes it gave, and the seconds from its first byte to its last. */
@@ -41,11 +52,13 @@ public final class Seeder {
     }
 
     /**
-     * What came of it: the verified digest of each seeded table (by index in the caller's list) and which peer gave
-     * it; the tables not seeded; each source; and how many peers were refused (no key, other tables, a lie).
+     * What came of it: the verified engram digest v1 of each seeded table (by index in the caller's list) and which
+     * peer gave it; the tables not seeded; each source; how many peers were refused (no key, other tables, a lie);
+     * and the tables a peer sent with the expected engram digest v1 but another sha256-tree-v1 (forged to pass the
+     * first, or the record's tree digest is wrong: whichever source fills them next must pass the tree digest too).
      */
     public record Result(Map<Integer, Long> digests, Map<Integer, String> from, List<Integer> notSeeded,
-            List<Source> sources, int peersRefused) {
+            List<Source> sources, int peersRefused, Set<Integer> treeRefused) {
     }
 
     private final SeedSettings settings;
@@ -78,16 +91,18 @@ public final class Seeder {
         }
     }
 
-    /** One table's transfer in a round. */
+    /** One table's transfer in a round: each chunk's XXH64 and each leaf's SHA-256, filled as the ranges land. */
     private static final class Job {
         final int table;
         final long[] hashes;
+        final byte[][] leaves;
         final AtomicInteger left;
 
-        Job(int table, int chunks) {
+        Job(int table, long bytes) {
             this.table = table;
-            this.hashes = new long[chunks];
-            this.left = new AtomicInteger(chunks);
+            this.hashes = new long[(int) ((bytes + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK)];
+            this.leaves = new byte[(int) ((bytes + TreeDigest.CHUNK - 1) / TreeDigest.CHUNK)][];
+            this.left = new AtomicInteger(hashes.length);
         }
     }
 
@@ -105,12 +120,13 @@ public final class Seeder {
             pending.add(i);
         }
         AtomicInteger liars = new AtomicInteger();
+        Set<Integer> treeRefused = Collections.synchronizedSet(new HashSet<>());
         while (!pending.isEmpty()) {
             Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
             if (plan.isEmpty()) {
                 break;
             }
-            round(tables, plan, digests, from, refusedFor, liars);
+            round(tables, plan, digests, from, refusedFor, liars, treeRefused);
             pending.removeAll(digests.keySet());
         }
         for (Peer p : peers) {
@@ -127,7 +143,7 @@ public final class Seeder {
                 sources.add(new Source(p.name, p.bytes.get(), (p.lastNanos.get() - p.firstNanos.get()) / 1e9));
             }
         }
-        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get());
+        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get(), Set.copyOf(treeRefused));
     }
 
     private int refusedPeers;
@@ -245,16 +261,15 @@ public final class Seeder {
                 continue;
             }
             load.merge(best, t.bytes(), Long::sum);
-            int chunks = (int) ((t.bytes() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
-            plan.computeIfAbsent(best, k -> new ArrayList<>()).add(new Job(i, chunks));
+            plan.computeIfAbsent(best, k -> new ArrayList<>()).add(new Job(i, t.bytes()));
         }
         return plan;
     }
 
     /** One round: every peer's jobs on its streams, until done or the peer fails. */
     private void round(List<Table> tables, Map<Peer, List<Job>> plan, Map<Integer, Long> digests,
-            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars)
-            throws InterruptedException {
+            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars,
+            Set<Integer> treeRefused) throws InterruptedException {
         int perPeer = Math.max(1, streams / plan.size());
         List<Thread> threads = new ArrayList<>();
         for (Map.Entry<Peer, List<Job>> e : plan.entrySet()) {
@@ -272,7 +287,7 @@ public final class Seeder {
                     p.first = null;
                 }
                 Thread t = new Thread(() -> stream(p, given, queue, tables, digests, from, refusedFor, liars,
-                        failedLogged), "engram-seed");
+                        treeRefused, failedLogged), "engram-seed");
                 t.setDaemon(true);
                 t.start();
                 threads.add(t);
@@ -285,8 +300,9 @@ public final class Seeder {
 
     private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue, List<Table> tables,
             Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
-            AtomicInteger liars, AtomicBoolean failedLogged) {
+            AtomicInteger liars, Set<Integer> treeRefused, AtomicBoolean failedLogged) {
         PeerConnection c = given;
+        ChunkHasher hasher = new ChunkHasher();
         try {
             Chunk k;
             while (!p.dead && (k = queue.poll()) != null) {
@@ -299,18 +315,29 @@ public final class Seeder {
                 long t0 = System.nanoTime();
                 p.firstNanos.compareAndSet(0, t0);
                 c.range(p.index.get(t.name()), off, len, t.address() + off);
-                k.job.hashes[k.index] = ContentDigest.chunkHash(t.address() + off, len);
+                k.job.hashes[k.index] = hasher.chunk(t.address() + off, len, k.index, k.job.leaves);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
-                if (k.job.left.decrementAndGet() == 0) {
+                if (k.job.left.decrementAndGet() == 0) { // every chunk's hashes are visible: the decrements order them
                     long d = ContentDigest.combine(k.job.hashes);
+                    String lie = null;
                     if (d != t.expectedDigest()) {
+                        lie = "engram digest v1 " + ContentDigest.hex(d) + ", not the record's "
+                                + ContentDigest.hex(t.expectedDigest());
+                    } else {
+                        byte[] tree = TreeDigest.rootOf(t.bytes(), k.job.leaves);
+                        if (!MessageDigest.isEqual(tree, t.expectedTree())) {
+                            treeRefused.add(k.job.table);
+                            lie = TreeDigest.ALGORITHM + " " + TreeDigest.hex(tree) + ", not the record's "
+                                    + TreeDigest.hex(t.expectedTree()) + " (its engram digest v1 is the record's)";
+                        }
+                    }
+                    if (lie != null) {
                         p.dead = true;
                         liars.incrementAndGet();
                         synchronized (refusedFor) {
                             refusedFor.computeIfAbsent(k.job.table, x -> new HashSet<>()).add(p);
                         }
-                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has engram digest v1 "
-                                + ContentDigest.hex(d) + ", not the record's " + ContentDigest.hex(t.expectedDigest())
+                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has " + lie
                                 + "; dropping the peer and fetching the table again from another peer or the disk");
                         return;
                     }

@@ -4,6 +4,7 @@ import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.numa.CpuList;
 import io.engramhost.numa.NumaNode;
@@ -143,6 +144,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
             long createNanos = 0;
             Map<TensorInfo, Long> seeded = Map.of();
+            List<TensorInfo> treeCheck = new ArrayList<>();
             if (seed != null) { // the regions first, then the peers fill what they can; the disk reads the rest
                 for (int i = 0; i < sizes.size(); i++) {
                     long c0 = System.nanoTime();
@@ -155,7 +157,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                         address.put(tensors.get(t), regions.get(s.region()).address() + s.offset());
                     }
                 }
-                seeded = seedFromPeers(address, progress);
+                seeded = seedFromPeers(address, progress, treeCheck);
                 long rest = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
                 progress.phase(LoadProgress.READ, "loading " + (tensors.size() - seeded.size()) + " tensors from the"
                         + " checkpoint with " + threads + " threads", rest);
@@ -206,6 +208,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             for (TensorInfo t : tensors) { // the digest records, against the digests the read (or a peer's bytes) gave
                 records.check(t, digestOf(t, read, fromPeers));
             }
+            checkTrees(treeCheck, address);
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);
             int[] regionNode = verifyPlacementAndSeal(regions, progress);
@@ -244,6 +247,28 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         }
     }
 
+    /**
+     * The record's sha256-tree-v1 of each table the disk filled after a peer's bytes had the record's engram digest
+     * v1 but not its tree digest: the disk decides between the peer and the record. When the disk's bytes have the
+     * record's tree digest the peer lied (and was dropped); when they do not, the record disagrees with the
+     * checkpoint's own bytes, and the load refuses to serve the table as it does for an engram digest v1 difference.
+     */
+    private void checkTrees(List<TensorInfo> disk, Map<TensorInfo, Long> address) {
+        if (disk.isEmpty()) {
+            return;
+        }
+        List<TreeDigest.Source> sources = new ArrayList<>();
+        disk.forEach(t -> sources.add(new TreeDigest.Memory(address.get(t), t.length())));
+        List<byte[]> trees = TreeDigest.digestAll(sources, threads);
+        for (int i = 0; i < disk.size(); i++) {
+            records.checkTree(disk.get(i), trees.get(i), "checked because a peer sent this table with the record's"
+                    + " engram digest v1 but another " + TreeDigest.ALGORITHM);
+            LOG.log(System.Logger.Level.WARNING, "seed: table '" + disk.get(i).name() + "' read from the disk has the"
+                    + " record's " + TreeDigest.ALGORITHM + ": the bytes that peer sent were not the checkpoint's,"
+                    + " though made to have its engram digest v1");
+        }
+    }
+
     private static long digestOf(TensorInfo t, CheckpointLoader.Result read, Map<TensorInfo, Long> seeded) {
         Long d = seeded.get(t);
         return d != null ? d : read.digest(t);
@@ -253,8 +278,8 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      * Fills from the peers every non-empty table that has a digest to be checked against (docs/seeding.md): the
      * tables whose bytes arrived with the record's digest, and that digest. STATUS's origin gets each source's share.
      */
-    private Map<TensorInfo, Long> seedFromPeers(Map<TensorInfo, Long> address, LoadProgress progress)
-            throws InterruptedException {
+    private Map<TensorInfo, Long> seedFromPeers(Map<TensorInfo, Long> address, LoadProgress progress,
+            List<TensorInfo> treeCheck) throws InterruptedException {
         List<TensorInfo> candidates = new ArrayList<>();
         List<Seeder.Table> wanted = new ArrayList<>();
         int uncovered = 0;
@@ -268,7 +293,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 continue;
             }
             candidates.add(t);
-            wanted.add(new Seeder.Table(t.name(), t.length(), d, address.get(t)));
+            wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t), address.get(t)));
         }
         if (uncovered > 0) {
             LOG.log(System.Logger.Level.WARNING, "seed: " + uncovered + " of the " + tensors.size() + " tables have"
@@ -283,6 +308,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         double seconds = (System.nanoTime() - t0) / 1e9;
         Map<TensorInfo, Long> out = new LinkedHashMap<>();
         r.digests().forEach((i, d) -> out.put(candidates.get(i), d));
+        for (int i : r.notSeeded()) {
+            if (r.treeRefused().contains(i)) {
+                treeCheck.add(candidates.get(i));
+            }
+        }
         long got = out.keySet().stream().mapToLong(TensorInfo::length).sum();
         List<LoadReport.SeedSource> sources = new ArrayList<>();
         for (Seeder.Source s : r.sources()) {
