@@ -14,7 +14,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -30,13 +33,21 @@ import java.util.function.LongConsumer;
  * daemon, not ready, without the key or serving other tables is skipped; a peer that fails mid-transfer or sends a
  * table whose digests differ is dropped, and its unfinished tables go to another peer in the next round. What no
  * peer delivered comes back as not seeded, for the disk. Every such event is one line to {@code log}.
+ *
+ * <p>A table's memory need not exist yet: its address is a {@link Future} that the caller completes once the
+ * region holding it is created, so that the transfer of the first tables overlaps the creation of the next
+ * (docs/seeding.md, step 3). The caller lists the tables in the order it creates them, and each peer's tables are
+ * transferred in that order. A stream waits for the address of the chunk it took; when the caller's creation fails
+ * (the future completes exceptionally, or is cancelled), seeding stops at once and the tables not yet verified come
+ * back as not seeded; no peer is blamed. The caller owns the memory: {@link #seed} returns only after every stream
+ * has ended, so no byte is written into it afterwards.
  */
 public final class Seeder {
     /**
      * A table to fill: its name, bytes, the engram digest v1 and the sha256-tree-v1 (32 bytes) it must have, and
-     * where its bytes go.
+     * where its bytes go, once the caller has made that memory.
      */
-    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, long address) {
+    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address) {
         public Table {
             if (expectedTree.length != 32) {
                 throw new IllegalArgumentException("a sha256-tree-v1 has 32 bytes, not " + expectedTree.length);
@@ -55,10 +66,11 @@ public final class Seeder {
      * What came of it: the verified engram digest v1 of each seeded table (by index in the caller's list) and which
      * peer gave it; the tables not seeded; each source; how many peers were refused (no key, other tables, a lie);
      * and the tables a peer sent with the expected engram digest v1 but another sha256-tree-v1 (forged to pass the
-     * first, or the record's tree digest is wrong: whichever source fills them next must pass the tree digest too).
+     * first, or the record's tree digest is wrong: whichever source fills them next must pass the tree digest too);
+     * and whether seeding stopped because the caller's memory for a table could not be made.
      */
     public record Result(Map<Integer, Long> digests, Map<Integer, String> from, List<Integer> notSeeded,
-            List<Source> sources, int peersRefused, Set<Integer> treeRefused) {
+            List<Source> sources, int peersRefused, Set<Integer> treeRefused, boolean stopped) {
     }
 
     private final SeedSettings settings;
@@ -121,7 +133,7 @@ public final class Seeder {
         }
         AtomicInteger liars = new AtomicInteger();
         Set<Integer> treeRefused = Collections.synchronizedSet(new HashSet<>());
-        while (!pending.isEmpty()) {
+        while (!pending.isEmpty() && !aborted) {
             Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
             if (plan.isEmpty()) {
                 break;
@@ -143,10 +155,13 @@ public final class Seeder {
                 sources.add(new Source(p.name, p.bytes.get(), (p.lastNanos.get() - p.firstNanos.get()) / 1e9));
             }
         }
-        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get(), Set.copyOf(treeRefused));
+        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get(), Set.copyOf(treeRefused),
+                aborted);
     }
 
     private int refusedPeers;
+    /** Set when a table's memory will never exist: the caller's creation failed. */
+    private volatile boolean aborted;
 
     /** Connects to every peer at once and reads its manifest; the usable ones, with their first connection open. */
     private List<Peer> discover(List<Table> tables) throws InterruptedException {
@@ -266,7 +281,7 @@ public final class Seeder {
         return plan;
     }
 
-    /** One round: every peer's jobs on its streams, until done or the peer fails. */
+    /** One round: every peer's jobs on its streams, in the caller's order, until done or the peer fails. */
     private void round(List<Table> tables, Map<Peer, List<Job>> plan, Map<Integer, Long> digests,
             Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars,
             Set<Integer> treeRefused) throws InterruptedException {
@@ -275,7 +290,9 @@ public final class Seeder {
         for (Map.Entry<Peer, List<Job>> e : plan.entrySet()) {
             Peer p = e.getKey();
             ConcurrentLinkedQueue<Chunk> queue = new ConcurrentLinkedQueue<>();
-            for (Job j : e.getValue()) {
+            List<Job> jobs = new ArrayList<>(e.getValue());
+            jobs.sort(Comparator.comparingInt(j -> j.table)); // the order the caller creates their memory in
+            for (Job j : jobs) {
                 for (int c = 0; c < j.hashes.length; c++) {
                     queue.add(new Chunk(j, c));
                 }
@@ -293,8 +310,30 @@ public final class Seeder {
                 threads.add(t);
             }
         }
+        // every stream writes into the caller's memory: none may outlive this call, even when it is interrupted
+        boolean interrupted = false;
         for (Thread t : threads) {
-            t.join();
+            while (t.isAlive()) {
+                try {
+                    t.join();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                    aborted = true;
+                }
+            }
+        }
+        if (interrupted) {
+            throw new InterruptedException("seeding interrupted");
+        }
+    }
+
+    /** {@code t}'s address, once its memory exists; 0 (and seeding stops) when it never will. */
+    private long addressOf(Table t) throws InterruptedException {
+        try {
+            return t.address().get();
+        } catch (ExecutionException | CancellationException e) {
+            aborted = true;
+            return 0;
         }
     }
 
@@ -305,17 +344,21 @@ public final class Seeder {
         ChunkHasher hasher = new ChunkHasher();
         try {
             Chunk k;
-            while (!p.dead && (k = queue.poll()) != null) {
+            while (!p.dead && !aborted && (k = queue.poll()) != null) {
+                Table t = tables.get(k.job.table);
+                long base = addressOf(t);
+                if (base == 0) {
+                    return;
+                }
                 if (c == null) {
                     c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
                 }
-                Table t = tables.get(k.job.table);
                 long off = k.index * ContentDigest.CHUNK;
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 long t0 = System.nanoTime();
                 p.firstNanos.compareAndSet(0, t0);
-                c.range(p.index.get(t.name()), off, len, t.address() + off);
-                k.job.hashes[k.index] = hasher.chunk(t.address() + off, len, k.index, k.job.leaves);
+                c.range(p.index.get(t.name()), off, len, base + off);
+                k.job.hashes[k.index] = hasher.chunk(base + off, len, k.index, k.job.leaves);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
                 if (k.job.left.decrementAndGet() == 0) { // every chunk's hashes are visible: the decrements order them
                     long d = ContentDigest.combine(k.job.hashes);
@@ -349,6 +392,9 @@ public final class Seeder {
                     progress.accept(t.bytes());
                 }
             }
+        } catch (InterruptedException e) {
+            aborted = true;
+            Thread.currentThread().interrupt();
         } catch (IOException | RuntimeException e) {
             p.dead = true;
             if (failedLogged.compareAndSet(false, true)) {
