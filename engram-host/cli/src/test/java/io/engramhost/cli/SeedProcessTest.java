@@ -57,15 +57,21 @@ class SeedProcessTest {
     }
 
     private static Path generate(Path dir, String name, String seed) throws Exception {
+        return generate(dir, name, seed, 20000);
+    }
+
+    /** A model directory of {@code rows} rows a layer, in V4.1's layout, with its digest record. */
+    static Path generate(Path dir, String name, String seed, int rows) throws Exception {
         Path out = dir.resolve(name);
-        CliRun gen = CliRun.of("generate", "--out", out.toString(), "--rows", "20000", "--model", "--seed", seed);
+        CliRun gen = CliRun.of("generate", "--out", out.toString(), "--rows", String.valueOf(rows), "--model", "--seed",
+                seed);
         assertEquals(0, gen.exit(), gen.err());
         CliRun w = CliRun.of("inspect", "--write-digests", "--threads", "2", out.toString());
         assertEquals(0, w.exit(), w.err());
         return out;
     }
 
-    private static Path keyFile(Path p, int bytes) throws IOException {
+    static Path keyFile(Path p, int bytes) throws IOException {
         byte[] k = new byte[bytes];
         new java.security.SecureRandom().nextBytes(k);
         Files.write(p, k);
@@ -73,13 +79,13 @@ class SeedProcessTest {
         return p;
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
     }
 
-    private static DaemonProcess serve(Path dir, String name, Path checkpoint, String... seedArgs) throws Exception {
+    static DaemonProcess serve(Path dir, String name, Path checkpoint, String... seedArgs) throws Exception {
         List<String> args = new java.util.ArrayList<>(List.of("--checkpoint", checkpoint.toString(), "--threads", "2"));
         args.addAll(List.of(seedArgs));
         return DaemonProcess.start(dir.resolve(name + ".sock"), dir.resolve(name + ".log"),
@@ -87,7 +93,7 @@ class SeedProcessTest {
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> origin(DaemonProcess d) throws Exception {
+    static Map<String, Object> origin(DaemonProcess d) throws Exception {
         CliRun s = CliRun.of("status", "--socket", d.socket.toString(), "--json");
         assertEquals(0, s.exit(), s.err());
         return (Map<String, Object>) ContentVerifyTest.json(s.out()).get("origin");
@@ -95,10 +101,15 @@ class SeedProcessTest {
 
     /** Every table's SHA-256 as imported from {@code d}, checked against the checkpoint's bytes. */
     private static Map<String, String> imported(DaemonProcess d) throws Exception {
+        return imported(d, model, QUIET);
+    }
+
+    /** Every table's SHA-256 as imported from {@code d} with {@code options}, checked against {@code model}'s bytes. */
+    static Map<String, String> imported(DaemonProcess d, Path model, ClientOptions options) throws Exception {
         Checkpoint cp = Checkpoint.open(model);
         Map<String, String> out = new TreeMap<>();
         try (ImportedTables t = EngramClient.connect(d.socket, Expectations.ofCheckpoint(List.of(model), List.of(),
-                n -> { }), QUIET)) {
+                n -> { }), options)) {
             for (TableView v : t.tables().values()) {
                 TensorInfo ti = cp.tensor(v.name());
                 byte[] b = new byte[Math.toIntExact(ti.length())];
