@@ -189,6 +189,18 @@ public final class TreeDigest {
         return Math.toIntExact((length + chunk - 1) / chunk);
     }
 
+    /**
+     * The digest of {@code total} bytes whose 16 MiB leaves (the SHA-256 of each chunk, in order) a caller hashed
+     * itself, as they arrived: a seeded table's ranges (docs/seeding.md).
+     */
+    public static byte[] rootOf(long total, byte[][] leaves) {
+        if (leaves.length != chunks(total, CHUNK)) {
+            throw new IllegalArgumentException(leaves.length + " leaves for " + total + " bytes, not "
+                    + chunks(total, CHUNK));
+        }
+        return root(sha256(), total, leaves);
+    }
+
     static byte[] root(MessageDigest md, long total, byte[][] leaves) {
         md.reset();
         md.update(DOMAIN);

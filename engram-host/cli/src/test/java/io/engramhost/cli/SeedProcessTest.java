@@ -37,8 +37,10 @@ import org.junit.jupiter.api.io.TempDir;
  * Issue #29's first slice against real daemon processes on loopback: a daemon fills every table from a peer's
  * daemon and reads none from the disk, byte-equal to the peer's and to the checkpoint; a peer list naming the daemon
  * itself skips it; a peer without the key is refused both ways; a peer serving another checkpoint is skipped for the
- * disk; a peer that sends a wrong byte is caught naming the table and the table refetched, never served; a peer
- * that dies mid-transfer is finished by another peer or the disk; the key file's checks.
+ * disk; a peer that sends a wrong byte is caught naming the table and the table refetched, never served; so is a
+ * peer that sends other bytes with the same engram digest v1 (an XXH64 collision), by the sha256-tree-v1; a record
+ * whose tree digest the disk's bytes do not have either is refused; a peer that dies mid-transfer is finished by
+ * another peer or the disk; the key file's checks.
  */
 @Timeout(180)
 class SeedProcessTest {
@@ -55,15 +57,21 @@ class SeedProcessTest {
     }
 
     private static Path generate(Path dir, String name, String seed) throws Exception {
+        return generate(dir, name, seed, 20000);
+    }
+
+    /** A model directory of {@code rows} rows a layer, in V4.1's layout, with its digest record. */
+    static Path generate(Path dir, String name, String seed, int rows) throws Exception {
         Path out = dir.resolve(name);
-        CliRun gen = CliRun.of("generate", "--out", out.toString(), "--rows", "20000", "--model", "--seed", seed);
+        CliRun gen = CliRun.of("generate", "--out", out.toString(), "--rows", String.valueOf(rows), "--model", "--seed",
+                seed);
         assertEquals(0, gen.exit(), gen.err());
         CliRun w = CliRun.of("inspect", "--write-digests", "--threads", "2", out.toString());
         assertEquals(0, w.exit(), w.err());
         return out;
     }
 
-    private static Path keyFile(Path p, int bytes) throws IOException {
+    static Path keyFile(Path p, int bytes) throws IOException {
         byte[] k = new byte[bytes];
         new java.security.SecureRandom().nextBytes(k);
         Files.write(p, k);
@@ -71,13 +79,13 @@ class SeedProcessTest {
         return p;
     }
 
-    private static int freePort() throws IOException {
+    static int freePort() throws IOException {
         try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
     }
 
-    private static DaemonProcess serve(Path dir, String name, Path checkpoint, String... seedArgs) throws Exception {
+    static DaemonProcess serve(Path dir, String name, Path checkpoint, String... seedArgs) throws Exception {
         List<String> args = new java.util.ArrayList<>(List.of("--checkpoint", checkpoint.toString(), "--threads", "2"));
         args.addAll(List.of(seedArgs));
         return DaemonProcess.start(dir.resolve(name + ".sock"), dir.resolve(name + ".log"),
@@ -85,7 +93,7 @@ class SeedProcessTest {
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> origin(DaemonProcess d) throws Exception {
+    static Map<String, Object> origin(DaemonProcess d) throws Exception {
         CliRun s = CliRun.of("status", "--socket", d.socket.toString(), "--json");
         assertEquals(0, s.exit(), s.err());
         return (Map<String, Object>) ContentVerifyTest.json(s.out()).get("origin");
@@ -93,10 +101,15 @@ class SeedProcessTest {
 
     /** Every table's SHA-256 as imported from {@code d}, checked against the checkpoint's bytes. */
     private static Map<String, String> imported(DaemonProcess d) throws Exception {
+        return imported(d, model, QUIET);
+    }
+
+    /** Every table's SHA-256 as imported from {@code d} with {@code options}, checked against {@code model}'s bytes. */
+    static Map<String, String> imported(DaemonProcess d, Path model, ClientOptions options) throws Exception {
         Checkpoint cp = Checkpoint.open(model);
         Map<String, String> out = new TreeMap<>();
         try (ImportedTables t = EngramClient.connect(d.socket, Expectations.ofCheckpoint(List.of(model), List.of(),
-                n -> { }), QUIET)) {
+                n -> { }), options)) {
             for (TableView v : t.tables().values()) {
                 TensorInfo ti = cp.tensor(v.name());
                 byte[] b = new byte[Math.toIntExact(ti.length())];
@@ -194,6 +207,7 @@ class SeedProcessTest {
         SeedKey k = SeedKey.read(key);
         try (DaemonProcess a = serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
                 SeedProxy liar = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.LIE);
+                SeedProxy collider = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.COLLIDE);
                 SeedProxy dying = new SeedProxy(new InetSocketAddress("127.0.0.1", pa), k, SeedProxy.Mode.DIE)) {
             Map<String, String> truth = imported(a);
             // the liar alone: the table it changed is caught and read from the disk; the others come from it
@@ -207,6 +221,54 @@ class SeedProcessTest {
                 assertTrue((Long) o.get("checkpoint_bytes_read") > 0, o.toString());
                 assertEquals(truth, imported(b), "what is served is the checkpoint's, never the lie");
             }
+            // other bytes with the same engram digest v1: only the sha256-tree-v1 tells them apart; the disk agrees
+            // with the record, so the table is served from the disk and the load says the peer's bytes were forged
+            try (DaemonProcess b = serve(dir, "b2", model, "--seed-from", collider.address(), "--seed-key",
+                    key.toString())) {
+                assertEquals(1, collider.forged(), "the proxy sent one range of other bytes with the same XXH64");
+                String log = b.log();
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("seed: table '([^']+)' from peer "
+                        + java.util.regex.Pattern.quote(collider.address()) + " has sha256-tree-v1 [0-9a-f]{64}, not"
+                        + " the record's [0-9a-f]{64} \\(its engram digest v1 is the record's\\); dropping the peer and"
+                        + " fetching the table again from another peer or the disk").matcher(log);
+                assertTrue(m.find(), log);
+                assertTrue(log.contains("seed: table '" + m.group(1) + "' read from the disk has the record's"
+                        + " sha256-tree-v1: the bytes that peer sent were not the checkpoint's, though made to have"
+                        + " its engram digest v1"), log);
+                assertTrue((Long) origin(b).get("checkpoint_bytes_read") > 0);
+                assertEquals(truth, imported(b), "the forged bytes are never served");
+            }
+            // a record whose tree digest of one table is wrong (its engram digest v1 right): the peer's bytes fail
+            // it, so do the disk's, and the load refuses to serve rather than serve bytes its record disowns
+            Path wrong = dir.resolve("wrong-record");
+            Files.createDirectories(wrong);
+            try (java.util.stream.Stream<Path> files = Files.list(model)) {
+                for (Path p : files.toList()) {
+                    Files.copy(p, wrong.resolve(p.getFileName()));
+                }
+            }
+            Path record = wrong.resolve("engram-digests.json");
+            String table = "layers.14.engram.embed.scale";
+            String json = Files.readString(record);
+            java.util.regex.Matcher tm = java.util.regex.Pattern.compile("\"" + java.util.regex.Pattern.quote(table)
+                    + "\":\\{\"engram-digest-v1\":\"[0-9a-f]{16}\",\"sha256-tree-v1\":\"([0-9a-f]{64})\"").matcher(json);
+            assertTrue(tm.find(), json);
+            String bad = (tm.group(1).charAt(0) == '0' ? "1" : "0") + tm.group(1).substring(1);
+            Files.writeString(record, json.substring(0, tm.start(1)) + bad + json.substring(tm.end(1)));
+            CliRun refused = CliRun.of("serve", "--socket", dir.resolve("w.sock").toString(), "--numa", "none",
+                    "--checkpoint", wrong.toString(), "--threads", "2", "--seed-from", "127.0.0.1:" + pa,
+                    "--seed-key", key.toString());
+            assertEquals(1, refused.exit(), refused.err());
+            assertTrue(refused.err().contains("seed: table '" + table + "' from peer 127.0.0.1:" + pa + " has"
+                    + " sha256-tree-v1 " + tm.group(1) + ", not the record's " + bad), refused.err());
+            List<String> err = refused.err().lines().filter(l -> l.startsWith("engram-host serve: ")).toList();
+            assertEquals(1, err.size(), refused.err());
+            assertTrue(err.get(0).contains(": tensor '" + table + "': its bytes have sha256-tree-v1 " + tm.group(1)
+                    + ", but the digest record " + record + " says " + bad + " (checked because a peer sent this table"
+                    + " with the record's engram digest v1 but another sha256-tree-v1); refusing to serve it: restore"
+                    + " the file, or if it changed on purpose write the record again with engram-host inspect"
+                    + " --write-digests " + wrong), err.get(0));
+            assertTrue(Files.notExists(dir.resolve("w.sock")), "nothing served");
             // a peer that dies in its first range, then a good one: the good one finishes, the disk reads nothing
             try (DaemonProcess c = serve(dir, "c", model, "--seed-from", dying.address() + ",127.0.0.1:" + pa,
                     "--seed-key", key.toString())) {

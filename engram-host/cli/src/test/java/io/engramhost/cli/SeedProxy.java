@@ -1,5 +1,6 @@
 package io.engramhost.cli;
 
+import io.engramhost.checkpoint.Xxh64;
 import io.engramhost.seed.SeedAuth;
 import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedWire;
@@ -20,11 +21,16 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * A seeding peer written in the test from docs/seeding.md alone, that holds the key and relays a real exporter
  * (it authenticates on both sides, forwards MANIFEST and RANGE), but misbehaves on the way: {@link Mode#LIE} flips
- * one byte of the first DATA it relays, {@link Mode#DIE} closes every connection halfway through the first DATA.
- * As conformance/impostor_daemon.py does for the Unix protocol, no hook in the daemon is needed.
+ * one byte of the first DATA it relays, {@link Mode#DIE} closes every connection halfway through the first DATA,
+ * {@link Mode#COLLIDE} changes two 8-byte words of the first DATA so that its range's XXH64, and so the table's engram
+ * digest v1, stay what they were ({@link #collide}: XXH64 is not collision resistant, and a peer with the key can do
+ * this to any range). As conformance/impostor_daemon.py does for the Unix protocol, no hook in the daemon is needed.
  */
 final class SeedProxy implements AutoCloseable {
-    enum Mode { LIE, DIE }
+    enum Mode { LIE, DIE, COLLIDE }
+
+    private static final long P1 = 0x9E3779B185EBCA87L;
+    private static final long P2 = 0xC2B2AE3D27D4EB4FL;
 
     private final ServerSocket listener;
     private final InetSocketAddress upstream;
@@ -32,6 +38,7 @@ final class SeedProxy implements AutoCloseable {
     private final Mode mode;
     private final byte[] id = SeedAuth.random(SeedAuth.ID_BYTES);
     private final AtomicInteger datas = new AtomicInteger();
+    private final AtomicInteger forged = new AtomicInteger();
     private final List<Socket> open = new ArrayList<>();
     private final Thread acceptor;
 
@@ -52,6 +59,43 @@ final class SeedProxy implements AutoCloseable {
     /** DATA frames relayed (or begun). */
     int datas() {
         return datas.get();
+    }
+
+    /** DATA frames relayed with other bytes of the same XXH64 (checked here, on the bytes sent). */
+    int forged() {
+        return forged.get();
+    }
+
+    /** {@code x} such that {@code x * a == 1} modulo 2^64, for an odd {@code a} (Newton's iteration). */
+    private static long inverse(long a) {
+        long x = a;
+        for (int i = 0; i < 6; i++) {
+            x *= 2 - a * x;
+        }
+        return x;
+    }
+
+    private static long round(long acc, long input) {
+        return Long.rotateLeft(acc + input * P2, 31) * P1;
+    }
+
+    /**
+     * Changes the XXH64 (seed 0) input of {@code length} (at least 64) bytes at {@code off} of {@code b} without
+     * changing its hash: XXH64 takes the first lane's 8-byte words at offsets 0 and 32 into one accumulator with an
+     * invertible round, so after flipping a bit of the first word the second is solved for, which gives the lane the
+     * accumulator it had; the other lanes, the length and the tail are as they were.
+     */
+    static void collide(byte[] b, int off, int length) {
+        if (length < 64) {
+            throw new IllegalArgumentException("a range of " + length + " bytes: the forgery needs 64");
+        }
+        ByteBuffer w = ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN);
+        long v = P1 + P2; // the first lane's start, seed 0
+        long w0 = w.getLong(off);
+        long target = round(round(v, w0), w.getLong(off + 32));
+        long forged0 = w0 ^ 1;
+        long forged32 = (Long.rotateRight(target * inverse(P1), 31) - round(v, forged0)) * inverse(P2);
+        w.putLong(off, forged0).putLong(off + 32, forged32);
     }
 
     private void accept() {
@@ -127,6 +171,17 @@ final class SeedProxy implements AutoCloseable {
                     int k = datas.getAndIncrement();
                     if (mode == Mode.LIE && k == 0) {
                         answer[answer.length / 2 + SeedWire.HEADER / 2] ^= 0x01;
+                    }
+                    if (mode == Mode.COLLIDE && k == 0) {
+                        int off = SeedWire.HEADER + SeedWire.DATA_HEAD_BYTES;
+                        int len = answer.length - off;
+                        long before = Xxh64.hash(answer, off, len, 0);
+                        byte[] original = java.util.Arrays.copyOfRange(answer, off, answer.length);
+                        collide(answer, off, len);
+                        if (Xxh64.hash(answer, off, len, 0) == before && !java.util.Arrays.equals(original, 0,
+                                len, answer, off, answer.length)) {
+                            forged.incrementAndGet();
+                        }
                     }
                     if (mode == Mode.DIE) {
                         dout.write(answer, 0, answer.length / 2);

@@ -132,7 +132,8 @@ public final class Daemon implements AutoCloseable {
                     ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
         }
         if (context.seed().listen() != null) { // before a load, so that a peer list naming this daemon tells it apart
-            seeds = SeedServer.start(() -> catalog, context.seed(), seedStats, services.threads());
+            seeds = SeedServer.start(() -> catalog, context.seed(), seedStats, services.threads(),
+                    context.store().device() != null ? context.store().device() : 0);
         }
         if (systemd != null) {
             a.supervisor().staleEntries().forEach(systemd::remove);

@@ -218,11 +218,6 @@ public final class DaemonContext {
         if (metricsPort > 0 && metricsAddress == null) {
             throw new IllegalArgumentException("--metrics-address: an address is needed with --metrics-port");
         }
-        if (seed.listen() != null && backend == Backend.CUDA_VMM) {
-            throw new IllegalArgumentException("--seed-listen: this build exports memfd regions only; cuda-vmm regions"
-                    + " cannot be read through their fds and the CPU view that needs is not built yet (--seed-from"
-                    + " works with every backend)");
-        }
         if (verifyDigests && !takeover) {
             throw new IllegalArgumentException("--verify-digests needs --takeover");
         }

@@ -3,6 +3,8 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.os.Fd;
+import io.engramhost.os.RawMemory;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.seed.SeedAuth;
@@ -10,6 +12,9 @@ import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
 import io.engramhost.seed.SeedWire;
 import io.engramhost.store.Catalog;
+import io.engramhost.util.Closer;
+import io.engramhost.vmm.Access;
+import io.engramhost.vmm.VmmImport;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
@@ -44,6 +49,7 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
@@ -55,8 +61,16 @@ import java.util.function.Supplier;
  * {@code serve --seed-listen}: the exporter of docs/seeding.md. A peer proves it holds the key (and the daemon proves
  * it too), may then ask for the manifest of the host tables served and for ranges of them, and gets each range sent
  * from the region itself: a memfd's bytes go out with sendfile(2) (Netty's epoll transport, {@link DefaultFileRegion}
- * over a read-only open of the memfd), or with the JDK's {@code transferTo} where the NIO transport serves instead.
- * It takes nothing from its peers: no request changes the daemon.
+ * over a read-only open of the memfd), or with the JDK's {@code transferTo} where the NIO transport serves instead. A
+ * cuda-vmm region cannot be read through its fd (a driver handle), so its bytes go out from a CPU view of it: the
+ * host regions' fds imported into one VA range with CPU access, read-only ({@link VmmImport}, as a client's CPU view
+ * and the takeover's digest check make it), each range a {@link ByteBuf} over the view's memory (written by the
+ * transport straight from it, no copy). It takes nothing from its peers: no request changes the daemon.
+ *
+ * <p>What it exports (the channels or the view, and the MANIFEST) is made once, at the first request after the
+ * daemon is ready, on a thread of its own ({@code engram-seed-export}: a CPU view of tens of GiB takes about a second,
+ * which no event loop waits for); a request that comes meanwhile is answered once it is made. The server owns all of
+ * it and closes it in {@link #close}, after its event loops have ended, so no range is sent from a closed view.
  *
  * <p>Every limit is checked where the input enters, once: a frame's length at its header ({@link
  * SeedWire#MAX_REQUEST_PAYLOAD}, the one bound of what a peer may send), the handshake within {@link
@@ -91,8 +105,32 @@ final class SeedServer implements AutoCloseable {
         }
     }
 
-    /** One table as exported: the region's read-only channel and where the table lies in it. */
-    private record Exported(String name, long bytes, long digest, FileChannel region, long offset) {
+    /** Where a region's bytes are sent from: a message of the transport for {@code length} bytes at {@code offset}. */
+    @FunctionalInterface
+    interface RangeSource {
+        Object range(long offset, long length);
+    }
+
+    /** A memfd's ranges: sendfile(2) (or transferTo) from a read-only open of it, shared by every range. */
+    static RangeSource fromFile(FileChannel region) {
+        return (offset, length) -> new SharedRegion(region, offset, length);
+    }
+
+    /**
+     * Ranges of memory at {@code base} (a CPU view of a region), each a buffer over the memory itself: the transport
+     * writes from it, and releasing the buffer frees nothing (the view's owner unmaps it). A range is at most
+     * {@link SeedWire#MAX_RANGE}, checked before.
+     */
+    static RangeSource fromMemory(long base) {
+        return (offset, length) -> Unpooled.wrappedBuffer(RawMemory.buffer(base + offset, Math.toIntExact(length)));
+    }
+
+    /** One table as exported: its region's source and where the table lies in it. */
+    private record Exported(String name, long bytes, long digest, RangeSource region, long offset) {
+    }
+
+    /** What is exported, made once from the ready catalog: the tables, the MANIFEST, and what they are sent from. */
+    private record Export(List<Exported> tables, ByteBuffer manifest, List<AutoCloseable> owned) {
     }
 
     private final Supplier<Catalog> catalog;
@@ -105,14 +143,17 @@ final class SeedServer implements AutoCloseable {
     private final AtomicLong logWindow = new AtomicLong();
     private final AtomicInteger logged = new AtomicInteger();
     private final List<Thread> threads = new ArrayList<>();
+    private final Services.Threads factory;
+    private final int vmmDevice;
     private volatile Channel listener;
-    /** Built at the first MANIFEST once the catalog is ready; its channels closed with the server. */
-    private volatile List<Exported> exported;
-    private volatile ByteBuffer manifest;
-    private final List<FileChannel> channels = new ArrayList<>();
+    /** Made at the first request once the catalog is ready (guarded by this); what it holds is closed with the server. */
+    private CompletableFuture<Export> export;
 
-    private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads factory) {
+    private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads factory,
+            int vmmDevice) {
         this.catalog = catalog;
+        this.factory = factory;
+        this.vmmDevice = vmmDevice;
         this.key = settings.key();
         this.id = settings.instanceId();
         this.stats = stats;
@@ -137,9 +178,13 @@ final class SeedServer implements AutoCloseable {
         }, io);
     }
 
-    /** Binds {@code settings.listen()} and serves; a bind that fails is one line naming the flag. */
-    static SeedServer start(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads threads) {
-        SeedServer s = new SeedServer(catalog, settings, stats, threads);
+    /**
+     * Binds {@code settings.listen()} and serves; a bind that fails is one line naming the flag. {@code vmmDevice}:
+     * the GPU whose context makes the CPU view of cuda-vmm regions (the one the regions were made in).
+     */
+    static SeedServer start(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads threads,
+            int vmmDevice) {
+        SeedServer s = new SeedServer(catalog, settings, stats, threads, vmmDevice);
         try {
             ChannelFuture bound = s.bootstrap().bind(settings.listen()).awaitUninterruptibly();
             if (!bound.isSuccess()) {
@@ -185,40 +230,83 @@ final class SeedServer implements AutoCloseable {
         }
     }
 
-    /** The exported tables and the MANIFEST frame, made once from the ready catalog (null: not ready). */
-    private synchronized List<Exported> exported() throws IOException {
-        if (exported != null) {
-            return exported;
+    /** What is exported, being made or made, from the ready catalog (null: not ready); closed with the server. */
+    private synchronized CompletableFuture<Export> export() {
+        if (export != null) {
+            return export;
         }
         Catalog c = catalog.get();
         if (c == null) {
             return null;
         }
+        CompletableFuture<Export> f = new CompletableFuture<>();
+        export = f;
+        factory.thread(() -> {
+            try {
+                f.complete(exportOf(c));
+            } catch (IOException | RuntimeException e) {
+                LOG.log(WARNING, "seed: cannot export the tables, so every peer is refused: " + e.getMessage());
+                f.completeExceptionally(e);
+            }
+        }, "engram-seed-export").start();
+        return f;
+    }
+
+    /**
+     * The host tables of {@code c} and their sources: a read-only open of each memfd region, and one CPU view of
+     * every cuda-vmm host region. A failure closes what was opened.
+     */
+    private Export exportOf(Catalog c) throws IOException {
         Catalog.Served host = c.servedTo(-1);
-        List<FileChannel> byRegion = new ArrayList<>();
-        for (int i = 0; i < host.fds().size(); i++) {
-            RegionKind kind = host.manifest().regions().get(i).kind();
-            if (!kind.memfd()) {
-                throw new IOException("region " + i + " is " + kind + ", which cannot be read through its fd; this"
-                        + " build exports memfd regions only");
+        List<Manifest.Region> regions = host.manifest().regions();
+        Closer<AutoCloseable> owned = new Closer<>();
+        try {
+            RangeSource[] byRegion = new RangeSource[regions.size()];
+            List<Integer> vmm = new ArrayList<>();
+            for (int i = 0; i < regions.size(); i++) {
+                RegionKind kind = regions.get(i).kind();
+                if (kind.memfd()) {
+                    byRegion[i] = fromFile(owned.add(FileChannel.open(Path.of("/proc/self/fd/"
+                            + host.fds().get(i).get()), StandardOpenOption.READ)));
+                } else if (kind == RegionKind.VMM_HOST) {
+                    vmm.add(i);
+                }
             }
-            FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + host.fds().get(i).get()),
-                    StandardOpenOption.READ);
-            channels.add(ch);
-            byRegion.add(ch);
-        }
-        List<Exported> out = new ArrayList<>();
-        List<SeedWire.Table> wire = new ArrayList<>();
-        for (Manifest.Table t : host.manifest().tables()) {
-            if (t.region() < 0 || t.device() >= 0) {
-                continue;
+            if (!vmm.isEmpty()) {
+                List<Fd> fds = new ArrayList<>();
+                List<Long> sizes = new ArrayList<>();
+                for (int i : vmm) {
+                    fds.add(host.fds().get(i));
+                    sizes.add(regions.get(i).size());
+                }
+                long t0 = System.nanoTime();
+                VmmImport view = owned.add(VmmImport.attach(fds, sizes, vmmDevice, Access.READ_ONLY.withCpuView()));
+                for (int k = 0; k < vmm.size(); k++) {
+                    byRegion[vmm.get(k)] = fromMemory(view.base(k));
+                }
+                LOG.log(INFO, "seed: a CPU view of " + vmm.size() + " cuda-vmm regions to export them from, made in "
+                        + String.format("%.2f s", (System.nanoTime() - t0) / 1e9));
             }
-            out.add(new Exported(t.name(), t.bytes(), t.digest(), byRegion.get(t.region()), t.offset()));
-            wire.add(new SeedWire.Table(t.name(), t.bytes(), t.digest()));
+            List<Exported> out = new ArrayList<>();
+            List<SeedWire.Table> wire = new ArrayList<>();
+            for (Manifest.Table t : host.manifest().tables()) {
+                if (t.region() < 0 || t.device() >= 0) {
+                    continue;
+                }
+                RangeSource from = byRegion[t.region()];
+                if (from == null) {
+                    throw new IOException("table '" + t.name() + "' is in region " + t.region() + " ("
+                            + regions.get(t.region()).kind() + "), which this exporter has no view of");
+                }
+                out.add(new Exported(t.name(), t.bytes(), t.digest(), from, t.offset()));
+                wire.add(new SeedWire.Table(t.name(), t.bytes(), t.digest()));
+            }
+            return new Export(List.copyOf(out), SeedWire.manifest(HexFormat.of().parseHex(c.fingerprintSha256()),
+                    wire), owned.items());
+        } catch (IOException | RuntimeException e) {
+            owned.closeAfter(e);
+            throw e;
         }
-        manifest = SeedWire.manifest(HexFormat.of().parseHex(c.fingerprintSha256()), wire);
-        exported = List.copyOf(out);
-        return exported;
     }
 
     /** A region range that leaves its channel open when released (the channel is the server's, shared). */
@@ -412,19 +500,36 @@ final class SeedServer implements AutoCloseable {
         }
 
         private void request(int type, ByteBuffer p) {
-            List<Exported> tables;
-            try {
-                tables = exported();
-            } catch (IOException e) {
-                fail("unavailable", SeedWire.NOT_READY, e.getMessage());
-                return;
-            }
-            if (tables == null) {
+            CompletableFuture<Export> made = export();
+            if (made == null) {
                 fail("not-ready", SeedWire.NOT_READY, "this daemon is still loading its tables");
                 return;
             }
+            if (!made.isDone()) { // answered once the export is made, on this connection's event loop
+                answering = true;
+                ch.config().setAutoRead(false);
+                made.whenComplete((x, e) -> ch.eventLoop().execute(() -> {
+                    answering = false;
+                    if (step == Step.CLOSED) {
+                        return;
+                    }
+                    ch.config().setAutoRead(true);
+                    request(type, p);
+                    drain();
+                }));
+                return;
+            }
+            Export ex;
+            try {
+                ex = made.join();
+            } catch (RuntimeException e) {
+                Throwable c = e.getCause() != null ? e.getCause() : e;
+                fail("unavailable", SeedWire.NOT_READY, "cannot export the tables: " + c.getMessage());
+                return;
+            }
+            List<Exported> tables = ex.tables();
             if (type == SeedWire.MANIFEST_REQUEST && p.remaining() == 0) {
-                ch.writeAndFlush(Unpooled.wrappedBuffer(manifest.duplicate()));
+                ch.writeAndFlush(Unpooled.wrappedBuffer(ex.manifest().duplicate()));
                 deadline(IDLE_MILLIS, "timed-out", "sent no request for " + IDLE_MILLIS + " ms");
                 return;
             }
@@ -453,7 +558,7 @@ final class SeedServer implements AutoCloseable {
             deadline(WRITE_MILLIS, "timed-out", "did not take a range of " + length + " bytes within " + WRITE_MILLIS
                     + " ms");
             ch.write(Unpooled.wrappedBuffer(head));
-            ch.writeAndFlush(new SharedRegion(t.region(), t.offset() + offset, length)).addListener(
+            ch.writeAndFlush(t.region().range(t.offset() + offset, length)).addListener(
                     (ChannelFutureListener) f -> {
                         if (!f.isSuccess() || step == Step.CLOSED) {
                             ch.close();
@@ -502,15 +607,26 @@ final class SeedServer implements AutoCloseable {
                 interrupted = true;
             }
         }
+        CompletableFuture<Export> made;
         synchronized (this) {
-            for (FileChannel c : channels) {
-                try {
-                    c.close();
-                } catch (IOException ignored) {
-                    // a read-only view of a region
-                }
+            made = export;
+            export = CompletableFuture.failedFuture(new IOException("the exporter is closed"));
+        }
+        Export ex = null;
+        if (made != null) {
+            try {
+                ex = made.join(); // made, or being made: wait for it
+            } catch (RuntimeException failed) {
+                // a failed export closed what it had opened
             }
-            channels.clear();
+        }
+        if (ex != null) {
+            try {
+                Closer.closeAll(ex.owned()); // the views and channels, once no event loop sends from them
+            } catch (RuntimeException e) {
+                LOG.log(WARNING, "seed: closing the exporter's views of the regions failed (the daemon is stopping"
+                        + " anyway): " + e);
+            }
         }
         if (interrupted) {
             Thread.currentThread().interrupt();

@@ -1,8 +1,10 @@
 package io.engramhost.seed;
 
 import io.engramhost.checkpoint.ContentDigest;
+import io.engramhost.checkpoint.TreeDigest;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
@@ -12,7 +14,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -22,15 +27,32 @@ import java.util.function.LongConsumer;
 /**
  * Fills tables from peers (docs/seeding.md, "The requester"): asks each peer for its manifest, gives each table to
  * a peer that holds it with the same size and the engram digest v1 the caller expects (the digest record's), reads
- * its 64 MiB chunks on several streams per peer straight into the caller's memory, hashes each chunk as it lands,
- * and accepts a table only when its digest is the expected one. A peer that is this daemon, not ready, without the
- * key or serving other tables is skipped; a peer that fails mid-transfer or sends a table whose digest differs is
- * dropped, and its unfinished tables go to another peer in the next round. What no peer delivered comes back as
- * not seeded, for the disk. Every such event is one line to {@code log}.
+ * its 64 MiB chunks on several streams per peer straight into the caller's memory, hashes each chunk as it lands
+ * with both digests (its XXH64, and the SHA-256 of its four 16 MiB leaves of the sha256-tree-v1), and accepts a
+ * table only when both its engram digest v1 and its sha256-tree-v1 are the expected ones. A peer that is this
+ * daemon, not ready, without the key or serving other tables is skipped; a peer that fails mid-transfer or sends a
+ * table whose digests differ is dropped, and its unfinished tables go to another peer in the next round. What no
+ * peer delivered comes back as not seeded, for the disk. Every such event is one line to {@code log}.
+ *
+ * <p>A table's memory need not exist yet: its address is a {@link Future} that the caller completes once the
+ * region holding it is created, so that the transfer of the first tables overlaps the creation of the next
+ * (docs/seeding.md, step 3). The caller lists the tables in the order it creates them, and each peer's tables are
+ * transferred in that order. A stream waits for the address of the chunk it took; when the caller's creation fails
+ * (the future completes exceptionally, or is cancelled), seeding stops at once and the tables not yet verified come
+ * back as not seeded; no peer is blamed. The caller owns the memory: {@link #seed} returns only after every stream
+ * has ended, so no byte is written into it afterwards.
  */
 public final class Seeder {
-    /** A table to fill: its name, bytes, the engram digest v1 it must have, and where its bytes go. */
-    public record Table(String name, long bytes, long expectedDigest, long address) {
+    /**
+     * A table to fill: its name, bytes, the engram digest v1 and the sha256-tree-v1 (32 bytes) it must have, and
+     * where its bytes go, once the caller has made that memory.
+     */
+    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address) {
+        public Table {
+            if (expectedTree.length != 32) {
+                throw new IllegalArgumentException("a sha256-tree-v1 has 32 bytes, not " + expectedTree.length);
+            }
+        }
     }
 
     /** One source's share: the peer, the verified bytes it gave, and the seconds from its first byte to its last. */
@@ -41,11 +63,14 @@ public final class Seeder {
     }
 
     /**
-     * What came of it: the verified digest of each seeded table (by index in the caller's list) and which peer gave
-     * it; the tables not seeded; each source; and how many peers were refused (no key, other tables, a lie).
+     * What came of it: the verified engram digest v1 of each seeded table (by index in the caller's list) and which
+     * peer gave it; the tables not seeded; each source; how many peers were refused (no key, other tables, a lie);
+     * and the tables a peer sent with the expected engram digest v1 but another sha256-tree-v1 (forged to pass the
+     * first, or the record's tree digest is wrong: whichever source fills them next must pass the tree digest too);
+     * and whether seeding stopped because the caller's memory for a table could not be made.
      */
     public record Result(Map<Integer, Long> digests, Map<Integer, String> from, List<Integer> notSeeded,
-            List<Source> sources, int peersRefused) {
+            List<Source> sources, int peersRefused, Set<Integer> treeRefused, boolean stopped) {
     }
 
     private final SeedSettings settings;
@@ -78,16 +103,18 @@ public final class Seeder {
         }
     }
 
-    /** One table's transfer in a round. */
+    /** One table's transfer in a round: each chunk's XXH64 and each leaf's SHA-256, filled as the ranges land. */
     private static final class Job {
         final int table;
         final long[] hashes;
+        final byte[][] leaves;
         final AtomicInteger left;
 
-        Job(int table, int chunks) {
+        Job(int table, long bytes) {
             this.table = table;
-            this.hashes = new long[chunks];
-            this.left = new AtomicInteger(chunks);
+            this.hashes = new long[(int) ((bytes + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK)];
+            this.leaves = new byte[(int) ((bytes + TreeDigest.CHUNK - 1) / TreeDigest.CHUNK)][];
+            this.left = new AtomicInteger(hashes.length);
         }
     }
 
@@ -105,12 +132,13 @@ public final class Seeder {
             pending.add(i);
         }
         AtomicInteger liars = new AtomicInteger();
-        while (!pending.isEmpty()) {
+        Set<Integer> treeRefused = Collections.synchronizedSet(new HashSet<>());
+        while (!pending.isEmpty() && !aborted) {
             Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
             if (plan.isEmpty()) {
                 break;
             }
-            round(tables, plan, digests, from, refusedFor, liars);
+            round(tables, plan, digests, from, refusedFor, liars, treeRefused);
             pending.removeAll(digests.keySet());
         }
         for (Peer p : peers) {
@@ -127,10 +155,13 @@ public final class Seeder {
                 sources.add(new Source(p.name, p.bytes.get(), (p.lastNanos.get() - p.firstNanos.get()) / 1e9));
             }
         }
-        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get());
+        return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get(), Set.copyOf(treeRefused),
+                aborted);
     }
 
     private int refusedPeers;
+    /** Set when a table's memory will never exist: the caller's creation failed. */
+    private volatile boolean aborted;
 
     /** Connects to every peer at once and reads its manifest; the usable ones, with their first connection open. */
     private List<Peer> discover(List<Table> tables) throws InterruptedException {
@@ -245,22 +276,23 @@ public final class Seeder {
                 continue;
             }
             load.merge(best, t.bytes(), Long::sum);
-            int chunks = (int) ((t.bytes() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
-            plan.computeIfAbsent(best, k -> new ArrayList<>()).add(new Job(i, chunks));
+            plan.computeIfAbsent(best, k -> new ArrayList<>()).add(new Job(i, t.bytes()));
         }
         return plan;
     }
 
-    /** One round: every peer's jobs on its streams, until done or the peer fails. */
+    /** One round: every peer's jobs on its streams, in the caller's order, until done or the peer fails. */
     private void round(List<Table> tables, Map<Peer, List<Job>> plan, Map<Integer, Long> digests,
-            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars)
-            throws InterruptedException {
+            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars,
+            Set<Integer> treeRefused) throws InterruptedException {
         int perPeer = Math.max(1, streams / plan.size());
         List<Thread> threads = new ArrayList<>();
         for (Map.Entry<Peer, List<Job>> e : plan.entrySet()) {
             Peer p = e.getKey();
             ConcurrentLinkedQueue<Chunk> queue = new ConcurrentLinkedQueue<>();
-            for (Job j : e.getValue()) {
+            List<Job> jobs = new ArrayList<>(e.getValue());
+            jobs.sort(Comparator.comparingInt(j -> j.table)); // the order the caller creates their memory in
+            for (Job j : jobs) {
                 for (int c = 0; c < j.hashes.length; c++) {
                     queue.add(new Chunk(j, c));
                 }
@@ -272,45 +304,83 @@ public final class Seeder {
                     p.first = null;
                 }
                 Thread t = new Thread(() -> stream(p, given, queue, tables, digests, from, refusedFor, liars,
-                        failedLogged), "engram-seed");
+                        treeRefused, failedLogged), "engram-seed");
                 t.setDaemon(true);
                 t.start();
                 threads.add(t);
             }
         }
+        // every stream writes into the caller's memory: none may outlive this call, even when it is interrupted
+        boolean interrupted = false;
         for (Thread t : threads) {
-            t.join();
+            while (t.isAlive()) {
+                try {
+                    t.join();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                    aborted = true;
+                }
+            }
+        }
+        if (interrupted) {
+            throw new InterruptedException("seeding interrupted");
+        }
+    }
+
+    /** {@code t}'s address, once its memory exists; 0 (and seeding stops) when it never will. */
+    private long addressOf(Table t) throws InterruptedException {
+        try {
+            return t.address().get();
+        } catch (ExecutionException | CancellationException e) {
+            aborted = true;
+            return 0;
         }
     }
 
     private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue, List<Table> tables,
             Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
-            AtomicInteger liars, AtomicBoolean failedLogged) {
+            AtomicInteger liars, Set<Integer> treeRefused, AtomicBoolean failedLogged) {
         PeerConnection c = given;
+        ChunkHasher hasher = new ChunkHasher();
         try {
             Chunk k;
-            while (!p.dead && (k = queue.poll()) != null) {
+            while (!p.dead && !aborted && (k = queue.poll()) != null) {
+                Table t = tables.get(k.job.table);
+                long base = addressOf(t);
+                if (base == 0) {
+                    return;
+                }
                 if (c == null) {
                     c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
                 }
-                Table t = tables.get(k.job.table);
                 long off = k.index * ContentDigest.CHUNK;
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 long t0 = System.nanoTime();
                 p.firstNanos.compareAndSet(0, t0);
-                c.range(p.index.get(t.name()), off, len, t.address() + off);
-                k.job.hashes[k.index] = ContentDigest.chunkHash(t.address() + off, len);
+                c.range(p.index.get(t.name()), off, len, base + off);
+                k.job.hashes[k.index] = hasher.chunk(base + off, len, k.index, k.job.leaves);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
-                if (k.job.left.decrementAndGet() == 0) {
+                if (k.job.left.decrementAndGet() == 0) { // every chunk's hashes are visible: the decrements order them
                     long d = ContentDigest.combine(k.job.hashes);
+                    String lie = null;
                     if (d != t.expectedDigest()) {
+                        lie = "engram digest v1 " + ContentDigest.hex(d) + ", not the record's "
+                                + ContentDigest.hex(t.expectedDigest());
+                    } else {
+                        byte[] tree = TreeDigest.rootOf(t.bytes(), k.job.leaves);
+                        if (!MessageDigest.isEqual(tree, t.expectedTree())) {
+                            treeRefused.add(k.job.table);
+                            lie = TreeDigest.ALGORITHM + " " + TreeDigest.hex(tree) + ", not the record's "
+                                    + TreeDigest.hex(t.expectedTree()) + " (its engram digest v1 is the record's)";
+                        }
+                    }
+                    if (lie != null) {
                         p.dead = true;
                         liars.incrementAndGet();
                         synchronized (refusedFor) {
                             refusedFor.computeIfAbsent(k.job.table, x -> new HashSet<>()).add(p);
                         }
-                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has engram digest v1 "
-                                + ContentDigest.hex(d) + ", not the record's " + ContentDigest.hex(t.expectedDigest())
+                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has " + lie
                                 + "; dropping the peer and fetching the table again from another peer or the disk");
                         return;
                     }
@@ -322,6 +392,9 @@ public final class Seeder {
                     progress.accept(t.bytes());
                 }
             }
+        } catch (InterruptedException e) {
+            aborted = true;
+            Thread.currentThread().interrupt();
         } catch (IOException | RuntimeException e) {
             p.dead = true;
             if (failedLogged.compareAndSet(false, true)) {

@@ -4,6 +4,7 @@ import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.numa.CpuList;
 import io.engramhost.numa.NumaNode;
@@ -17,11 +18,14 @@ import io.engramhost.seed.Seeder;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -134,6 +138,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     @Override
     public Catalog build(LoadProgress progress) throws Exception {
         Closer<AutoCloseable> owned = new Closer<>();
+        RegionCreator creator = null;
         try {
             long total = tensors.stream().mapToLong(TensorInfo::length).sum();
             List<Long> sizes = plan.regionSizes();
@@ -143,19 +148,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
             long createNanos = 0;
             Map<TensorInfo, Long> seeded = Map.of();
-            if (seed != null) { // the regions first, then the peers fill what they can; the disk reads the rest
-                for (int i = 0; i < sizes.size(); i++) {
-                    long c0 = System.nanoTime();
-                    regions.add(owned.add(factory.create(i, sizes.get(i))));
-                    createNanos += System.nanoTime() - c0;
-                }
-                for (int t = 0; t < tensors.size(); t++) {
-                    RegionPlan.Slot s = plan.slots().get(t);
-                    if (s.region() >= 0) {
-                        address.put(tensors.get(t), regions.get(s.region()).address() + s.offset());
-                    }
-                }
-                seeded = seedFromPeers(address, progress);
+            List<TensorInfo> treeCheck = new ArrayList<>();
+            if (seed != null) {
+                // the regions are created one after another on a thread of their own, and the peers fill each one as
+                // soon as it exists; then the disk reads what they did not give, region by region as below
+                creator = new RegionCreator(factory, sizes, owned);
+                seeded = seedFromPeers(creator, progress, treeCheck);
                 long rest = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
                 progress.phase(LoadProgress.READ, "loading " + (tensors.size() - seeded.size()) + " tensors from the"
                         + " checkpoint with " + threads + " threads", rest);
@@ -181,8 +179,9 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 // difference on the H200: docs/benchmarks.md), so the reads of each region overlap the next creation.
                 for (int i = 0; i < sizes.size(); i++) {
                     HostRegion region;
-                    if (seed != null) {
-                        region = regions.get(i);
+                    if (creator != null) {
+                        region = creator.await(i);
+                        regions.add(region);
                     } else {
                         long c0 = System.nanoTime();
                         region = owned.add(factory.create(i, sizes.get(i)));
@@ -203,9 +202,13 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 }
                 read = session.finish();
             }
+            if (creator != null) {
+                createNanos = creator.finish();
+            }
             for (TensorInfo t : tensors) { // the digest records, against the digests the read (or a peer's bytes) gave
                 records.check(t, digestOf(t, read, fromPeers));
             }
+            checkTrees(treeCheck, address);
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);
             int[] regionNode = verifyPlacementAndSeal(regions, progress);
@@ -237,10 +240,123 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             return new Catalog(served, fingerprint.sha256Hex(),
                     new FingerprintMatch(fingerprint, served.get(-1).manifest().fingerprint()), backend, owned);
         } catch (Exception e) {
+            if (creator != null) {
+                creator.stop(); // no region is created, nor handed to anyone, once the owner closes them
+            }
             owned.closeAfter(e);
             throw e;
         } finally {
             source.close();
+        }
+    }
+
+    /**
+     * Creates the host regions in their order on a thread of its own ({@code engram-create}), each handed out
+     * ({@link #region}) the moment it exists, so that seeding fills the first regions while the next are created.
+     * Each region goes to the build's {@code owned} as it is created: that is its one owner, and closes it when the
+     * build fails; the creator never closes one. A creation that fails fails every region from it on, with its
+     * error; {@link #stop} cancels the ones not begun and waits for the one under way.
+     */
+    private static final class RegionCreator {
+        private final List<CompletableFuture<HostRegion>> regions = new ArrayList<>();
+        private final Thread thread;
+        private volatile boolean stopped;
+        /** Written by the thread, read after it has ended. */
+        private long nanos;
+
+        RegionCreator(HostRegionFactory factory, List<Long> sizes, Closer<AutoCloseable> owned) {
+            sizes.forEach(size -> regions.add(new CompletableFuture<>()));
+            thread = new Thread(() -> {
+                Throwable failed = null;
+                for (int i = 0; i < sizes.size(); i++) {
+                    if (failed == null && stopped) {
+                        failed = new CancellationException("the load stopped before region " + i + " was created");
+                    }
+                    if (failed != null) {
+                        regions.get(i).completeExceptionally(failed);
+                        continue;
+                    }
+                    try {
+                        long c0 = System.nanoTime();
+                        HostRegion r = owned.add(factory.create(i, sizes.get(i)));
+                        nanos += System.nanoTime() - c0;
+                        int index = i;
+                        LOG.log(System.Logger.Level.DEBUG, () -> "region " + (index + 1) + " of " + sizes.size()
+                                + " created: " + Bytes.format(r.size()));
+                        regions.get(i).complete(r);
+                    } catch (RuntimeException | Error e) {
+                        failed = e;
+                        regions.get(i).completeExceptionally(e);
+                    }
+                }
+            }, "engram-create");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        /** Region {@code i}, once created. */
+        CompletableFuture<HostRegion> region(int i) {
+            return regions.get(i);
+        }
+
+        /** Waits for region {@code i}; its creation's error is rethrown as it was thrown. */
+        HostRegion await(int i) throws InterruptedException {
+            try {
+                return regions.get(i).get();
+            } catch (ExecutionException e) {
+                Throwable c = e.getCause();
+                if (c instanceof RuntimeException re) {
+                    throw re;
+                }
+                if (c instanceof Error err) {
+                    throw err;
+                }
+                throw new IllegalStateException(c);
+            }
+        }
+
+        /** Waits for the thread to end (every region awaited already); the nanoseconds spent creating. */
+        long finish() throws InterruptedException {
+            thread.join();
+            return nanos;
+        }
+
+        /** Cancels the regions not begun and waits, uninterruptibly, for the creation under way to end. */
+        void stop() {
+            stopped = true;
+            boolean interrupted = false;
+            while (thread.isAlive()) {
+                try {
+                    thread.join();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /**
+     * The record's sha256-tree-v1 of each table the disk filled after a peer's bytes had the record's engram digest
+     * v1 but not its tree digest: the disk decides between the peer and the record. When the disk's bytes have the
+     * record's tree digest the peer lied (and was dropped); when they do not, the record disagrees with the
+     * checkpoint's own bytes, and the load refuses to serve the table as it does for an engram digest v1 difference.
+     */
+    private void checkTrees(List<TensorInfo> disk, Map<TensorInfo, Long> address) {
+        if (disk.isEmpty()) {
+            return;
+        }
+        List<TreeDigest.Source> sources = new ArrayList<>();
+        disk.forEach(t -> sources.add(new TreeDigest.Memory(address.get(t), t.length())));
+        List<byte[]> trees = TreeDigest.digestAll(sources, threads);
+        for (int i = 0; i < disk.size(); i++) {
+            records.checkTree(disk.get(i), trees.get(i), "checked because a peer sent this table with the record's"
+                    + " engram digest v1 but another " + TreeDigest.ALGORITHM);
+            LOG.log(System.Logger.Level.WARNING, "seed: table '" + disk.get(i).name() + "' read from the disk has the"
+                    + " record's " + TreeDigest.ALGORITHM + ": the bytes that peer sent were not the checkpoint's,"
+                    + " though made to have its engram digest v1");
         }
     }
 
@@ -253,12 +369,20 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      * Fills from the peers every non-empty table that has a digest to be checked against (docs/seeding.md): the
      * tables whose bytes arrived with the record's digest, and that digest. STATUS's origin gets each source's share.
      */
-    private Map<TensorInfo, Long> seedFromPeers(Map<TensorInfo, Long> address, LoadProgress progress)
-            throws InterruptedException {
+    private Map<TensorInfo, Long> seedFromPeers(RegionCreator creator, LoadProgress progress,
+            List<TensorInfo> treeCheck) throws InterruptedException {
         List<TensorInfo> candidates = new ArrayList<>();
         List<Seeder.Table> wanted = new ArrayList<>();
         int uncovered = 0;
-        for (TensorInfo t : tensors) {
+        List<Integer> order = new ArrayList<>(); // the tensors in the order their regions are created
+        for (int i = 0; i < tensors.size(); i++) {
+            order.add(i);
+        }
+        order.sort(Comparator.comparingInt((Integer i) -> plan.slots().get(i).region())
+                .thenComparingLong(i -> plan.slots().get(i).offset()));
+        for (int i : order) {
+            TensorInfo t = tensors.get(i);
+            RegionPlan.Slot slot = plan.slots().get(i);
             Long d = records.expectedDigest(t);
             if (t.length() == 0) {
                 continue;
@@ -268,7 +392,8 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 continue;
             }
             candidates.add(t);
-            wanted.add(new Seeder.Table(t.name(), t.length(), d, address.get(t)));
+            wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t),
+                    creator.region(slot.region()).thenApply(r -> r.address() + slot.offset())));
         }
         if (uncovered > 0) {
             LOG.log(System.Logger.Level.WARNING, "seed: " + uncovered + " of the " + tensors.size() + " tables have"
@@ -276,13 +401,18 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         }
         long bytes = candidates.stream().mapToLong(TensorInfo::length).sum();
         progress.phase(LoadProgress.SEED, "seeding " + candidates.size() + " tensors from " + seed.peers().size()
-                + (seed.peers().size() == 1 ? " peer" : " peers"), bytes);
+                + (seed.peers().size() == 1 ? " peer" : " peers") + " as their regions are created", bytes);
         long t0 = System.nanoTime();
         Seeder.Result r = new Seeder(seed, threads, line -> LOG.log(System.Logger.Level.WARNING, line),
                 progress::advance).seed(wanted);
         double seconds = (System.nanoTime() - t0) / 1e9;
         Map<TensorInfo, Long> out = new LinkedHashMap<>();
         r.digests().forEach((i, d) -> out.put(candidates.get(i), d));
+        for (int i : r.notSeeded()) {
+            if (r.treeRefused().contains(i)) {
+                treeCheck.add(candidates.get(i));
+            }
+        }
         long got = out.keySet().stream().mapToLong(TensorInfo::length).sum();
         List<LoadReport.SeedSource> sources = new ArrayList<>();
         for (Seeder.Source s : r.sources()) {
@@ -290,10 +420,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         }
         LoadReport.Seeded fact = new LoadReport.Seeded(sources, got, seconds, r.peersRefused());
         progress.report(rep -> rep.withSeeded(fact));
-        LOG.log(System.Logger.Level.INFO, "seed: " + out.size() + " of " + candidates.size() + " tables ("
+        LOG.log(System.Logger.Level.INFO, "seed: " + (r.stopped() ? "stopped, a region not created, after " : "")
+                + out.size() + " of " + candidates.size() + " tables ("
                 + Bytes.format(got) + ") from " + r.sources().size() + (r.sources().size() == 1 ? " peer" : " peers")
                 + " in " + String.format("%.2f s (%s)", seconds, Bytes.gibPerSecond(got, seconds))
-                + (r.notSeeded().isEmpty() ? "" : "; " + r.notSeeded().size() + " from the disk"));
+                + (r.notSeeded().isEmpty() || r.stopped() ? "" : "; " + r.notSeeded().size() + " from the disk"));
         return out;
     }
 

@@ -1,0 +1,51 @@
+package io.engramhost.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.client.ClientOptions;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * A cuda-vmm daemon seeds every table from a cuda-vmm exporter (issue #29: the exporter reads its regions through a
+ * CPU view, SeedServer), on loopback: nothing read from the disk, and every table's bytes, read through a CPU view of
+ * each daemon's regions, are the checkpoint's. The weights are over 64 MiB, so each is sent as several ranges from
+ * its own region, at offsets within the view.
+ */
+@Tag("gpu")
+@Timeout(300)
+class SeedGpuTest {
+    private static final ClientOptions CPU_VIEW = ClientOptions.defaults().withName("seed-gpu-test").withGpu(0, true);
+
+    @Test
+    void shouldSeedACudaVmmDaemonFromACudaVmmExporterByteForByte(@TempDir Path dir) throws Exception {
+        GpuIntegrationTest.assumeGpuFor("cuda-vmm");
+        Path model = SeedProcessTest.generate(dir, "m", "42", 300_000); // 2 weights of 73 MiB, 2 ranges each
+        Path key = SeedProcessTest.keyFile(dir.resolve("key"), 32);
+        int pa = SeedProcessTest.freePort();
+        try (DaemonProcess a = SeedProcessTest.serve(dir, "a", model, "--backend", "cuda-vmm", "--seed-listen",
+                "127.0.0.1:" + pa, "--seed-key", key.toString());
+                DaemonProcess b = SeedProcessTest.serve(dir, "b", model, "--backend", "cuda-vmm", "--seed-from",
+                        "127.0.0.1:" + pa, "--seed-key", key.toString())) {
+            Map<String, Object> o = SeedProcessTest.origin(b);
+            assertEquals("seed", o.get("how"), o.toString());
+            assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+            @SuppressWarnings("unchecked")
+            List<Map<String, Object>> sources = (List<Map<String, Object>>) ((Map<String, Object>) o.get("seeded"))
+                    .get("sources");
+            assertEquals(List.of("127.0.0.1:" + pa), sources.stream().map(s -> s.get("peer")).toList());
+            assertTrue(b.log().contains("seed: 4 of 4 tables ("), b.log());
+            assertTrue(a.log().matches("(?s).*seed: a CPU view of \\d+ cuda-vmm regions to export them from, made in"
+                    + " .*"), a.log());
+            Map<String, String> fromA = SeedProcessTest.imported(a, model, CPU_VIEW);
+            assertEquals(4, fromA.size(), fromA.toString());
+            assertEquals(fromA, SeedProcessTest.imported(b, model, CPU_VIEW), "both serve the checkpoint's bytes");
+        }
+    }
+}

@@ -1,0 +1,231 @@
+package io.engramhost.store;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.engramhost.checkpoint.CheckpointGenerator;
+import io.engramhost.checkpoint.ContentIdentity;
+import io.engramhost.checkpoint.DigestSidecar;
+import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.Limits;
+import io.engramhost.checkpoint.OpenCheckpoint;
+import io.engramhost.checkpoint.TableDigests;
+import io.engramhost.checkpoint.TensorInfo;
+import io.engramhost.checkpoint.TreeDigest;
+import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.memfd.PageKind;
+import io.engramhost.numa.NumaPolicy;
+import io.engramhost.os.Fd;
+import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.RegionKind;
+import io.engramhost.seed.SeedAuth;
+import io.engramhost.seed.SeedKey;
+import io.engramhost.seed.SeedSettings;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntConsumer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Seeding fills each region as soon as it exists, while the next is created (issue #29: creation overlapped with the
+ * transfer), from a peer on a real loopback socket ({@link FileExporter}); and a creation that fails midway stops the
+ * transfer, closes every region made, and leaves no fd behind.
+ */
+@Timeout(120)
+class SeedWhileCreatingTest {
+    private static final SeedKey KEY = SeedKey.of(SeedAuth.random(32));
+
+    /** The memfd factory, calling {@code beforeCreate} with each index first and counting the regions still open. */
+    private static final class Watched implements HostRegionFactory {
+        final HostRegionFactory memfd = HostRegionFactory.memfd(PageKind.SMALL, NumaPolicy.none());
+        final IntConsumer beforeCreate;
+        final AtomicInteger open = new AtomicInteger();
+        final List<Integer> created = Collections.synchronizedList(new ArrayList<>());
+
+        Watched(IntConsumer beforeCreate) {
+            this.beforeCreate = beforeCreate;
+        }
+
+        @Override
+        public RegionKind kind() {
+            return memfd.kind();
+        }
+
+        @Override
+        public long granule() {
+            return memfd.granule();
+        }
+
+        @Override
+        public int node() {
+            return memfd.node();
+        }
+
+        @Override
+        public HostRegion create(int index, long size) {
+            beforeCreate.accept(index);
+            HostRegion r = memfd.create(index, size);
+            open.incrementAndGet();
+            created.add(index);
+            return new HostRegion() {
+                private boolean closed;
+
+                @Override
+                public long address() {
+                    return r.address();
+                }
+
+                @Override
+                public long size() {
+                    return r.size();
+                }
+
+                @Override
+                public Fd fd() {
+                    return r.fd();
+                }
+
+                @Override
+                public void seal() {
+                    r.seal();
+                }
+
+                @Override
+                public void close() {
+                    r.close();
+                    if (!closed) {
+                        closed = true;
+                        open.decrementAndGet();
+                    }
+                }
+            };
+        }
+    }
+
+    /** Two tables of 64 MiB (a region each) and their scales (packed): three regions; with a digest record. */
+    private record Setup(Path checkpoint, Map<String, TableDigests> record) {
+    }
+
+    private static Setup checkpoint(Path dir) throws Exception {
+        Path ckpt = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(0, 1),
+                1 << 20, 64, 7));
+        try (OpenCheckpoint open = OpenCheckpoint.open(ckpt)) {
+            Map<String, TableDigests> record = DigestSidecar.computeRecord(open, open.checkpoint().select(List.of()),
+                    2, done -> { });
+            DigestSidecar.writeRecord(DigestSidecar.locationFor(ckpt), record);
+            return new Setup(ckpt, record);
+        }
+    }
+
+    private static FileExporter exporter(Setup s) throws Exception {
+        List<FileExporter.Table> tables = new ArrayList<>();
+        try (OpenCheckpoint open = OpenCheckpoint.open(s.checkpoint())) {
+            for (TensorInfo t : open.checkpoint().select(List.of())) {
+                tables.add(new FileExporter.Table(t.name(), t.file(), t.offset(), t.length(),
+                        Long.parseUnsignedLong(s.record().get(t.name()).engramDigest(), 16)));
+            }
+        }
+        return new FileExporter(KEY, tables);
+    }
+
+    private static HostCatalogBuilder builder(Setup s, HostRegionFactory factory, FileExporter peer) throws Exception {
+        OpenCheckpoint open = OpenCheckpoint.open(s.checkpoint());
+        List<TensorInfo> tensors = open.checkpoint().select(List.of());
+        Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "memfd");
+        RecordCheck records = RecordCheck.of(open.checkpoint(), tensors, ContentIdentity.of(open.checkpoint(), tensors));
+        assertEquals(tensors.size(), records.tables());
+        SeedSettings seed = new SeedSettings(null, List.of(peer.address()), KEY, SeedAuth.random(SeedAuth.ID_BYTES));
+        return new HostCatalogBuilder(open, tensors, fingerprint, records, factory, "memfd", null, 2, DaemonHooks.NONE,
+                seed);
+    }
+
+    /** Waits until {@code peer} has sent a DATA, up to 20 s; whether it had. */
+    private static boolean awaitData(FileExporter peer) {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (peer.datas() == 0 && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
+        return peer.datas() > 0;
+    }
+
+    @Test
+    void shouldFillTheFirstRegionFromThePeerBeforeTheNextIsCreated(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
+            Watched factory = new Watched(i -> {
+                if (i == 1) { // with the old order (every region, then the transfer) no byte could come first
+                    awaitData(peer);
+                }
+                sentBefore.add(peer.datas());
+            });
+            LoadProgress progress = new LoadProgress(line -> { });
+            HostCatalogBuilder b = builder(s, factory, peer);
+            try (Catalog c = b.build(progress)) {
+                assertEquals(3, sentBefore.size(), "three regions");
+                assertEquals(0, sentBefore.get(0));
+                assertTrue(sentBefore.get(1) > 0, "a range of the first region arrived before the second existed: "
+                        + sentBefore);
+                LoadReport.Seeded seeded = progress.report().origin().seeded();
+                long tableBytes = 0;
+                for (Manifest.Table t : c.servedTo(-1).manifest().tables()) {
+                    tableBytes += t.bytes();
+                }
+                assertEquals(tableBytes, seeded.bytes(), "every table from the peer: " + seeded);
+                assertEquals(0, progress.loadTimings().readBytes(), "nothing read from the disk");
+                Catalog.Served host = c.servedTo(-1);
+                for (Manifest.Table t : host.manifest().tables()) { // every table as the record says, through its fd
+                    byte[] tree = TreeDigest.digest(host.fds().get(t.region()), t.offset(), t.bytes(), 2);
+                    assertEquals(s.record().get(t.name()).treeDigest(), TreeDigest.hex(tree), t.name());
+                }
+            }
+            assertEquals(0, factory.open.get(), "every region closed with the catalog");
+        }
+    }
+
+    @Test
+    void shouldStopTheTransferAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            for (int pass = 0; pass < 2; pass++) { // the first pass loads every class the failure needs
+                long fdsBefore = openFds();
+                IllegalStateException refusal = new IllegalStateException("region 2: out of memory (test)");
+                Watched factory = new Watched(i -> {
+                    if (i == 2) {
+                        assertTrue(awaitData(peer), "the transfer was under way");
+                        throw refusal;
+                    }
+                });
+                HostCatalogBuilder b = builder(s, factory, peer);
+                assertSame(refusal, assertThrows(IllegalStateException.class, () -> b.build(new LoadProgress(l -> { }))),
+                        "the creation's own error");
+                assertEquals(List.of(0, 1), factory.created);
+                assertEquals(0, factory.open.get(), "both regions made were closed");
+                peer.awaitNoConnections();
+                if (pass == 1) {
+                    assertEquals(fdsBefore, openFds(), "no fd left behind: " + List.of(fdList()));
+                }
+            }
+        }
+    }
+
+    private static String[] fdList() {
+        String[] fds = Path.of("/proc/self/fd").toFile().list();
+        if (fds == null) {
+            throw new AssertionError("cannot list /proc/self/fd");
+        }
+        return fds;
+    }
+
+    private static long openFds() {
+        return fdList().length;
+    }
+}
