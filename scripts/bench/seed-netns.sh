@@ -24,6 +24,7 @@
 #   2. the transport alone between the namespaces: scripts/bench/tcp-rate.py, sendfile from a shard of MODEL_DIR in
 #      the page cache to a receiver in B's namespace, as many streams as B's --threads (THREADS, default nproc); once
 #      into a reused buffer (the transport) and once into fresh memfd pages (the transport and the page faults);
+#      and where iperf3 is installed, iperf3 -Z (sendfile) with as many streams, for a second opinion;
 #   3. the seed, unshaped, then with A's veth shaped (tc tbf) to each rate of RATES (default "4gbit 2gbit 1gbit"), each
 #      beside the transport alone through the same shaping;
 #   4. B loading MODEL_DIR itself (no --seed-from): from the page cache, then after `echo 3 > drop_caches` (cold).
@@ -143,6 +144,14 @@ transport() { # LABEL [memfd]: the transport alone from A's namespace to B's; pr
   ip netns exec "$ns_a" python3 "$rate_py" send $ip_b:7071 "$threads" "$shard" "$table_bytes"
   wait $r
   tail -1 "$work/recv.txt" | python3 -c 'import json,sys; print(json.load(sys.stdin)["gib_s"])'
+}
+iperf() { # the transport alone once more, by iperf3 (-Z: sendfile), where it is installed; prints GiB/s
+  ip netns exec "$ns_b" iperf3 -s -1 -B $ip_b -p 7072 > /dev/null 2>&1 &
+  local r=$! j
+  sleep 0.3
+  j=$(ip netns exec "$ns_a" iperf3 -c $ip_b -p 7072 -P "$threads" -Z -n "$table_bytes" -J 2>/dev/null || true)
+  wait $r 2>/dev/null || true
+  python3 -c 'import json,sys; print(round(json.loads(sys.argv[1])["end"]["sum_received"]["bits_per_second"] / 8 / 2**30, 4))' "$j" 2>/dev/null || echo "?"
 }
 shape() { # RATE|none: A's egress (the tables' direction)
   ip netns exec "$ns_a" tc qdisc del dev "$veth_a" root 2>/dev/null || true
@@ -269,6 +278,7 @@ for i in $(seq "$runs"); do
       if [ "$r" = none ]; then
         row "transport	$label	none	$(transport "$label")"
         row "transport_memfd	$label	none	$(transport "$label" memfd)"
+        if command -v iperf3 > /dev/null; then row "transport_iperf3	$label	none	$(iperf)"; fi
       fi
       seed_once "$label" "$r"
       [ "$r" = none ] || { shape "$r"; row "transport	$label	$r	$(transport "$label")"; }
@@ -293,11 +303,12 @@ def gibs(rate):
     m = re.fullmatch(r"([0-9.]+)(k|m|g)bit", rate)
     return float(m[1]) * {"k": 1e3, "m": 1e6, "g": 1e9}[m[2]] / 8 / 2**30
 fill_a = [float(r[3]) for r in rows if r[0] == "fill"]
-tr = collections.defaultdict(list); trm = []; seed = collections.defaultdict(list); ready = collections.defaultdict(list)
+tr = collections.defaultdict(list); trm = []; tri = []; seed = collections.defaultdict(list); ready = collections.defaultdict(list)
 pready = collections.defaultdict(list); load = collections.defaultdict(list)
 for r in rows:
     if r[0] == "transport": tr[r[2]].append(float(r[3]))
     if r[0] == "transport_memfd": trm.append(float(r[3]))
+    if r[0] == "transport_iperf3" and r[3] != "?": tri.append(float(r[3]))
     if r[0] == "seed": seed[r[2]].append(float(r[3])); ready[r[2]].append(float(r[4])); pready[r[2]].append(float(r[5]))
     if r[0] == "load": load[r[2]].append((float(r[3]), float(r[4]), float(r[5])))
 def fmt(v): return ", ".join(f"{x:.3f}" for x in v)
@@ -308,6 +319,8 @@ print(f"== medians of {n} runs (each value in brackets)")
 print(f"fill path from memory, B's own load from the page cache (read_gib_s): {med(fill_b):.3f} GiB/s [{fmt(fill_b)}];"
       f" A's: {med(fill_a):.3f} GiB/s [{fmt(fill_a)}]")
 print(f"transport alone between the namespaces (unshaped, into a buffer): {med(tr['none']):.3f} GiB/s [{fmt(tr['none'])}]")
+if tri:
+    print(f"transport alone by iperf3 -Z (unshaped): {med(tri):.3f} GiB/s [{fmt(tri)}]")
 print(f"transport and page faults (unshaped, into fresh memfd pages): {med(trm):.3f} GiB/s [{fmt(trm)}]")
 s = med(seed["none"])
 slowest = min(med(fill), med(tr["none"]))
@@ -321,6 +334,9 @@ for rate in rates:
     sv = med(seed[rate]); tv = med(tr[rate])
     print(f"shaped to {rate} ({line:.4f} GiB/s on the wire): seed {sv:.4f} GiB/s [{fmt(seed[rate])}], ready_s {med(ready[rate]):.3f};"
           f" transport alone through it {tv:.4f} [{fmt(tr[rate])}]; seed / shaped rate {sv / line:.2f}, seed / transport {sv / tv:.2f}")
+la = [float(r[7]) for r in rows if r[0] == "seed" and len(r) > 7]
+if la:
+    print(f"1-minute load average after each seed: {min(la):.2f} to {max(la):.2f} (median {med(la):.2f})")
 for how in ("warm", "cold"):
     v = load[how]
     if v:
