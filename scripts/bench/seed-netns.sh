@@ -2,15 +2,17 @@
 # Seeding across two network namespaces made here (issue 29; bench/seed-runs.md, docs/seeding.md "Measured"), as
 # root: `ip netns add` two namespaces joined by a veth pair (10.231.0.1/30 and .2/30; neither end in this machine's
 # own namespace), daemon A in the first (`serve --seed-listen 10.231.0.1:7070`, loading MODEL from the page
-# cache), daemon B in the second (`serve --seed-from 10.231.0.1:7070`), both on sockets in a directory of this
-# machine (a Unix socket's path is not in a network namespace, so the clients here reach both).
+# cache), daemon B in the second (`serve --seed-listen 10.231.0.2:7070 --seed-from eh-seed-peers:7070`, a name
+# that B's namespace resolves to both daemons' addresses, as a headless service's does), both on sockets in a
+# directory of this machine (a Unix socket's path is not in a network namespace, so the clients here reach both).
 #
 #   scripts/bench/seed-netns.sh --ci                  bin/test's step: a generated 96 MiB model, one seed, the checks
 #   scripts/bench/seed-netns.sh MODEL_DIR [RUNS]      the measurement: RUNS (default 3) runs of everything below
 #
 # Every seed is checked, and any check that fails fails the script (exit 1):
 #   - B's STATUS: ready, origin.how seed, origin.checkpoint_bytes_read 0, every byte seeded, from the one peer A
-#     (its address in the other namespace), no peer refused;
+#     (its address in the other namespace), no peer refused; B's own address in the name's list skipped, as its log
+#     says;
 #   - a client's digest check of every table B serves: `engram-host import --verify-content RECORD` (each table's
 #     sha256-tree-v1 over the mapped bytes against the digest record: all verified, none unchecked), and with --ci
 #     also `engram-host verify --checkpoint MODEL_DIR` (byte for byte against the files);
@@ -69,6 +71,7 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   ip netns del "$ns_a" 2>/dev/null || true   # the veth goes with its namespace
   ip netns del "$ns_b" 2>/dev/null || true
+  rm -rf "/etc/netns/$ns_b"; rmdir /etc/netns 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -90,6 +93,11 @@ ip -n "$ns_b" addr add $ip_b/30 dev "$veth_b"
 for n in "$ns_a" "$ns_b"; do ip -n "$n" link set lo up; done
 ip -n "$ns_a" link set "$veth_a" up
 ip -n "$ns_b" link set "$veth_b" up
+# a name for the peers, as a headless service gives one: in B's namespace (ip netns exec bind-mounts
+# /etc/netns/NAME/hosts over /etc/hosts) it resolves to A's address and to B's own
+peers=eh-seed-peers
+mkdir -p "/etc/netns/$ns_b"
+printf '127.0.0.1 localhost\n%s %s\n%s %s\n' $ip_a $peers $ip_b $peers > "/etc/netns/$ns_b/hosts"
 
 if [ $ci = 1 ]; then
   model=$work/model   # 2 layers x 190,650 rows x 264 bytes: 96 MiB of tables
@@ -175,6 +183,10 @@ check_seed() { # LABEL PID_A PID_B: the checks of one seed (above)
     bad "$label: B's origin: state $st, how $how, checkpoint_bytes_read $disk, all seeded $all, sources $src, refused $refused"
   fi
   [ "$spid" = "$pb" ] && ok "$label: STATUS's pid is B's ($pb)" || bad "$label: STATUS's pid $spid, B was started as $pb"
+  grep -q "seed: peer $ip_b:$port is this daemon's own --seed-listen address; skipping it" "$out/b.log" \
+    && ok "$label: --seed-from $peers:$port stood for both its addresses; B skipped its own ($ip_b:$port)" \
+    || bad "$label: B's log does not say it skipped its own address $ip_b:$port of $peers"
+  cp "$out/b.log" "$out/b-seed-$label.log"
   if "$bin" import --socket "$work/b.sock" --verify-content "$record" --json > "$v" 2> "$out/b-verify-$label.err"; then
     local c
     c=$(field "$v" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
@@ -216,7 +228,7 @@ seed_once() { # LABEL RATE|none: B seeds from A (running) with A's link shaped t
   shape "$rate"
   local t0
   t0=$(date +%s%N)
-  start b "$ns_b" --seed-from $ip_a:$port --seed-key "$work/key"
+  start b "$ns_b" --seed-listen $ip_b:$port --seed-from $peers:$port --seed-key "$work/key"
   local pb=$started
   wait_ready b "$pb" || { bad "$label: B not ready"; return 0; }
   local wall=$(( ($(date +%s%N) - t0) / 1000000 ))
