@@ -85,8 +85,10 @@ trap cleanup EXIT
 # 1. the model and its digest record
 M=$W/model-$GIB
 ROWS=$(( GIB * 1024 * 1024 * 1024 / (2 * 264) ))
+avail_gib() { df --output=avail -B1G "$W" | tail -1 | tr -d ' '; }
 if [ ! -f "$M/engram-digests.json" ]; then
     rm -rf "$W"/model-*
+    [ "$(avail_gib)" -ge $(( GIB + 2 )) ] || { bad "generate: $(avail_gib) GiB free in $W, $GIB + 2 needed"; exit 1; }
     t0=$(ms)
     "$EH" generate --model --out "$M" --rows "$ROWS" > "$R/generate.log" 2>&1 || { cat "$R/generate.log"; bad "generate"; exit 1; }
     t1=$(ms)
@@ -198,7 +200,9 @@ done
 
 # 6. cuda-vmm: the probe, then B as cuda-vmm
 if [ $GPU = 1 ] && [ "${VMM:-1}" = 1 ]; then
-    if [ $SECONDS -lt $(( BUDGET_S - 120 )) ] && gcc -O2 -pthread -o "$W/probe" "$ROOT/bench/experiments/coldstart_probe.c" -ldl 2> "$R/probe-build.txt"; then
+    if [ "$(avail_gib)" -lt $(( PROBE_GIB + 1 )) ]; then
+        say "probe: not run ($(avail_gib) GiB free in $W, $PROBE_GIB + 1 needed for its file)"
+    elif [ $SECONDS -lt $(( BUDGET_S - 120 )) ] && gcc -O2 -pthread -o "$W/probe" "$ROOT/bench/experiments/coldstart_probe.c" -ldl 2> "$R/probe-build.txt"; then
         "$W/probe" "$W/probe.bin" "$PROBE_GIB" "$THREADS" 4 vmm-procs > "$R/probe.txt" 2>&1
         rm -f "$W/probe.bin"
         say "probe (cuMemCreate HOST_NUMA, $PROBE_GIB GiB): $(grep 'create' "$R/probe.txt" | awk '{printf "%s procs %s GiB/s; ", $3, $(NF-1)}')"
