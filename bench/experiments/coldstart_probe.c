@@ -1,10 +1,12 @@
 // coldstart_probe: measures the ways of getting checkpoint bytes into each backend's memory on one machine, so the
 // loader's design follows what was measured (issue 14). Not a benchmark of the daemon: JMH's ColdLoadBench is.
 //
-//   coldstart_probe FILE GIB THREADS REGIONS [cuda] [cold]
+//   coldstart_probe FILE GIB THREADS REGIONS [cuda] [cold] [vmm-procs]
 //
 // With cuda it also times HOST_NUMA creation by 1, 2, 4 and 8 helper processes (each creating and exporting its
 // share as POSIX fds, the parent importing them), then in this process with 1 and more threads and handle sizes.
+// With vmm-procs it runs only that multi-process creation (1, 2, 4 and 8 processes; cuda implied), for a run that
+// compares a daemon's cuda-vmm creation with the driver's rate (scripts/gpu/gpu-seed-run.sh).
 //
 // FILE is created (GIB GiB of pseudo-random bytes) if missing or of another size. Every test reads all of it with
 // THREADS threads in 16 MiB chunks (one chunk at a time per thread, taken in file order) into REGIONS destinations of
@@ -502,10 +504,11 @@ int main(int argc, char **argv) {
     total = atol(argv[2]) * GIB;
     threads = atoi(argv[3]);
     nregions = atoi(argv[4]);
-    int cuda = 0, cold = 0;
+    int cuda = 0, cold = 0, vmm_procs_only = 0;
     for (int i = 5; i < argc; i++) {
         cuda |= strcmp(argv[i], "cuda") == 0;
         cold |= strcmp(argv[i], "cold") == 0;
+        vmm_procs_only |= strcmp(argv[i], "vmm-procs") == 0;
     }
     if (threads < 1 || threads > 256 || nregions < 1 || nregions > 64 || total % ((long)nregions * CHUNK)) {
         fprintf(stderr, "bad arguments\n");
@@ -513,6 +516,16 @@ int main(int argc, char **argv) {
     }
     printf("# %s: %ld GiB, %d threads, %d regions\n", path, total / GIB, threads, nregions);
     make_file();
+    if (vmm_procs_only) {
+        if (cuda_load() != 0) {
+            const char *why = dlerror();
+            printf("vmm procs: skipped: %s\n", why ? why : "libcuda.so.1 not loadable");
+            return 0;
+        }
+        int procs[] = {1, 2, 4, 8};
+        for (int k = 0; k < 4 && procs[k] <= threads; k++) test_vmm_procs(procs[k], total / GIB >= 8 ? total / GIB : 8);
+        return 0;
+    }
     test_memcpy();
     warm();
     test_anon(1);

@@ -8,6 +8,8 @@
 #      verified with the unit: on systemd >= 254 any output fails; on an older one the only output allowed is the
 #      one line saying that FileDescriptorStorePreserve is an unknown key, and the drop-in may hold nothing else.
 #      The unit must be Type=notify with an fd store (issue 12: docs/operating.md, "systemd").
+#      The seeding drop-in deploy/systemd/seed/seed.conf is verified with the unit too (any output fails), and its
+#      ExecStart must be the unit's with $ENGRAM_HOST_SEED_FLAGS after $ENGRAM_HOST_FLAGS.
 #   2. Kubernetes: every deploy/kubernetes/**/*.yaml against the Kubernetes schemas, offline, with unknown fields
 #      refused (deploy/kubernetes/check/validate.mjs; `npm ci` there once, into its git-ignored node_modules).
 #   3. Slurm: bash -n of deploy/slurm/*.sh.
@@ -98,6 +100,24 @@ else
   [ $rc -eq 0 ] && [ "$out" = "$allowed" ] || { printf '%s\n' "$out" >&2; fail "systemd-analyze verify with $dropin: exit $rc; systemd $version may only warn that FileDescriptorStorePreserve is unknown"; }
   echo "   ok (systemd $version < 254: only FileDescriptorStorePreserve= is unknown, as expected)"
 fi
+
+seed=deploy/systemd/seed/seed.conf
+step "systemd: the unit with $seed (seeding)"
+[ -f "$seed" ] && [ -f deploy/systemd/seed/seed.env ] || fail "$seed or deploy/systemd/seed/seed.env is missing"
+grep -q '^ExecStart=/opt/engram-host/bin/engram-host serve .*\$ENGRAM_HOST_FLAGS \$ENGRAM_HOST_SEED_FLAGS$' "$seed" \
+  || fail "$seed: ExecStart must be the unit's, with \$ENGRAM_HOST_SEED_FLAGS after \$ENGRAM_HOST_FLAGS"
+[ "$(sed -n 's/^ExecStart=\(.*\) \$ENGRAM_HOST_SEED_FLAGS$/\1/p' "$seed")" = "$(sed -n 's/^ExecStart=//p' "$unit")" ] \
+  || fail "$seed: its ExecStart is not the unit's ($unit) with \$ENGRAM_HOST_SEED_FLAGS added"
+grep -q '^ENGRAM_HOST_SEED_FLAGS=.*--seed-key ' deploy/systemd/seed/seed.env || fail "seed.env: no --seed-key"
+mkdir -p "$tmp/units3/engram-host.service.d"
+cp "$tmp/units/engram-host.service" "$tmp/units3/"
+sed "s|/opt/engram-host|$home|g" "$seed" > "$tmp/units3/engram-host.service.d/seed.conf"
+set +e
+out=$(SYSTEMD_LOG_COLOR=0 systemd-analyze verify --man=no "$tmp/units3/engram-host.service" 2>&1)
+rc=$?
+set -e
+[ $rc -eq 0 ] && [ -z "$out" ] || { printf '%s\n' "$out" | sed "s|$tmp/units3/||" >&2; fail "systemd-analyze verify with $seed: exit $rc"; }
+echo "   ok (ExecStart is the unit's with \$ENGRAM_HOST_SEED_FLAGS; After=network-online.target)"
 
 step "kubernetes: npm ci"
 check=deploy/kubernetes/check

@@ -24,8 +24,10 @@ const KINDS = {
   "v1/Pod": ["kubernetes-models/v1/Pod", "V1Pod"],
   "v1/PersistentVolumeClaim": ["kubernetes-models/v1/PersistentVolumeClaim", "V1PersistentVolumeClaim"],
   "v1/ServiceAccount": ["kubernetes-models/v1/ServiceAccount", "V1ServiceAccount"],
+  "v1/Service": ["kubernetes-models/v1/Service", "V1Service"],
   "apps/v1/DaemonSet": ["kubernetes-models/apps/v1/DaemonSet", "V1DaemonSet"],
   "node.k8s.io/v1/RuntimeClass": ["kubernetes-models/node.k8s.io/v1/RuntimeClass", "V1RuntimeClass"],
+  "networking.k8s.io/v1/NetworkPolicy": ["kubernetes-models/networking.k8s.io/v1/NetworkPolicy", "V1NetworkPolicy"],
 };
 
 const classes = new Map();

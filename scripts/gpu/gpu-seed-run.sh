@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# Issue 29 on the H200: a new daemon seeds GIB GiB from a serving one on the same machine (loopback), from the
+# release tarball (scripts/release/dist.sh; no Java on the machine), one device call, under 9 minutes. From the
+# repository root, with dist/ carried:
+#   [GIB=39] [SEEDS=2] [IMPORTS=5] [TRANSPORT_GIB=8] [PROBE_GIB=8] [COLD=1] [VMM=1] bash scripts/gpu/gpu-seed-run.sh OUT_DIR
+#   GIB=4 ...     a quick pass (about 2 minutes); GIB=1 without a GPU is the dry run (no engine GPU views, no cuda-vmm,
+#                 no probe)
+# What it does, each step's figures in summary.txt:
+#   1. `generate --model` a model directory of GIB GiB of Engram tables (V4.1's layout: layers 1 and 14, 264 bytes a
+#      row) and its digest record (`inspect --write-digests`), into /var/tmp/engram-seed (kept for a later call on a
+#      warm machine; one size at a time)
+#   2. daemon A: `serve --backend memfd --seed-listen 127.0.0.1:7070` loading the model from the page cache (its
+#      STATUS load.read_gib_s: the fill path's rate from memory, the first stage alone)
+#   3. the transport alone on loopback: scripts/bench/tcp-rate.py, sendfile from the largest shard (page cache) over
+#      16 streams (B's --threads), TRANSPORT_GIB GiB, once into a reused buffer and once into fresh memfd pages
+#   4. an engine of A's, idle: IMPORTS fresh-process imports (and 2 more after each seed) by the C client (`engram-attach --register --device 0`:
+#      mmap and cuMemHostRegister of every table, as an engine's GPU view of memfd tables; the CPU view only without a
+#      GPU), its total_ms (handshake, manifest, attach; the CUDA context excluded). IMPORT hands out every table of
+#      the daemon (tables share regions), so an import is of all GIB GiB; ms/GiB is given beside it
+#   5. daemon B (memfd): `serve --seed-from 127.0.0.1:7070`, SEEDS times, while the engine keeps importing from A:
+#      B's seed rate (origin.seeded bytes over seconds), time to ready, 0 bytes from the disk; A's engine's median
+#      import during the seed (imports whose midpoint falls in B's load) against idle (the issue: within 10%);
+#      once, a client's sha256-tree-v1 check of every table B serves (`import --verify-content` the record)
+#   6. with a GPU (VMM=1): the probe's multi-process cuMemCreate(HOST_NUMA) rate (bench/experiments/coldstart_probe.c
+#      vmm-procs, PROBE_GIB GiB, built here with gcc), then B as `--backend cuda-vmm` seeding from A, the engine
+#      importing from A again: B's creation rate (load.create_gib_s) against the probe's (the issue: at least 0.9).
+#      A stays memfd: `--seed-listen` with cuda-vmm is refused in this build (docs/seeding.md)
+#   7. COLD=1 and time left: A and B stopped, the page cache dropped, a plain load of the model from the cold disk
+#      (time to ready against B's seeded one and A's from the page cache)
+# OUT_DIR gets at most 5 files: env.txt, summary.txt, checks.txt (PASS/FAIL of what must hold: every seed from the
+# peer, nothing from the disk, digests verified), version.txt and files.tar.gz (every log, STATUS and import line).
+set -uo pipefail
+OUT=${1:?usage: gpu-seed-run.sh OUT_DIR}
+mkdir -p "$OUT"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+GIB=${GIB:-39}
+SEEDS=${SEEDS:-2}
+IMPORTS=${IMPORTS:-5}
+TRANSPORT_GIB=${TRANSPORT_GIB:-8}
+[ "$TRANSPORT_GIB" -gt "$GIB" ] && TRANSPORT_GIB=$GIB
+PROBE_GIB=${PROBE_GIB:-8}
+THREADS=${THREADS:-16}
+BUDGET_S=${BUDGET_S:-500}   # the optional parts are skipped past this (the call's limit is 600 s)
+W=/var/tmp/engram-seed
+R=$W/run
+rm -rf "$R"
+mkdir -p "$W" "$R"
+PASS=0; FAIL=0
+ok() { echo "PASS $*" | tee -a "$OUT/checks.txt"; PASS=$((PASS + 1)); }
+bad() { echo "FAIL $*" | tee -a "$OUT/checks.txt"; FAIL=$((FAIL + 1)); }
+say() { echo "$*" | tee -a "$OUT/summary.txt"; }
+now() { date -u +%H:%M:%S; }
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+GPU=0; command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && GPU=1
+
+if [ ! -x "$W/engram-host/bin/engram-host" ]; then
+    TARBALL=$(ls ${TARBALL:-$ROOT/dist/engram-host-*-linux-x86_64.tar.gz} 2>/dev/null | head -1)
+    [ -f "$TARBALL" ] || { echo "gpu-seed-run: no release tarball (scripts/release/dist.sh makes it; TARBALL=...)" >&2; exit 2; }
+    rm -rf "$W/engram-host" "$W"/engram-host-*/
+    tar -xzf "$TARBALL" -C "$W" && mv "$W"/engram-host-*/ "$W/engram-host"
+fi
+EH=$W/engram-host/bin/engram-host
+CA=$W/engram-host/bin/engram-attach
+RATE=$ROOT/scripts/bench/tcp-rate.py
+export PYTHONPATH=$W/engram-host/python
+"$EH" --version > "$OUT/version.txt" 2>&1
+{
+    echo "== $(date -u)"; uname -a; nproc; free -g; df -h /var/tmp | tail -1
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+    for n in /sys/devices/system/node/node*; do echo "$(basename "$n") cpus $(cat "$n/cpulist")"; done
+    cat "$W/engram-host/BUILD" 2>/dev/null
+} > "$OUT/env.txt" 2>&1
+say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
+
+PIDS=()
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    touch "$R/stop"
+    tar -czf "$OUT/files.tar.gz" -C "$W" run 2>/dev/null
+}
+trap cleanup EXIT
+
+# 1. the model and its digest record
+M=$W/model-$GIB
+ROWS=$(( GIB * 1024 * 1024 * 1024 / (2 * 264) ))
+avail_gib() { df --output=avail -B1G "$W" | tail -1 | tr -d ' '; }
+if [ ! -f "$M/engram-digests.json" ]; then
+    rm -rf "$W"/model-*
+    [ "$(avail_gib)" -ge $(( GIB + 2 )) ] || { bad "generate: $(avail_gib) GiB free in $W, $GIB + 2 needed"; exit 1; }
+    t0=$(ms)
+    "$EH" generate --model --out "$M" --rows "$ROWS" > "$R/generate.log" 2>&1 || { cat "$R/generate.log"; bad "generate"; exit 1; }
+    t1=$(ms)
+    "$EH" inspect --write-digests --threads "$THREADS" "$M" > "$R/digests.log" 2>&1 || { tail -3 "$R/digests.log"; bad "inspect --write-digests"; exit 1; }
+    say "generated $GIB GiB in $(( t1 - t0 )) ms, digest record in $(( $(ms) - t1 )) ms: $(tail -1 "$R/generate.log" | cut -c1-160)"
+fi
+RECORD=$M/engram-digests.json
+SHARD=$(ls -S "$M"/*.safetensors | head -1)
+t0=$(ms); cat "$M"/*.safetensors > /dev/null; say "page cache warmed ($(du -sh "$M" | cut -f1)) in $(( $(ms) - t0 )) ms"
+head -c 32 /dev/urandom > "$W/seed.key"; chmod 600 "$W/seed.key"
+
+field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@" 2>/dev/null || echo "?"; }
+wait_ready() { # SOCKET PID SECONDS
+    local i
+    for i in $(seq $(( $3 * 10 ))); do
+        "$EH" status --ready --socket "$1" > /dev/null 2>&1 && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+stop_daemon() { # SOCKET PID
+    "$EH" stop --socket "$1" > /dev/null 2>&1 || kill "$2" 2>/dev/null
+    wait "$2" 2>/dev/null
+}
+ATTACH=(--json)
+[ $GPU = 1 ] && ATTACH=(--device 0 --register --json)
+engine() { # OUT_FILE: one engine import from A (a fresh C client process): "start_ns end_ns rc json"
+    local t0 t1 line rc
+    t0=$(date +%s%N)
+    line=$("$CA" --socket "$W/a.sock" "${ATTACH[@]}" 2>> "$R/engine.err")
+    rc=$?
+    t1=$(date +%s%N)
+    [ -n "$line" ] || line='{}'
+    echo "$t0 $t1 $rc $line" >> "$1"
+}
+engine_loop() { # OUT_FILE: imports one after another until $R/stop exists
+    while [ ! -e "$R/stop" ]; do engine "$1"; done
+}
+
+# 2. daemon A
+"$EH" serve --checkpoint "$M" --backend memfd --socket "$W/a.sock" --numa none --threads "$THREADS" \
+    --seed-listen 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/a.log" 2>&1 &
+A=$!; PIDS+=("$A")
+wait_ready "$W/a.sock" "$A" 420 || { bad "A ready"; tail -5 "$R/a.log"; exit 1; }
+"$EH" status --socket "$W/a.sock" --json > "$R/a.json"
+say "A (memfd, from the page cache): $(field "$R/a.json" '"ready_s %.3f, read_s %.3f, read_gib_s %.3f, create_s %.3f, verify_seal_s %.3f" % (d["ready_s"], d["load"]["read_s"], d["load"]["read_gib_s"], d["load"]["create_s"], d["load"]["verify_seal_s"])')"
+BYTES=$(field "$R/a.json" 'd["bytes"]')
+
+# 3. the transport alone
+transport() { # LABEL [memfd]
+    python3 "$RATE" recv 127.0.0.1:7071 "$THREADS" ${2:-} > "$R/transport-$1.txt" 2>&1 &
+    local r=$!
+    for _ in $(seq 100); do grep -q listening "$R/transport-$1.txt" 2>/dev/null && break; sleep 0.05; done
+    python3 "$RATE" send 127.0.0.1:7071 "$THREADS" "$SHARD" $(( TRANSPORT_GIB << 30 )) 2>> "$R/transport-$1.txt"
+    wait $r
+    say "transport alone, loopback, $THREADS streams, $TRANSPORT_GIB GiB, $1: $(tail -1 "$R/transport-$1.txt")"
+}
+transport buffer
+transport memfd memfd
+
+# 4. the engine, idle
+rm -f "$R/stop"
+for _ in $(seq "$IMPORTS"); do engine "$R/engine-idle.txt"; done
+
+# 5. B seeds (memfd), the engine importing from A meanwhile
+seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's STATUS in $R/b-LABEL.json
+    local label=$1 backend=$2
+    rm -f "$R/stop" "$W/b.sock"
+    engine_loop "$R/engine-$label.txt" &
+    local loop=$!
+    sleep 0.5   # the engine's first import under way before B starts
+    local t0
+    t0=$(date +%s%N)
+    "$EH" serve --checkpoint "$M" --backend "$backend" --socket "$W/b.sock" --numa none --threads "$THREADS" \
+        --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/b-$label.log" 2>&1 &
+    B=$!; PIDS+=("$B")
+    if ! wait_ready "$W/b.sock" "$B" 420; then
+        touch "$R/stop"; wait $loop
+        bad "$label: B ready"; tail -5 "$R/b-$label.log"; return 1
+    fi
+    touch "$R/stop"
+    "$EH" status --socket "$W/b.sock" --json > "$R/b-$label.json"
+    echo "$t0" > "$R/b-$label.start"
+    wait $loop
+    local got
+    got=$(field "$R/b-$label.json" '"%s %s %s" % (d["origin"]["how"], d["origin"]["checkpoint_bytes_read"], d["origin"]["seeded"]["bytes"] == d["bytes"])')
+    [ "$got" = "seed 0 True" ] && ok "$label: B seeded every byte from A, 0 bytes from the disk" \
+        || bad "$label: B's origin: $(field "$R/b-$label.json" 'd["origin"]')"
+    say "B $label: $(field "$R/b-$label.json" '"seed %.3f GiB/s (%d bytes in %.3f s), ready_s %.3f (%.3f from the process start), create_s %.3f (%.2f GiB/s), verify_seal_s %.3f" % (d["origin"]["seeded"]["bytes"] / d["origin"]["seeded"]["seconds"] / 2**30, d["origin"]["seeded"]["bytes"], d["origin"]["seeded"]["seconds"], d["ready_s"], d["process_ready_s"], d["load"]["create_s"], d["load"]["create_gib_s"], d["load"]["verify_seal_s"])')"
+}
+for i in $(seq "$SEEDS"); do
+    seed_b "memfd-$i" memfd || continue
+    if [ "$i" = 1 ]; then
+        t0=$(ms)
+        if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
+            > "$R/b-verify.json" 2> "$R/b-verify.err"; then
+            v=$(field "$R/b-verify.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
+            read -r cv cn ct <<< "$v"
+            [ "$cv" = "$ct" ] && [ "$cn" = 0 ] && ok "a client verified all $ct of B's tables' sha256-tree-v1 against the record ($(( $(ms) - t0 )) ms)" \
+                || bad "B's content check: verified $cv, not checked $cn, of $ct"
+        else
+            bad "import --verify-content on B: $(tail -2 "$R/b-verify.err")"
+        fi
+    fi
+    stop_daemon "$W/b.sock" "$B"
+    for _ in 1 2; do engine "$R/engine-idle.txt"; done   # idle again, after each seed: the baseline's drift
+done
+
+# 6. cuda-vmm: the probe, then B as cuda-vmm
+if [ $GPU = 1 ] && [ "${VMM:-1}" = 1 ]; then
+    if [ "$(avail_gib)" -lt $(( PROBE_GIB + 1 )) ]; then
+        say "probe: not run ($(avail_gib) GiB free in $W, $PROBE_GIB + 1 needed for its file)"
+    elif [ $SECONDS -lt $(( BUDGET_S - 120 )) ] && gcc -O2 -pthread -o "$W/probe" "$ROOT/bench/experiments/coldstart_probe.c" -ldl 2> "$R/probe-build.txt"; then
+        "$W/probe" "$W/probe.bin" "$PROBE_GIB" "$THREADS" 4 vmm-procs > "$R/probe.txt" 2>&1
+        rm -f "$W/probe.bin"
+        say "probe (cuMemCreate HOST_NUMA, $PROBE_GIB GiB): $(grep 'create' "$R/probe.txt" | awk '{printf "%s procs %s GiB/s; ", $3, $(NF-1)}')"
+    else
+        say "probe: not run ($( [ -s "$R/probe-build.txt" ] && head -1 "$R/probe-build.txt" || echo "time: $SECONDS s used"))"
+    fi
+    if [ $SECONDS -lt $(( BUDGET_S - 60 )) ]; then
+        seed_b cuda-vmm cuda-vmm && stop_daemon "$W/b.sock" "$B"
+    else
+        say "B cuda-vmm: not run ($SECONDS s used of $BUDGET_S)"
+    fi
+else
+    say "cuda-vmm and the probe: not run (GPU $GPU, VMM ${VMM:-1})"
+fi
+stop_daemon "$W/a.sock" "$A"
+
+# 7. a load from the cold disk
+if [ "${COLD:-1}" = 1 ] && [ $(( SECONDS + GIB * 3 / 2 + 20 )) -lt "$BUDGET_S" ]; then
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    "$EH" serve --checkpoint "$M" --backend memfd --socket "$W/c.sock" --numa none --threads "$THREADS" > "$R/cold.log" 2>&1 &
+    C=$!; PIDS+=("$C")
+    if wait_ready "$W/c.sock" "$C" 300; then
+        "$EH" status --socket "$W/c.sock" --json > "$R/cold.json"
+        say "cold-disk load (memfd): $(field "$R/cold.json" '"ready_s %.3f (%.3f from the process start), read_gib_s %.3f" % (d["ready_s"], d["process_ready_s"], d["load"]["read_gib_s"])')"
+    else
+        bad "cold-disk load: ready"
+    fi
+    stop_daemon "$W/c.sock" "$C"
+else
+    say "cold-disk load: not run (COLD ${COLD:-1}, $SECONDS s used of $BUDGET_S)"
+fi
+
+python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
+import glob, json, os, statistics, sys
+R, total, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def load(p):
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+def med(v): return statistics.median(v) if v else float("nan")
+def imports(p):
+    out = []
+    for line in open(p) if os.path.exists(p) else []:
+        t0, t1, rc, js = line.split(" ", 3)
+        try:
+            d = json.loads(js)
+        except Exception:
+            d = {}
+        out.append((int(t0), int(t1), int(rc), d.get("total_ms"), d.get("attach_ms")))
+    return out
+gib = total / 2**30
+idle = [x for x in imports(f"{R}/engine-idle.txt") if x[2] == 0 and x[3] is not None]
+mi = med([x[3] for x in idle])
+print(f"== engine (C client, {'mmap + cuMemHostRegister' if gpu else 'mmap only: no GPU'}) imports of A's {gib:.1f} GiB")
+print(f"idle: median total_ms {mi:.1f} ({mi / gib:.2f} ms/GiB), attach_ms {med([x[4] for x in idle]):.1f}; n={len(idle)} "
+      f"[{', '.join(f'{x[3]:.1f}' for x in idle)}]")
+a = load(f"{R}/a.json")
+fill = a["load"]["read_gib_s"] if a else float("nan")
+tr = {}
+for k in ("buffer", "memfd"):
+    try:
+        tr[k] = json.loads(open(f"{R}/transport-{k}.txt").read().strip().splitlines()[-1])["gib_s"]
+    except Exception:
+        tr[k] = float("nan")
+for p in sorted(glob.glob(f"{R}/b-*.json")):
+    label = os.path.basename(p)[2:-5]
+    if label == "verify":
+        continue
+    b = load(p)
+    start = int(open(f"{R}/b-{label}.start").read())
+    end = start + b["process_ready_s"] * 1e9
+    begin = end - b["ready_s"] * 1e9
+    during = [x for x in imports(f"{R}/engine-{label}.txt") if x[2] == 0 and x[3] is not None and begin <= (x[0] + x[1]) / 2 <= end]
+    md = med([x[3] for x in during])
+    s = b["origin"]["seeded"]
+    rate = s["bytes"] / s["seconds"] / 2**30 if s.get("seconds") else float("nan")
+    slow = min(fill, tr["buffer"])
+    print(f"B {label}: seed {rate:.3f} GiB/s, ready_s {b['ready_s']:.3f}; seed / A's fill from memory ({fill:.3f}) {rate / fill:.2f},"
+          f" seed / transport alone ({tr['buffer']:.3f}) {rate / tr['buffer']:.2f}, seed / transport into memfd ({tr['memfd']:.3f})"
+          f" {rate / tr['memfd']:.2f}; against the slowest stage alone ({slow:.3f}): {rate / slow:.2f} (target 0.9)")
+    if b["backend"] == "cuda-vmm":
+        print(f"  cuda-vmm creation: create_s {b['load']['create_s']:.3f}, {b['load']['create_gib_s']:.2f} GiB/s")
+    print(f"  A's engine during B's load: median total_ms {md:.1f} (n={len(during)}) against idle {mi:.1f}: "
+          f"{100 * (md - mi) / mi:+.1f}% (the issue: within 10%) [{', '.join(f'{x[3]:.1f}' for x in during)}]")
+    if a:
+        print(f"  time to ready: B seeded {b['ready_s']:.3f} s against A's load from the page cache {a['ready_s']:.3f} s")
+c = load(f"{R}/cold.json")
+if c:
+    print(f"cold-disk load: ready_s {c['ready_s']:.3f}, read_gib_s {c['load']['read_gib_s']:.3f}")
+pr = [l for l in open(f"{R}/probe.txt")] if os.path.exists(f"{R}/probe.txt") else []
+rates = [float(l.split()[-2]) for l in pr if "create" in l and "GiB/s" in l]
+if rates:
+    bv = load(f"{R}/b-cuda-vmm.json")
+    if bv:
+        cr = bv["load"]["create_gib_s"]
+        print(f"cuda-vmm: B's creation {cr:.2f} GiB/s against the probe's cuMemCreate {max(rates):.2f} GiB/s (best of 1-8 processes):"
+              f" {cr / max(rates):.2f} (target 0.9)")
+PY
+say "checks: $PASS passed, $FAIL failed ($(now), $SECONDS s)"
+[ "$FAIL" = 0 ]
