@@ -306,4 +306,58 @@ class SeedProcessTest {
         assertEquals(2, s.exit(), s.err());
         assertTrue(s.err().contains("holds 8 bytes; a key needs 32 to 4096"), s.err());
     }
+
+    /**
+     * An exporter of hugetlb memfds sends its ranges out of a read-only mapping (sendfile(2) from hugetlbfs fails with
+     * EINVAL). It needs 2 MiB pages: as root it reserves a few for the test and gives them back after; without them
+     * it is skipped, saying so.
+     */
+    @Test
+    void shouldSeedFromAnExporterOfHugetlbRegions(@TempDir Path dir) throws Exception {
+        Path knob = Path.of("/proc/sys/vm/nr_hugepages");
+        long before = pages(knob);
+        boolean reserved = false;
+        if (before < 32 && Files.isWritable(knob)) {
+            reserved = true;
+            sysctl(knob, before + 32);
+            if (pages(knob) < 32) { // fragmented: compact, then ask again
+                sysctl(Path.of("/proc/sys/vm/compact_memory"), 1);
+                sysctl(knob, before + 32);
+            }
+        }
+        try {
+            long now = pages(knob);
+            org.junit.jupiter.api.Assumptions.assumeTrue(now >= 32, "needs 32 huge pages: vm.nr_hugepages is " + now
+                    + (reserved ? " after asking for " + (before + 32) + " (memory too short or fragmented)"
+                            : " and not writable here"));
+            int pa = freePort();
+            try (DaemonProcess a = serve(dir, "a", model, "--backend", "memfd-hugetlb",
+                    "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
+                    DaemonProcess b = serve(dir, "b", model, "--seed-from", "127.0.0.1:" + pa, "--seed-key",
+                            key.toString())) {
+                Map<String, Object> o = origin(b);
+                assertEquals("seed", o.get("how"), o.toString());
+                assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+                assertTrue(b.log().contains("seed: 4 of 4 tables ("), b.log());
+                assertEquals(imported(a), imported(b), "the hugetlb exporter's bytes, the checkpoint's");
+                assertTrue(!a.log().contains("failed ("), a.log());
+            }
+        } finally {
+            if (reserved) {
+                sysctl(knob, before);
+            }
+        }
+    }
+
+    /** Writes {@code value} to a /proc/sys file in one write(2), as sysctl does (a second write would be ignored). */
+    private static void sysctl(Path knob, long value) throws IOException {
+        try (java.io.FileOutputStream out = new java.io.FileOutputStream(knob.toFile())) {
+            out.write((value + "\n").getBytes(StandardCharsets.US_ASCII));
+        }
+    }
+
+    /** The number in a /proc/sys file (read by lines: {@code Files.readString} of a procfs file can stop short). */
+    private static long pages(Path knob) throws IOException {
+        return Long.parseLong(Files.readAllLines(knob).get(0).trim());
+    }
 }

@@ -3,6 +3,7 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.memfd.ReadOnlyMapping;
 import io.engramhost.os.Fd;
 import io.engramhost.os.RawMemory;
 import io.engramhost.protocol.Manifest;
@@ -60,9 +61,10 @@ import java.util.function.Supplier;
 /**
  * {@code serve --seed-listen}: the exporter of docs/seeding.md. A peer proves it holds the key (and the daemon proves
  * it too), may then ask for the manifest of the host tables served and for ranges of them, and gets each range sent
- * from the region itself: a memfd's bytes go out with sendfile(2) (Netty's epoll transport, {@link DefaultFileRegion}
+ * from the region itself: a 4 KiB memfd's bytes go out with sendfile(2) (Netty's epoll transport, {@link DefaultFileRegion}
  * over a read-only open of the memfd), or with the JDK's {@code transferTo} where the NIO transport serves instead. A
- * cuda-vmm region cannot be read through its fd (a driver handle), so its bytes go out from a CPU view of it: the
+ * hugetlb memfd's go out of a read-only mapping of it (sendfile(2) from hugetlbfs fails with EINVAL), as a buffer over
+ * the mapping like a cuda-vmm view's. A cuda-vmm region cannot be read through its fd (a driver handle), so its bytes go out from a CPU view of it: the
  * host regions' fds imported into one VA range with CPU access, read-only ({@link VmmImport}, as a client's CPU view
  * and the takeover's digest check make it), each range a {@link ByteBuf} over the view's memory (written by the
  * transport straight from it, no copy). It takes nothing from its peers: no request changes the daemon.
@@ -265,7 +267,11 @@ final class SeedServer implements AutoCloseable {
             List<Integer> vmm = new ArrayList<>();
             for (int i = 0; i < regions.size(); i++) {
                 RegionKind kind = regions.get(i).kind();
-                if (kind.memfd()) {
+                if (kind == RegionKind.MEMFD_HUGETLB) {
+                    // sendfile(2) from a hugetlbfs file fails with EINVAL: its ranges go out of a read-only mapping
+                    byRegion[i] = fromMemory(owned.add(ReadOnlyMapping.map(host.fds().get(i), regions.get(i).size(),
+                            false)).address());
+                } else if (kind.memfd()) {
                     byRegion[i] = fromFile(owned.add(FileChannel.open(Path.of("/proc/self/fd/"
                             + host.fds().get(i).get()), StandardOpenOption.READ)));
                 } else if (kind == RegionKind.VMM_HOST) {
@@ -560,6 +566,11 @@ final class SeedServer implements AutoCloseable {
             ch.write(Unpooled.wrappedBuffer(head));
             ch.writeAndFlush(t.region().range(t.offset() + offset, length)).addListener(
                     (ChannelFutureListener) f -> {
+                        if (!f.isSuccess() && step != Step.CLOSED) {
+                            step = Step.CLOSED;
+                            refuse("error", "peer " + who + ": sending " + length + " bytes of table '" + t.name()
+                                    + "' failed (" + f.cause() + "); the connection is closed");
+                        }
                         if (!f.isSuccess() || step == Step.CLOSED) {
                             ch.close();
                             return;
