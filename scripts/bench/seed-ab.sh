@@ -6,6 +6,7 @@
 # (origin.seeded.seconds) and time to ready (ready_s), then the medians of each build.
 #
 #   scripts/bench/seed-ab.sh MODEL_DIR BASE_APP NEW_APP [RUNS] [B_ARGS...]   (MODEL_DIR with a digest record)
+#   A_ARGS="..." adds serve flags to A (e.g. the --seed-tls-* files; B_ARGS are B's).
 set -euo pipefail
 model=${1:?usage: seed-ab.sh MODEL_DIR BASE_APP NEW_APP [RUNS] [B_ARGS...]}
 base=${2:?BASE_APP}
@@ -30,7 +31,7 @@ field() { # socket python-expression-on-d
 
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin" serve --checkpoint "$model" --socket "$work/a.sock" --numa none --seed-listen 127.0.0.1:$port \
-  --seed-key "$work/key" > "$work/a.log" 2>&1 &
+  --seed-key "$work/key" ${A_ARGS:-} > "$work/a.log" 2>&1 &
 echo $! > "$work/a.pid"
 wait_ready "$work/a.sock"
 for i in $(seq 0 "$runs"); do   # run 0 warms A's memory and the page cache of both apps' jars; not counted

@@ -7,7 +7,9 @@
 # test bundle; the release bundles no Chronicle), and never java.desktop: only Chronicle's CPU-cooler toy
 # (java.beans) and JNA's AWT helpers reference it, and no path of engram-host reaches them (the GPU test runs use
 # a runtime without it: bench/gpu-runs.md). serve --metrics-port's HTTP server is Netty's (io.netty, whose jars jdeps
-# reads like the others): it needs jdk.unsupported and java.logging, both listed.
+# reads like the others): it needs jdk.unsupported and java.logging, both listed. jdk.crypto.ec is always in too:
+# TLS of the seed channel (serve --seed-tls-*) takes EC certificates and EC key exchange from its SunEC provider,
+# which the JDK finds as a service, so jdeps cannot see it.
 #
 # Usage: scripts/release/jlink-runtime.sh [--print] [--add MODULE,...] [--compress N] OUTPUT_DIR JAR...
 #   --print      only print the module list (comma-separated) and make nothing
@@ -33,7 +35,8 @@ else
   [ $# -ge 1 ] || { echo "usage: $0 --print [--add MODULE,...] JAR..." >&2; exit 2; }
 fi
 found=$(jdeps --ignore-missing-deps --print-module-deps --multi-release 17 "$@")
-modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported ${found//,/ } ${add//,/ } \
+modules=$(printf '%s\n' java.base java.logging java.management java.naming jdk.unsupported jdk.crypto.ec ${found//,/ } \
+  ${add//,/ } \
   | grep -vx java.desktop | sort -u | paste -sd, -)
 if [ "$print" = 1 ]; then
   echo "$modules"

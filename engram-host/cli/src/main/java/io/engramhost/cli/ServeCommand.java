@@ -12,6 +12,7 @@ import io.engramhost.util.Bytes;
 import io.engramhost.seed.SeedAuth;
 import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
+import io.engramhost.seed.SeedTls;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
@@ -143,6 +144,19 @@ final class ServeCommand implements Callable<Integer> {
                     + " --seed-from.")
     Path seedKey;
 
+    @Option(names = "--seed-tls-cert", paramLabel = "PEM",
+            description = "Seed over TLS 1.3: this daemon's certificate (chain), signed by --seed-tls-ca; with"
+                    + " --seed-tls-key and --seed-tls-ca, for --seed-listen and --seed-from alike.")
+    Path seedTlsCert;
+
+    @Option(names = "--seed-tls-key", paramLabel = "PEM",
+            description = "The private key of --seed-tls-cert: unencrypted PKCS#8 PEM, mode 0600.")
+    Path seedTlsKey;
+
+    @Option(names = "--seed-tls-ca", paramLabel = "PEM",
+            description = "The CA certificates every peer's certificate must chain to (a CA of the fleet's own).")
+    Path seedTlsCa;
+
     @Option(names = "--takeover",
             description = "Take over from the daemon serving on this socket (an upgrade or restart without a reload):"
                     + " its tables, socket and leases move to this process, which then serves them; the old one exits."
@@ -193,9 +207,14 @@ final class ServeCommand implements Callable<Integer> {
 
     /** {@code --seed-listen}, {@code --seed-from} and {@code --seed-key}, checked; usage errors name the flag. */
     private SeedSettings seedSettings() {
+        boolean anyTls = seedTlsCert != null || seedTlsKey != null || seedTlsCa != null;
         if (seedListen == null && seedFrom.isEmpty()) {
             if (seedKey != null) {
                 throw new ParameterException(spec.commandLine(), "--seed-key needs --seed-listen or --seed-from");
+            }
+            if (anyTls) {
+                throw new ParameterException(spec.commandLine(), "--seed-tls-cert, --seed-tls-key and --seed-tls-ca"
+                        + " need --seed-listen or --seed-from");
             }
             return SeedSettings.NONE;
         }
@@ -208,6 +227,20 @@ final class ServeCommand implements Callable<Integer> {
             key = SeedKey.read(seedKey);
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage());
+        }
+        SeedTls tls = null;
+        if (anyTls) {
+            if (seedTlsCert == null || seedTlsKey == null || seedTlsCa == null) {
+                throw new ParameterException(spec.commandLine(), "seeding over TLS needs all three of --seed-tls-cert,"
+                        + " --seed-tls-key and --seed-tls-ca; missing: " + String.join(", ",
+                                missing(seedTlsCert, "--seed-tls-cert", seedTlsKey, "--seed-tls-key", seedTlsCa,
+                                        "--seed-tls-ca")));
+            }
+            try {
+                tls = SeedTls.read(seedTlsCert, seedTlsKey, seedTlsCa);
+            } catch (IllegalArgumentException e) {
+                throw new ParameterException(spec.commandLine(), e.getMessage());
+            }
         }
         InetSocketAddress listen = null;
         if (seedListen != null) {
@@ -232,7 +265,18 @@ final class ServeCommand implements Callable<Integer> {
             System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
                     "seed: no --seed-from name resolves; loading from the disk");
         }
-        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES));
+        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES), tls);
+    }
+
+    /** The flags of {@code pairs} (value, flag, value, flag...) whose value is null. */
+    private static List<String> missing(Object... pairs) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < pairs.length; i += 2) {
+            if (pairs[i] == null) {
+                out.add((String) pairs[i + 1]);
+            }
+        }
+        return out;
     }
 
     private String[] hostPort(String flag, String v) {

@@ -44,7 +44,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(180)
 class SeedProcessTest {
-    private static final ClientOptions QUIET = ClientOptions.defaults().withName("seed-test");
+    static final ClientOptions QUIET = ClientOptions.defaults().withName("seed-test");
     @TempDir
     static Path shared;
     private static Path model;
@@ -269,6 +269,17 @@ class SeedProcessTest {
                     + " the file, or if it changed on purpose write the record again with engram-host inspect"
                     + " --write-digests " + wrong), err.get(0));
             assertTrue(Files.notExists(dir.resolve("w.sock")), "nothing served");
+            // connections reset in the middle of their handshake free their place: 17 of them (one more than may be
+            // authenticating at once), then a requester that seeds from A as below
+            for (int i = 0; i < 17; i++) {
+                try (java.net.Socket s = new java.net.Socket()) {
+                    s.connect(new InetSocketAddress("127.0.0.1", pa), 2000);
+                    s.getOutputStream().write(new byte[] {SeedWire.HELLO, 0, 0, 0, (byte) SeedWire.HELLO_BYTES, 0});
+                    s.getOutputStream().flush();
+                    Thread.sleep(20);
+                    s.setSoLinger(true, 0); // the close resets the connection
+                }
+            }
             // a peer that dies in its first range, then a good one: the good one finishes, the disk reads nothing
             try (DaemonProcess c = serve(dir, "c", model, "--seed-from", dying.address() + ",127.0.0.1:" + pa,
                     "--seed-key", key.toString())) {

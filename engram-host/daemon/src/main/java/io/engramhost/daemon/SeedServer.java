@@ -11,6 +11,7 @@ import io.engramhost.protocol.RegionKind;
 import io.engramhost.seed.SeedAuth;
 import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
+import io.engramhost.seed.SeedTls;
 import io.engramhost.seed.SeedWire;
 import io.engramhost.store.Catalog;
 import io.engramhost.util.Closer;
@@ -18,6 +19,7 @@ import io.engramhost.vmm.Access;
 import io.engramhost.vmm.VmmImport;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
+import io.netty.buffer.ByteBufAllocator;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
@@ -37,6 +39,12 @@ import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.codec.DecoderException;
+import io.netty.handler.ssl.NotSslRecordException;
+import io.netty.handler.ssl.SslHandler;
+import io.netty.handler.ssl.SslHandshakeCompletionEvent;
+import io.netty.handler.stream.ChunkedInput;
+import io.netty.handler.stream.ChunkedWriteHandler;
 import io.netty.util.concurrent.ScheduledFuture;
 import java.io.IOException;
 import java.net.BindException;
@@ -69,6 +77,12 @@ import java.util.function.Supplier;
  * and the takeover's digest check make it), each range a {@link ByteBuf} over the view's memory (written by the
  * transport straight from it, no copy). It takes nothing from its peers: no request changes the daemon.
  *
+ * <p>With TLS ({@link SeedTls}: {@code --seed-tls-*}) each connection begins with Netty's {@link SslHandler} over a
+ * JDK engine, TLS 1.3, the peer's certificate required; neither sendfile nor a buffer of a whole range can go
+ * through it, so a range is sent in pieces of {@link #TLS_PIECE} bytes ({@link ChunkedWriteHandler}, which writes
+ * the next only once the socket has taken the last): read from the memfd with a positional read into a buffer of
+ * the transport's, or a buffer over the CPU view's memory.
+ *
  * <p>What it exports (the channels or the view, and the MANIFEST) is made once, at the first request after the
  * daemon is ready, on a thread of its own ({@code engram-seed-export}: a CPU view of tens of GiB takes about a second,
  * which no event loop waits for); a request that comes meanwhile is answered once it is made. The server owns all of
@@ -93,6 +107,8 @@ final class SeedServer implements AutoCloseable {
     static final int LOGGED_PER_MINUTE = 20;
     private static final int IO_THREADS = 2;
     private static final int FRAME_MAX = SeedWire.HEADER + SeedWire.MAX_REQUEST_PAYLOAD;
+    /** Under TLS, a range is sent in pieces of this many bytes. */
+    static final int TLS_PIECE = 256 << 10;
 
     /** What the metrics see. */
     static final class Stats {
@@ -116,6 +132,87 @@ final class SeedServer implements AutoCloseable {
     /** A memfd's ranges: sendfile(2) (or transferTo) from a read-only open of it, shared by every range. */
     static RangeSource fromFile(FileChannel region) {
         return (offset, length) -> new SharedRegion(region, offset, length);
+    }
+
+    /** A memfd's ranges under TLS: pieces read from the shared read-only open into the transport's buffers. */
+    static RangeSource fromFileInPieces(FileChannel region) {
+        return (offset, length) -> new Pieces(offset, length, (alloc, at, n) -> {
+            ByteBuf b = alloc.directBuffer(n);
+            try {
+                while (b.writerIndex() < n) {
+                    if (b.writeBytes(region, at + b.writerIndex(), n - b.writerIndex()) < 0) {
+                        throw new IOException("the region ends before " + (at + n));
+                    }
+                }
+                return b;
+            } catch (IOException | RuntimeException e) {
+                b.release();
+                throw e;
+            }
+        });
+    }
+
+    /** Ranges of memory at {@code base} under TLS: pieces that are buffers over the memory itself. */
+    static RangeSource fromMemoryInPieces(long base) {
+        return (offset, length) -> new Pieces(offset, length, (alloc, at, n) ->
+                Unpooled.wrappedBuffer(RawMemory.buffer(base + at, n)));
+    }
+
+    /** One piece of a range, {@code n} bytes at {@code at}, as a buffer the transport releases once written. */
+    @FunctionalInterface
+    interface PieceReader {
+        ByteBuf read(ByteBufAllocator alloc, long at, int n) throws IOException;
+    }
+
+    /** A range as {@link #TLS_PIECE}-byte pieces, for {@link ChunkedWriteHandler}; it holds nothing to close. */
+    static final class Pieces implements ChunkedInput<ByteBuf> {
+        private final long start;
+        private final long length;
+        private final PieceReader reader;
+        private long done;
+
+        Pieces(long start, long length, PieceReader reader) {
+            this.start = start;
+            this.length = length;
+            this.reader = reader;
+        }
+
+        @Override
+        public boolean isEndOfInput() {
+            return done >= length;
+        }
+
+        @Override
+        public void close() {
+            // the region's channel or view is the server's
+        }
+
+        @Deprecated
+        @Override
+        public ByteBuf readChunk(ChannelHandlerContext ctx) throws Exception {
+            return readChunk(ctx.alloc());
+        }
+
+        @Override
+        public ByteBuf readChunk(ByteBufAllocator allocator) throws Exception {
+            if (done >= length) {
+                return null;
+            }
+            int n = (int) Math.min(TLS_PIECE, length - done);
+            ByteBuf b = reader.read(allocator, start + done, n);
+            done += n;
+            return b;
+        }
+
+        @Override
+        public long length() {
+            return length;
+        }
+
+        @Override
+        public long progress() {
+            return done;
+        }
     }
 
     /**
@@ -147,8 +244,9 @@ final class SeedServer implements AutoCloseable {
     private final List<Thread> threads = new ArrayList<>();
     private final Services.Threads factory;
     private final int vmmDevice;
+    private final SeedTls tls;
     private volatile Channel listener;
-    /** Made at the first request once the catalog is ready (guarded by this); what it holds is closed with the server. */
+    /** Made at the first request once the catalog is ready (guarded by this); what it holds closes with the server. */
     private CompletableFuture<Export> export;
 
     private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads factory,
@@ -156,6 +254,7 @@ final class SeedServer implements AutoCloseable {
         this.catalog = catalog;
         this.factory = factory;
         this.vmmDevice = vmmDevice;
+        this.tls = settings.tls();
         this.key = settings.key();
         this.id = settings.instanceId();
         this.stats = stats;
@@ -200,7 +299,7 @@ final class SeedServer implements AutoCloseable {
             throw e;
         }
         LOG.log(INFO, "seed: exporting the tables to authenticated peers on " + SeedSettings.show(s.address())
-                + " (" + stats.transport + ")");
+                + " (" + stats.transport + (s.tls != null ? ", TLS 1.3 as " + s.tls.subject() : "") + ")");
         return s;
     }
 
@@ -216,6 +315,9 @@ final class SeedServer implements AutoCloseable {
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
+                        if (tls != null) {
+                            ch.pipeline().addLast(new SslHandler(tls.serverEngine()), new ChunkedWriteHandler());
+                        }
                         ch.pipeline().addLast(new Peer(ch));
                     }
                 });
@@ -269,11 +371,13 @@ final class SeedServer implements AutoCloseable {
                 RegionKind kind = regions.get(i).kind();
                 if (kind == RegionKind.MEMFD_HUGETLB) {
                     // sendfile(2) from a hugetlbfs file fails with EINVAL: its ranges go out of a read-only mapping
-                    byRegion[i] = fromMemory(owned.add(ReadOnlyMapping.map(host.fds().get(i), regions.get(i).size(),
-                            false)).address());
+                    long base = owned.add(ReadOnlyMapping.map(host.fds().get(i), regions.get(i).size(), false))
+                            .address();
+                    byRegion[i] = tls != null ? fromMemoryInPieces(base) : fromMemory(base);
                 } else if (kind.memfd()) {
-                    byRegion[i] = fromFile(owned.add(FileChannel.open(Path.of("/proc/self/fd/"
-                            + host.fds().get(i).get()), StandardOpenOption.READ)));
+                    FileChannel region = owned.add(FileChannel.open(Path.of("/proc/self/fd/"
+                            + host.fds().get(i).get()), StandardOpenOption.READ));
+                    byRegion[i] = tls != null ? fromFileInPieces(region) : fromFile(region);
                 } else if (kind == RegionKind.VMM_HOST) {
                     vmm.add(i);
                 }
@@ -288,7 +392,7 @@ final class SeedServer implements AutoCloseable {
                 long t0 = System.nanoTime();
                 VmmImport view = owned.add(VmmImport.attach(fds, sizes, vmmDevice, Access.READ_ONLY.withCpuView()));
                 for (int k = 0; k < vmm.size(); k++) {
-                    byRegion[vmm.get(k)] = fromMemory(view.base(k));
+                    byRegion[vmm.get(k)] = tls != null ? fromMemoryInPieces(view.base(k)) : fromMemory(view.base(k));
                 }
                 LOG.log(INFO, "seed: a CPU view of " + vmm.size() + " cuda-vmm regions to export them from, made in "
                         + String.format("%.2f s", (System.nanoTime() - t0) / 1e9));
@@ -414,10 +518,34 @@ final class SeedServer implements AutoCloseable {
 
         @Override
         public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-            if (step != Step.CLOSED) {
-                refuse("error", "peer " + who + ": " + cause + "; closing its connection");
+            end("error", "peer " + who + ": " + cause + "; closing its connection");
+        }
+
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+            if (evt instanceof SslHandshakeCompletionEvent e && !e.isSuccess()) {
+                Throwable c = e.cause() instanceof DecoderException && e.cause().getCause() != null
+                        ? e.cause().getCause() : e.cause();
+                end("tls", "peer " + who + " refused: " + (c instanceof NotSslRecordException ? "it does not speak TLS"
+                        : "its TLS handshake failed (" + c.getMessage() + ")") + "; a peer needs --seed-tls-cert,"
+                        + " --seed-tls-key and --seed-tls-ca too, its certificate signed by this daemon's CA");
+            }
+            ctx.fireUserEventTriggered(evt);
+        }
+
+        /** One line, and the connection closed without an ERROR (it cannot carry one: it broke, or TLS failed). */
+        private void end(String reason, String line) {
+            if (step == Step.CLOSED) {
+                return;
+            }
+            if (step == Step.HELLO || step == Step.PROOF) {
+                handshaking.decrementAndGet();
             }
             step = Step.CLOSED;
+            if (deadline != null) {
+                deadline.cancel(false);
+            }
+            refuse(reason, line);
             ch.close();
         }
 

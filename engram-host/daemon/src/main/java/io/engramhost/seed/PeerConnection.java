@@ -2,7 +2,10 @@ package io.engramhost.seed;
 
 import io.engramhost.os.RawMemory;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import java.net.SocketTimeoutException;
 import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -11,18 +14,26 @@ import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLSocket;
 
 /**
  * One authenticated connection to an exporting peer, as the requester sees it: connect, the handshake, MANIFEST,
  * then ranges read straight into the caller's memory. Every read has a deadline ({@link #IDLE_MILLIS} without a
  * byte), every frame's length is checked at its header against what was asked, and anything amiss is a
  * {@link PeerException} whose message names the peer; the connection is then useless and closed by its owner.
+ *
+ * <p>Without TLS the frames go over a non-blocking {@link SocketChannel}, a range read straight into the memory; with
+ * TLS ({@link SeedTls}) over a JDK {@link SSLSocket}, TLS 1.3, whose decrypted bytes come in pieces of at most
+ * {@link #TLS_PIECE} bytes that are copied into the memory.
  */
 final class PeerConnection implements AutoCloseable {
     static final int CONNECT_MILLIS = 2000;
     static final int HANDSHAKE_MILLIS = 5000;
     /** Without a byte from the peer for this long, a read fails. */
     static final int IDLE_MILLIS = 10_000;
+    /** Under TLS, bytes read from the socket at a time into a buffer of the connection, then copied into memory. */
+    static final int TLS_PIECE = 256 << 10;
 
     /** What went wrong with a peer, in one line naming it. */
     static final class PeerException extends IOException {
@@ -36,59 +47,240 @@ final class PeerConnection implements AutoCloseable {
         }
     }
 
-    private final String peer;
-    private final SocketChannel channel;
-    private final Selector selector;
-    private final ByteBuffer header = ByteBuffer.allocate(SeedWire.HEADER).order(ByteOrder.LITTLE_ENDIAN);
+    /** The bytes of one connection, both ways, with a deadline per read and write. */
+    private interface Link {
+        /** Fills {@code b}, within {@code millis} of each byte. */
+        void read(ByteBuffer b, int millis) throws IOException;
 
-    private PeerConnection(String peer, SocketChannel channel, Selector selector) {
-        this.peer = peer;
-        this.channel = channel;
-        this.selector = selector;
+        /** Reads {@code length} bytes into native memory at {@code address}. */
+        void readInto(long address, int length, int millis) throws IOException;
+
+        void write(ByteBuffer b, int millis) throws IOException;
+
+        void close();
     }
 
-    /** Connects to {@code address} and authenticates both ways with {@code key}. */
-    static PeerConnection open(InetSocketAddress address, SeedKey key, byte[] ownId) throws IOException {
+    private final String peer;
+    private final Link link;
+    private final ByteBuffer header = ByteBuffer.allocate(SeedWire.HEADER).order(ByteOrder.LITTLE_ENDIAN);
+
+    private PeerConnection(String peer, Link link) {
+        this.peer = peer;
+        this.link = link;
+    }
+
+    /** Connects to {@code address} and authenticates both ways with {@code key}; through TLS when {@code tls}. */
+    static PeerConnection open(InetSocketAddress address, SeedKey key, byte[] ownId, SeedTls tls) throws IOException {
         String peer = SeedSettings.show(address);
-        SocketChannel ch = SocketChannel.open();
-        Selector sel = null;
-        PeerConnection c = null;
+        Link link = tls != null ? TlsLink.open(address, tls, peer) : PlainLink.open(address, peer);
+        PeerConnection c = new PeerConnection(peer, link);
         try {
-            ch.configureBlocking(false);
-            ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
-            sel = Selector.open();
-            if (!ch.connect(address)) {
-                ch.register(sel, SelectionKey.OP_CONNECT);
-                long deadline = System.nanoTime() + CONNECT_MILLIS * 1_000_000L;
-                while (!ch.finishConnect()) {
-                    long left = (deadline - System.nanoTime()) / 1_000_000;
-                    if (left <= 0) {
-                        throw new PeerException("peer " + peer + " did not answer within " + CONNECT_MILLIS + " ms",
-                                false);
-                    }
-                    sel.select(left);
-                    sel.selectedKeys().clear();
-                }
-                ch.keyFor(sel).cancel();
-                sel.selectNow();
-            }
-            c = new PeerConnection(peer, ch, sel);
             c.handshake(key, ownId);
             return c;
         } catch (IOException | RuntimeException e) {
-            if (c != null) {
-                c.close();
-            } else {
-                ch.close();
-                if (sel != null) {
-                    sel.close();
-                }
-            }
+            c.close();
             if (e instanceof PeerException) {
                 throw e;
             }
             throw new PeerException("peer " + peer + ": " + (e.getMessage() == null ? e.toString() : e.getMessage()),
                     false);
+        }
+    }
+
+    /** A non-blocking channel waited on with a selector: ranges land in memory with no copy. */
+    private static final class PlainLink implements Link {
+        private final String peer;
+        private final SocketChannel channel;
+        private final Selector selector;
+
+        private PlainLink(String peer, SocketChannel channel, Selector selector) {
+            this.peer = peer;
+            this.channel = channel;
+            this.selector = selector;
+        }
+
+        static PlainLink open(InetSocketAddress address, String peer) throws IOException {
+            SocketChannel ch = SocketChannel.open();
+            Selector sel = null;
+            try {
+                ch.configureBlocking(false);
+                ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                sel = Selector.open();
+                if (!ch.connect(address)) {
+                    ch.register(sel, SelectionKey.OP_CONNECT);
+                    long deadline = System.nanoTime() + CONNECT_MILLIS * 1_000_000L;
+                    while (!ch.finishConnect()) {
+                        long left = (deadline - System.nanoTime()) / 1_000_000;
+                        if (left <= 0) {
+                            throw new PeerException("peer " + peer + " did not answer within " + CONNECT_MILLIS
+                                    + " ms", false);
+                        }
+                        sel.select(left);
+                        sel.selectedKeys().clear();
+                    }
+                    ch.keyFor(sel).cancel();
+                    sel.selectNow();
+                }
+                return new PlainLink(peer, ch, sel);
+            } catch (IOException | RuntimeException e) {
+                ch.close();
+                if (sel != null) {
+                    sel.close();
+                }
+                if (e instanceof PeerException) {
+                    throw e;
+                }
+                throw new PeerException("peer " + peer + ": " + (e.getMessage() == null ? e.toString()
+                        : e.getMessage()), false);
+            }
+        }
+
+        @Override
+        public void read(ByteBuffer b, int millis) throws IOException {
+            while (b.hasRemaining()) {
+                int n = channel.read(b);
+                if (n < 0) {
+                    throw new PeerException("peer " + peer + " closed the connection", false);
+                }
+                if (n == 0) {
+                    await(SelectionKey.OP_READ, millis);
+                }
+            }
+        }
+
+        @Override
+        public void readInto(long address, int length, int millis) throws IOException {
+            read(RawMemory.buffer(address, length), millis);
+        }
+
+        @Override
+        public void write(ByteBuffer b, int millis) throws IOException {
+            while (b.hasRemaining()) {
+                if (channel.write(b) == 0) {
+                    await(SelectionKey.OP_WRITE, millis);
+                }
+            }
+        }
+
+        private void await(int op, int millis) throws IOException {
+            SelectionKey k = channel.keyFor(selector);
+            if (k == null) {
+                k = channel.register(selector, op);
+            } else {
+                k.interestOps(op);
+            }
+            if (selector.select(millis) == 0) {
+                throw new PeerException("peer " + peer + " sent nothing for " + millis + " ms", false);
+            }
+            selector.selectedKeys().clear();
+        }
+
+        @Override
+        public void close() {
+            try {
+                channel.close();
+            } catch (IOException ignored) {
+                // closing a socket that failed
+            }
+            try {
+                selector.close();
+            } catch (IOException ignored) {
+                // nothing to keep
+            }
+        }
+    }
+
+    /** A TLS 1.3 socket of the JDK; a read's deadline is the socket's timeout, set before each. */
+    private static final class TlsLink implements Link {
+        private final String peer;
+        private final SSLSocket socket;
+        private final InputStream in;
+        private final OutputStream out;
+        private final byte[] piece = new byte[TLS_PIECE];
+
+        private TlsLink(String peer, SSLSocket socket) throws IOException {
+            this.peer = peer;
+            this.socket = socket;
+            this.in = socket.getInputStream();
+            this.out = socket.getOutputStream();
+        }
+
+        static TlsLink open(InetSocketAddress address, SeedTls tls, String peer) throws IOException {
+            SSLSocket s = (SSLSocket) tls.context().getSocketFactory().createSocket();
+            try {
+                s.setTcpNoDelay(true);
+                s.setSSLParameters(tls.clientParameters());
+                try {
+                    s.connect(address, CONNECT_MILLIS);
+                } catch (SocketTimeoutException e) {
+                    throw new PeerException("peer " + peer + " did not answer within " + CONNECT_MILLIS + " ms", false);
+                }
+                s.setSoTimeout(HANDSHAKE_MILLIS);
+                try {
+                    s.startHandshake();
+                } catch (SocketTimeoutException e) {
+                    throw new PeerException("peer " + peer + " did not finish the TLS handshake within "
+                            + HANDSHAKE_MILLIS + " ms", false);
+                } catch (SSLException e) {
+                    throw new PeerException("peer " + peer + ": the TLS handshake failed (" + e.getMessage() + ")",
+                            false);
+                }
+                return new TlsLink(peer, s);
+            } catch (IOException | RuntimeException e) {
+                s.close();
+                throw e;
+            }
+        }
+
+        /** Reads up to {@code n} bytes into {@code dst[off...]}: at least one. */
+        private int some(byte[] dst, int off, int n, int millis) throws IOException {
+            socket.setSoTimeout(millis);
+            int got;
+            try {
+                got = in.read(dst, off, n);
+            } catch (SocketTimeoutException e) {
+                throw new PeerException("peer " + peer + " sent nothing for " + millis + " ms", false);
+            }
+            if (got < 0) {
+                throw new PeerException("peer " + peer + " closed the connection", false);
+            }
+            return got;
+        }
+
+        @Override
+        public void read(ByteBuffer b, int millis) throws IOException {
+            while (b.hasRemaining()) {
+                int n = some(piece, 0, Math.min(piece.length, b.remaining()), millis);
+                b.put(piece, 0, n);
+            }
+        }
+
+        @Override
+        public void readInto(long address, int length, int millis) throws IOException {
+            RawMemory.checkRange(address, length);
+            for (int done = 0; done < length; ) {
+                int n = some(piece, 0, Math.min(piece.length, length - done), millis);
+                RawMemory.copy(piece, RawMemory.BYTE_ARRAY_BASE, null, address + done, n);
+                done += n;
+            }
+        }
+
+        @Override
+        public void write(ByteBuffer b, int millis) throws IOException {
+            socket.setSoTimeout(millis); // a write blocks on the socket's buffer; its deadline is the connection's idle
+            byte[] bytes = new byte[b.remaining()];
+            b.get(bytes);
+            out.write(bytes);
+            out.flush();
+        }
+
+        @Override
+        public void close() {
+            try {
+                socket.close();
+            } catch (IOException ignored) {
+                // closing a socket that failed
+            }
         }
     }
 
@@ -149,7 +341,7 @@ final class PeerConnection implements AutoCloseable {
             throw new PeerException("peer " + peer + " sent table " + t + " at " + o + ", not the range asked for"
                     + " (table " + table + " at " + offset + ")", false);
         }
-        read(RawMemory.buffer(address, length), IDLE_MILLIS);
+        link.readInto(address, length, IDLE_MILLIS);
     }
 
     /** The payload of a frame of {@code type}, of {@code min} to {@code max} bytes; an ERROR becomes its line. */
@@ -199,49 +391,15 @@ final class PeerConnection implements AutoCloseable {
     }
 
     private void read(ByteBuffer b, int millis) throws IOException {
-        while (b.hasRemaining()) {
-            int n = channel.read(b);
-            if (n < 0) {
-                throw new PeerException("peer " + peer + " closed the connection", false);
-            }
-            if (n == 0) {
-                await(SelectionKey.OP_READ, millis);
-            }
-        }
+        link.read(b, millis);
     }
 
     private void write(ByteBuffer b, int millis) throws IOException {
-        while (b.hasRemaining()) {
-            if (channel.write(b) == 0) {
-                await(SelectionKey.OP_WRITE, millis);
-            }
-        }
-    }
-
-    private void await(int op, int millis) throws IOException {
-        SelectionKey k = channel.keyFor(selector);
-        if (k == null) {
-            k = channel.register(selector, op);
-        } else {
-            k.interestOps(op);
-        }
-        if (selector.select(millis) == 0) {
-            throw new PeerException("peer " + peer + " sent nothing for " + millis + " ms", false);
-        }
-        selector.selectedKeys().clear();
+        link.write(b, millis);
     }
 
     @Override
     public void close() {
-        try {
-            channel.close();
-        } catch (IOException ignored) {
-            // closing a socket that failed
-        }
-        try {
-            selector.close();
-        } catch (IOException ignored) {
-            // nothing to keep
-        }
+        link.close();
     }
 }

@@ -38,7 +38,20 @@ public final class SeedKey {
 
     /** Reads and checks the key file {@code file} ({@code --seed-key}). */
     public static SeedKey read(Path file) {
-        String what = "--seed-key " + file + ": ";
+        byte[] bytes = readPrivate(file, "--seed-key", MIN_BYTES, MAX_BYTES, "a key needs " + MIN_BYTES + " to "
+                + MAX_BYTES + " (head -c 32 /dev/urandom > " + file + ")");
+        SeedKey k = new SeedKey(bytes.clone());
+        Arrays.fill(bytes, (byte) 0); // the read's own copy
+        return k;
+    }
+
+    /**
+     * The bytes of a secret file given with {@code flag}: a regular file (not a link) of this process's uid or root,
+     * with no permission for group or others, of {@code min} to {@code max} bytes ({@code sizeRule} says what is
+     * needed, and how to make one); anything else is refused in one line naming the flag, the file and the fix.
+     */
+    static byte[] readPrivate(Path file, String flag, long min, long max, String sizeRule) {
+        String what = flag + " " + file + ": ";
         PosixFileAttributes a;
         try {
             a = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
@@ -69,9 +82,8 @@ public final class SeedKey {
             throw new IllegalArgumentException(what + "belongs to uid " + uid + ", not to this daemon's uid " + euid
                     + " or root");
         }
-        if (a.size() < MIN_BYTES || a.size() > MAX_BYTES) {
-            throw new IllegalArgumentException(what + "holds " + a.size() + " bytes; a key needs " + MIN_BYTES + " to "
-                    + MAX_BYTES + " (head -c 32 /dev/urandom > " + file + ")");
+        if (a.size() < min || a.size() > max) {
+            throw new IllegalArgumentException(what + "holds " + a.size() + " bytes; " + sizeRule);
         }
         byte[] bytes;
         try {
@@ -79,12 +91,10 @@ public final class SeedKey {
         } catch (IOException e) {
             throw new IllegalArgumentException(what + "cannot read it (" + e.getMessage() + ")", e);
         }
-        if (bytes.length < MIN_BYTES || bytes.length > MAX_BYTES) {
+        if (bytes.length < min || bytes.length > max) {
             throw new IllegalArgumentException(what + "changed while read: " + bytes.length + " bytes");
         }
-        SeedKey k = new SeedKey(bytes.clone());
-        Arrays.fill(bytes, (byte) 0); // the read's own copy
-        return k;
+        return bytes;
     }
 
     private static String mode(Set<PosixFilePermission> p) {

@@ -7,11 +7,14 @@ import java.util.Objects;
 /**
  * A daemon's seeding: where it exports ({@code --seed-listen}, null: it does not), the peers it fills its tables
  * from ({@code --seed-from}, empty: none), the key ({@code --seed-key}) and this process's instance id, which a
- * peer list that names this daemon itself is told apart by.
+ * peer list that names this daemon itself is told apart by; and the TLS both ends use ({@code --seed-tls-*}; null:
+ * none, the frames go in the clear).
  */
-public record SeedSettings(InetSocketAddress listen, List<InetSocketAddress> peers, SeedKey key, byte[] instanceId) {
+public record SeedSettings(InetSocketAddress listen, List<InetSocketAddress> peers, SeedKey key, byte[] instanceId,
+        SeedTls tls) {
     /** No seeding. */
-    public static final SeedSettings NONE = new SeedSettings(null, List.of(), null, SeedAuth.random(SeedAuth.ID_BYTES));
+    public static final SeedSettings NONE = new SeedSettings(null, List.of(), null, SeedAuth.random(SeedAuth.ID_BYTES),
+            null);
 
     public SeedSettings {
         peers = List.copyOf(peers);

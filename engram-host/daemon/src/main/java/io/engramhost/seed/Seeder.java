@@ -186,7 +186,8 @@ public final class Seeder {
         for (Peer p : all) {
             Thread t = new Thread(() -> {
                 try {
-                    PeerConnection c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
+                    PeerConnection c = PeerConnection.open(p.address, settings.key(), settings.instanceId(),
+                            settings.tls());
                     SeedWire.Manifest m;
                     try {
                         m = c.manifest();
@@ -351,7 +352,7 @@ public final class Seeder {
                     return;
                 }
                 if (c == null) {
-                    c = PeerConnection.open(p.address, settings.key(), settings.instanceId());
+                    c = PeerConnection.open(p.address, settings.key(), settings.instanceId(), settings.tls());
                 }
                 long off = k.index * ContentDigest.CHUNK;
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);

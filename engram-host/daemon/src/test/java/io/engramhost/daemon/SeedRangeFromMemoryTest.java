@@ -2,6 +2,7 @@ package io.engramhost.daemon;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
@@ -23,6 +24,7 @@ import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.handler.stream.ChunkedWriteHandler;
 import java.io.DataInputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -32,17 +34,18 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The exporter's ranges from a CPU view ({@link SeedServer#fromMemory}: how a cuda-vmm region's bytes go out), over a
- * real loopback socket on each of Netty's transports the exporter uses: the peer reads exactly the memory's bytes,
- * and sending them frees nothing (the view's owner unmaps it).
+ * The exporter's ranges from a CPU view ({@link SeedServer#fromMemory}: how a cuda-vmm region's bytes go out), whole
+ * or in the pieces TLS needs ({@link SeedServer#fromMemoryInPieces}, through {@link ChunkedWriteHandler}), over a real
+ * loopback socket on each of Netty's transports the exporter uses: the peer reads exactly the memory's bytes, and
+ * sending them frees nothing (the view's owner unmaps it).
  */
 class SeedRangeFromMemoryTest {
     @ParameterizedTest
-    @ValueSource(strings = {"epoll", "nio"})
-    void shouldSendRangesStraightFromMemoryAndLeaveItToItsOwner(String transport) throws Exception {
+    @CsvSource({"epoll, false", "nio, false", "epoll, true"})
+    void shouldSendRangesStraightFromMemoryAndLeaveItToItsOwner(String transport, boolean pieces) throws Exception {
         IoHandlerFactory io;
         Class<? extends ServerChannel> channel;
         if (transport.equals("epoll")) {
@@ -55,22 +58,26 @@ class SeedRangeFromMemoryTest {
         }
         long size = (3L << 20) + 5;
         long[][] ranges = {{0, 1 << 20}, {(1 << 20) + 7, (2L << 20) - 2}, {size - 1, 1}};
-        List<ByteBuf> sent = new CopyOnWriteArrayList<>();
+        List<Object> sent = new CopyOnWriteArrayList<>();
         EventLoopGroup loop = new MultiThreadIoEventLoopGroup(1, io);
         try (Mapping m = Posix.mmapAnonymous(size, "a CPU view's stand-in")) {
             for (long i = 0; i < size; i++) {
                 RawMemory.putByte(m.address() + i, (byte) (i * 31 + (i >> 12)));
             }
-            SeedServer.RangeSource from = SeedServer.fromMemory(m.address());
+            SeedServer.RangeSource from = pieces ? SeedServer.fromMemoryInPieces(m.address())
+                    : SeedServer.fromMemory(m.address());
             Channel server = new ServerBootstrap().group(loop).channel(channel)
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
+                            if (pieces) {
+                                ch.pipeline().addLast(new ChunkedWriteHandler());
+                            }
                             ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
                                 @Override
                                 public void channelActive(ChannelHandlerContext ctx) {
                                     for (int r = 0; r < ranges.length; r++) {
-                                        ByteBuf b = (ByteBuf) from.range(ranges[r][0], ranges[r][1]);
+                                        Object b = from.range(ranges[r][0], ranges[r][1]);
                                         sent.add(b);
                                         if (r < ranges.length - 1) {
                                             ctx.write(b);
@@ -98,8 +105,14 @@ class SeedRangeFromMemoryTest {
                 server.close().sync();
             }
             assertEquals(ranges.length, sent.size());
-            for (ByteBuf b : sent) {
-                assertEquals(0, b.refCnt(), "the transport released every range once written");
+            for (Object b : sent) {
+                if (b instanceof ByteBuf whole) {
+                    assertEquals(0, whole.refCnt(), "the transport released every range once written");
+                } else {
+                    SeedServer.Pieces p = (SeedServer.Pieces) b;
+                    assertTrue(p.isEndOfInput(), "every piece was read");
+                    assertEquals(p.length(), p.progress());
+                }
             }
             for (long i = 0; i < size; i += 4093) { // the memory is still the owner's, mapped and unchanged
                 assertEquals((byte) (i * 31 + (i >> 12)), RawMemory.getByte(m.address() + i));

@@ -142,7 +142,8 @@ class SeedWhileCreatingTest {
         Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "memfd");
         RecordCheck records = RecordCheck.of(open.checkpoint(), tensors, ContentIdentity.of(open.checkpoint(), tensors));
         assertEquals(tensors.size(), records.tables());
-        SeedSettings seed = new SeedSettings(null, List.of(peer.address()), KEY, SeedAuth.random(SeedAuth.ID_BYTES));
+        SeedSettings seed = new SeedSettings(null, List.of(peer.address()), KEY, SeedAuth.random(SeedAuth.ID_BYTES),
+                null);
         return new HostCatalogBuilder(open, tensors, fingerprint, records, factory, "memfd", null, 2, DaemonHooks.NONE,
                 seed);
     }
