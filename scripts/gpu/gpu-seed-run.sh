@@ -25,6 +25,8 @@
 #      vmm-procs, PROBE_GIB GiB, built here with gcc), then B as `--backend cuda-vmm` seeding from A, the engine
 #      importing from A again: B's creation rate (load.create_gib_s) against the probe's (the issue: at least 0.9).
 #      A stays memfd: `--seed-listen` with cuda-vmm is refused in this build (docs/seeding.md)
+#   6b. EXPORTERS="cuda-vmm memfd-hugetlb": A again as each of those backends' exporter, B (memfd) seeding from it once
+#      while the engine imports from A, and a client's check of every table B serves against the record
 #   7. COLD=1 and time left: A and B stopped, the page cache dropped, a plain load of the model from the cold disk
 #      (time to ready against B's seeded one and A's from the page cache)
 # OUT_DIR gets at most 5 files: env.txt, summary.txt, checks.txt (PASS/FAIL of what must hold: every seed from the
@@ -219,6 +221,42 @@ else
 fi
 stop_daemon "$W/a.sock" "$A"
 
+# 6b. EXPORTERS (e.g. "cuda-vmm memfd-hugetlb"): A again, as that backend's exporter, and B (memfd) seeds from it
+# once while the engine imports from A; a client checks every table B serves against the record
+verify_b() { # LABEL
+    local t0 v cv cn ct
+    t0=$(ms)
+    if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
+        > "$R/b-verify-$1.json" 2> "$R/b-verify-$1.err"; then
+        v=$(field "$R/b-verify-$1.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
+        read -r cv cn ct <<< "$v"
+        [ "$cv" = "$ct" ] && [ "$cn" = 0 ] && ok "$1: a client verified all $ct of B's tables' sha256-tree-v1 against the record ($(( $(ms) - t0 )) ms)" \
+            || bad "$1: B's content check: verified $cv, not checked $cn, of $ct"
+    else
+        bad "$1: import --verify-content on B: $(tail -2 "$R/b-verify-$1.err")"
+    fi
+}
+for ex in ${EXPORTERS:-}; do
+    if [ $SECONDS -gt $(( BUDGET_S - 60 )) ]; then say "A as $ex: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
+    [ "$ex" = cuda-vmm ] && [ $GPU = 0 ] && { say "A as cuda-vmm: not run (no GPU)"; continue; }
+    if [ "$ex" = memfd-hugetlb ]; then
+        HUGE0=$(cat /proc/sys/vm/nr_hugepages); echo $(( HUGE0 + GIB * 512 + 64 )) > /proc/sys/vm/nr_hugepages
+    fi
+    "$EH" serve --checkpoint "$M" --backend "$ex" --socket "$W/a.sock" --numa none --threads "$THREADS" \
+        --seed-listen 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/a-$ex.log" 2>&1 &
+    A=$!; PIDS+=("$A")
+    if wait_ready "$W/a.sock" "$A" 300; then
+        "$EH" status --socket "$W/a.sock" --json > "$R/a-$ex.json"
+        say "A as $ex: $(field "$R/a-$ex.json" '"ready_s %.3f, read_gib_s %.3f, create_s %.3f" % (d["ready_s"], d["load"]["read_gib_s"], d["load"]["create_s"])')"
+        seed_b "from-$ex" memfd && { verify_b "from-$ex"; stop_daemon "$W/b.sock" "$B"; }
+        grep -E "seed: (a CPU view|peer .*failed)" "$R/a-$ex.log" | head -3 | while read -r l; do say "  A: ${l#*engram-host: }"; done
+    else
+        bad "A as $ex: ready"; tail -3 "$R/a-$ex.log"
+    fi
+    stop_daemon "$W/a.sock" "$A"
+    [ "$ex" = memfd-hugetlb ] && echo "$HUGE0" > /proc/sys/vm/nr_hugepages
+done
+
 # 7. a load from the cold disk
 if [ "${COLD:-1}" = 1 ] && [ $(( SECONDS + GIB * 3 / 2 + 20 )) -lt "$BUDGET_S" ]; then
     sync; echo 3 > /proc/sys/vm/drop_caches
@@ -270,7 +308,7 @@ for k in ("buffer", "memfd"):
         tr[k] = float("nan")
 for p in sorted(glob.glob(f"{R}/b-*.json")):
     label = os.path.basename(p)[2:-5]
-    if label == "verify":
+    if label == "verify" or label.startswith("verify-"):
         continue
     b = load(p)
     start = int(open(f"{R}/b-{label}.start").read())
