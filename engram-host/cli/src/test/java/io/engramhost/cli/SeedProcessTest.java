@@ -284,8 +284,10 @@ class SeedProcessTest {
             try (DaemonProcess c = serve(dir, "c", model, "--seed-from", dying.address() + ",127.0.0.1:" + pa,
                     "--seed-key", key.toString())) {
                 String log = c.log();
-                assertTrue(log.contains("seed: peer " + dying.address() + " closed the connection during the"
-                        + " transfer; its unfinished tables go to another peer or the disk"), log);
+                // a FIN or, where the dying peer had a request unread (one is asked ahead), a reset
+                assertTrue(log.matches("(?s).*seed: peer " + java.util.regex.Pattern.quote(dying.address())
+                        + " closed the connection( \\((reset|broken pipe)\\))? during the transfer; its unfinished"
+                        + " tables go to another peer or the disk.*"), log);
                 Map<String, Object> o = origin(c);
                 assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
                 assertEquals(truth, imported(c));

@@ -328,9 +328,23 @@ final class PeerConnection implements AutoCloseable {
 
     /** Reads {@code length} bytes of the peer's table {@code table} from {@code offset} into {@code address}. */
     void range(int table, long offset, int length, long address) throws IOException {
+        ask(table, offset, length);
+        receive(table, offset, length, address);
+    }
+
+    /**
+     * Sends the RANGE request for {@code length} bytes of table {@code table} from {@code offset}; its DATA is read
+     * by {@link #receive} with the same arguments. At most one request may be asked ahead of the answer being read
+     * (the exporter keeps one waiting behind the one it answers).
+     */
+    void ask(int table, long offset, int length) throws IOException {
         ByteBuffer r = SeedWire.frame(SeedWire.RANGE, SeedWire.RANGE_BYTES);
         r.putInt(table).putLong(offset).putInt(length);
         write(r.flip(), IDLE_MILLIS);
+    }
+
+    /** Reads the DATA of a range {@link #ask}ed for, checked to be exactly that range, into {@code address}. */
+    void receive(int table, long offset, int length, long address) throws IOException {
         expectHead(SeedWire.DATA, SeedWire.DATA_HEAD_BYTES + (long) length, IDLE_MILLIS);
         ByteBuffer h = ByteBuffer.allocate(SeedWire.DATA_HEAD_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         read(h, IDLE_MILLIS);

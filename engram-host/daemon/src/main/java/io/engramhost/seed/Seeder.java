@@ -4,6 +4,7 @@ import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.TreeDigest;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.net.SocketException;
 import java.security.MessageDigest;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -12,6 +13,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CancellationException;
@@ -338,14 +340,25 @@ public final class Seeder {
         }
     }
 
+    /** "reset" or "broken pipe" where {@code e} says the peer ended the connection abruptly, else null. */
+    private static String closedBy(Exception e) {
+        String m = e instanceof SocketException ? String.valueOf(e.getMessage()).toLowerCase(Locale.ROOT)
+                : "";
+        return m.contains("reset") ? "reset" : m.contains("broken pipe") ? "broken pipe" : null;
+    }
+
     private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue, List<Table> tables,
             Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
             AtomicInteger liars, Set<Integer> treeRefused, AtomicBoolean failedLogged) {
         PeerConnection c = given;
         ChunkHasher hasher = new ChunkHasher();
         try {
-            Chunk k;
-            while (!p.dead && !aborted && (k = queue.poll()) != null) {
+            // One range asked ahead: the next chunk's RANGE goes out before this one's DATA is read and hashed, so
+            // the peer sends it while this thread hashes (the exporter keeps one request waiting behind its answer).
+            // It is asked ahead only when its region exists already, so that no answer waits on a creation.
+            Chunk k = !p.dead && !aborted ? queue.poll() : null;
+            boolean asked = false;
+            while (k != null) {
                 Table t = tables.get(k.job.table);
                 long base = addressOf(t);
                 if (base == 0) {
@@ -358,7 +371,18 @@ public final class Seeder {
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 long t0 = System.nanoTime();
                 p.firstNanos.compareAndSet(0, t0);
-                c.range(p.index.get(t.name()), off, len, base + off);
+                if (!asked) {
+                    c.ask(p.index.get(t.name()), off, len);
+                }
+                Chunk n = !p.dead && !aborted ? queue.poll() : null;
+                asked = false;
+                if (n != null && tables.get(n.job.table).address().isDone()) {
+                    Table nt = tables.get(n.job.table);
+                    long noff = n.index * ContentDigest.CHUNK;
+                    c.ask(p.index.get(nt.name()), noff, (int) Math.min(ContentDigest.CHUNK, nt.bytes() - noff));
+                    asked = true;
+                }
+                c.receive(p.index.get(t.name()), off, len, base + off);
                 k.job.hashes[k.index] = hasher.chunk(base + off, len, k.index, k.job.leaves);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
                 if (k.job.left.decrementAndGet() == 0) { // every chunk's hashes are visible: the decrements order them
@@ -392,6 +416,7 @@ public final class Seeder {
                     p.bytes.addAndGet(t.bytes());
                     progress.accept(t.bytes());
                 }
+                k = n;
             }
         } catch (InterruptedException e) {
             aborted = true;
@@ -400,6 +425,7 @@ public final class Seeder {
             p.dead = true;
             if (failedLogged.compareAndSet(false, true)) {
                 log.accept("seed: " + (e instanceof PeerConnection.PeerException ? e.getMessage()
+                        : closedBy(e) != null ? "peer " + p.name + " closed the connection (" + closedBy(e) + ")"
                         : "peer " + p.name + ": " + e) + " during the transfer; its unfinished tables go to another"
                         + " peer or the disk");
             }
