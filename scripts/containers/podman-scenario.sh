@@ -121,9 +121,20 @@ wait_log() {  # CONTAINER REGEX SECONDS
   done
   podman logs "$1" 2>&1 | tail -20; return 1
 }
-nsline() {  # CONTAINER: its main process's namespaces, as seen from the guest
-  local p; p=$(podman inspect -f '{{.State.Pid}}' "$1")
-  echo "$1 (pid $p in the guest): $(for n in pid ipc mnt net; do printf '%s ' "$(readlink /proc/$p/ns/$n)"; done)"
+NS="cgroup ipc mnt net pid time user uts"
+nsline() {  # CONTAINER: its main process's namespaces (every /proc/PID/ns/* but the *_for_children), from the guest
+  local p n; p=$(podman inspect -f '{{.State.Pid}}' "$1")
+  printf '%s (pid %s in the guest):' "$1" "$p"
+  for n in $NS; do printf ' %s' "$(readlink /proc/$p/ns/$n)"; done; echo
+}
+nsof() { local p n; p=$(podman inspect -f '{{.State.Pid}}' "$1"); for n in $NS; do echo "$n $(readlink /proc/$p/ns/$n)"; done; }
+ns_apart() {  # A B: fails unless A's and B's main processes share no pid, ipc, mnt, net, uts or cgroup namespace
+  local n same=; join <(nsof "$1") <(nsof "$2") > /tmp/ns_join
+  while read -r n a b; do
+    case $n in pid|ipc|mnt|net|uts|cgroup) [ "$a" != "$b" ] || same+=" $n" ;; esac
+  done < /tmp/ns_join
+  [ -z "$same" ] || die "$1 and $2 share the namespaces$same"
+  say "namespaces apart: $1 and $2 share none of pid ipc mnt net uts cgroup (user, time: the guest's, as podman's rootful default)"
 }
 
 run_backend() {
@@ -152,8 +163,12 @@ run_backend() {
     localhost/engram-engine:test python3 /opt/engine-hold.py --expect "$FP" --trusted /opt/trusted/engram-digests.json >/dev/null
   wait_log engine1 '"what": "first"' 900 || die "$B: engine1 did not check its tables"
   podman logs engine1 | sed 's/^/scenario: engine1: /'
+  say "namespaces: the guest's init (pid 1):$(for n in $NS; do printf ' %s' "$(readlink /proc/1/ns/$n)"; done)"
   say "namespaces: $(nsline engram-daemon)"
   say "namespaces: $(nsline engine1)"
+  ns_apart engram-daemon engine1
+  has_log engine1 '"daemon_pid_peercred": 0[,}]' || die "$B: engine1 sees the daemon's pid as other than 0 (SO_PEERCRED)"
+  say "engine1 sees the daemon's pid as 0 (SO_PEERCRED: not in its pid namespace)"
   say "daemon's /dev/shm: $(podman exec engram-daemon df -m /dev/shm | tail -1)"
   # a second engine while the first holds; this one also gets the model directory, read-only, to expect it by path
   podman run --name engine2 --network none --user 1000:1000 --shm-size 64m --cap-drop ALL \
