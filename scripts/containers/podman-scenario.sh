@@ -245,16 +245,9 @@ except Exception as e: print("?", e)')"
 run_kube() {
   say "== podman kube play ($(el))"
   local k=/tmp/kube; mkdir -p $k
-  # the DaemonSet's pod template as a Pod (podman 4.3 plays no DaemonSet); what changes is the image and the paths
-  { printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: engram-host\n  namespace: engram-host\n  labels:\n    app.kubernetes.io/name: engram-host\n'
-    awk '/^  template:/{t=1; next} t && /^    spec:/{s=1} t && s {sub(/^    /, ""); print}' "$ROOT/deploy/kubernetes/daemonset.yaml"
-  } | sed -e "s|image: registry.example.com/engram-host:0.1.0|image: localhost/engram-host:test|" \
-          -e "s|path: /data/engram|path: $MODEL|" > $k/daemon-pod.yaml
-  sed -e "s|image: registry.example.com/engram-engine:latest|image: localhost/engram-engine:test|" \
-    "$ROOT/deploy/kubernetes/engine-example.yaml" > $k/engine.yaml
-  diff <(awk '/^  template:/{t=1; next} t && /^    spec:/{s=1} t && s {sub(/^    /, ""); print}' "$ROOT/deploy/kubernetes/daemonset.yaml") \
-    <(tail -n +8 $k/daemon-pod.yaml) | sed 's/^/scenario: changed in the template: /' || true
-  diff "$ROOT/deploy/kubernetes/engine-example.yaml" $k/engine.yaml | sed 's/^/scenario: changed in engine-example.yaml: /' || true
+  # the DaemonSet's pod template as a Pod (podman 4.3 plays no DaemonSet) and engine-example.yaml; what changes is
+  # the images and the checkpoint's hostPath (scripts/ci/deploy-check.sh validates the same two files)
+  "$ROOT/scripts/containers/kube-pods.sh" $k "$MODEL" | sed 's/^/scenario: /'
   local net=() d=engram-host-engram-host e=engram-engine-example-engine
   # podman's default network (netavark, a bridge and iptables rules: the modules above), else --network none
   if ! play engram-host $k/daemon-pod.yaml --configmap "$ROOT/deploy/kubernetes/configmap.yaml"; then
