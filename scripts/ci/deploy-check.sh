@@ -12,7 +12,10 @@
 #      ExecStart must be the unit's with $ENGRAM_HOST_SEED_FLAGS after $ENGRAM_HOST_FLAGS.
 #   2. Kubernetes: every deploy/kubernetes/**/*.yaml against the Kubernetes schemas, offline, with unknown fields
 #      refused (deploy/kubernetes/check/validate.mjs; `npm ci` there once, into its git-ignored node_modules).
-#   3. Slurm: bash -n of deploy/slurm/*.sh.
+#   3. Containers: the two Pods scripts/containers/podman-scenario.sh plays (the DaemonSet's template as a Pod, and
+#      engine-example.yaml; written by scripts/containers/kube-pods.sh) validate as in 2, and differ from the
+#      manifests only by their images and the checkpoint's hostPath; bash -n of the scenario's scripts.
+#   4. Slurm: bash -n of deploy/slurm/*.sh.
 # The tarball: the newest dist/engram-host-*.tar.gz, else scripts/release/dist.sh builds one from what `mvn package` built.
 # Usage: scripts/ci/deploy-check.sh [TARBALL]   (prints its duration at the end)
 set -euo pipefail
@@ -131,6 +134,16 @@ step "kubernetes: schemas and unknown fields"
 mapfile -t manifests < <(find deploy/kubernetes -name node_modules -prune -o -name '*.yaml' -print | LC_ALL=C sort)
 [ ${#manifests[@]} -gt 0 ] || fail "no manifests under deploy/kubernetes"
 node "$check/validate.mjs" "${manifests[@]}" || fail "the Kubernetes manifests do not validate"
+
+step "containers: the Pods podman kube play gets (scripts/containers/kube-pods.sh), against the same schemas"
+# the guest that plays them (scripts/containers/podman-scenario.sh kube) takes minutes and is not run here
+pods=$(mktemp -d) && trap 'rm -rf "$tmp" "$pods"' EXIT
+scripts/containers/kube-pods.sh "$pods" /checkpoint-of-the-scenario > "$pods/diff.txt" || fail "scripts/containers/kube-pods.sh failed"
+changed=$(grep -c '^changed in [^:]*: [<>]' "$pods/diff.txt" || true)
+[ "$changed" = 6 ] || { cat "$pods/diff.txt" >&2; fail "kube-pods.sh changed $changed lines of the manifests, not the 2 images and the checkpoint path (3 substitutions, 2 diff lines each)"; }
+node "$check/validate.mjs" "$pods/daemon-pod.yaml" "$pods/engine.yaml" || fail "the Pods that podman kube play gets do not validate"
+for s in scripts/containers/*.sh; do bash -n "$s" || fail "$s does not parse"; done
+echo "   ok: $(wc -l < "$pods/daemon-pod.yaml") + $(wc -l < "$pods/engine.yaml") lines, as played; scripts/containers/*.sh parse"
 
 step "slurm: bash -n"
 for s in deploy/slurm/*.sh; do

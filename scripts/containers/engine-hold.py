@@ -41,7 +41,7 @@ def main():
          backends=sorted({t.backend for t in imp.tables.values()}), fingerprint=imp.fingerprint,
          daemon_pid_peercred=imp.daemon_pid, daemon_pid_welcome=imp.daemon.pid, daemon_uid=imp.daemon.uid,
          import_ms=round((time.perf_counter() - t0) * 1000, 1),
-         ns={n: ns(n) for n in ("pid", "ipc", "mnt", "net")}, shm=shm())
+         ns={n: ns(n) for n in ("cgroup", "ipc", "mnt", "net", "pid", "time", "user", "uts")}, shm=shm())
     gone = threading.Event()
     imp.on_daemon_gone(lambda reason: (emit(event="gone", reason=reason), gone.set()))
     ok = check(imp, a.trusted, "first")

@@ -64,10 +64,10 @@ out=$(arg podman_vm_out)
 mkdir -p "/host$out"
 mount -t 9p -o $o9p out "/host$out" || { echo "init: no out share"; poweroff -f; }
 echo "$(cut -d' ' -f1 /proc/uptime)" > "/host$out/.booted"
-chroot /host /bin/sh -c 'cd "$(cat "$1/.cwd")" && exec /bin/bash "$1/.cmd"' sh "$out" </dev/console >/dev/console 2>&1
-echo $? > "/host$out/.rc"
-sync; umount "/host$out"
-poweroff -f
+# switch_root, not chroot: a chroot leaves the initramfs as the root of every mount namespace, and then crun's exec
+# (podman exec, healthchecks) lands there instead of in the container's root (bench/container-runs.md, run 8)
+exec switch_root /host /bin/sh -c '(cd "$(cat "$1/.cwd")" && exec /bin/bash "$1/.cmd") </dev/console >/dev/console 2>&1
+echo $? > "$1/.rc"; sync; umount "$1"; /bin/busybox poweroff -f' sh "$out"
 INIT
 )
 stamp=$(printf '%s\n%s\n' "$INIT_SRC" "${MODS[*]}" | sha256sum | cut -c1-12)
