@@ -9,9 +9,11 @@
 # are hybrid: ../shared/reference/containers-and-systemd.md). The guest is scripts/numa/numa-vm.sh's (Debian's
 # kernel from its cache, NUMA_VM_CACHE, default /var/cache/engram-numa-vm; the host's root over 9p, read-only; a
 # busybox initramfs), without the emulated NUMA nodes, and with more memory: PODMAN_VM_MB (default 6144) on
-# PODMAN_VM_CPUS vCPUs (default 1). numa-vm.sh is not changed; run it once first if its cache is empty.
-# The guest's /init additionally mounts the guest's own cgroup v2 hierarchy at /sys/fs/cgroup, puts the guest
-# gives podman a tmpfs at /var/lib/containers (its graphroot; PODMAN_VM_STORAGE_MB, default 2048).
+# PODMAN_VM_CPUS vCPUs (default 1). What the three guests share (the tools, the kernel's cache, the initramfs, the
+# 9p shares) is scripts/lib/qemu-guest.sh.
+# The guest's /init additionally mounts the guest's own cgroup v2 hierarchy at /sys/fs/cgroup, gives podman a tmpfs
+# at /var/lib/containers (its graphroot; PODMAN_VM_STORAGE_MB, default 2048), and enters the host's root with
+# switch_root (not chroot, under which crun's exec ran outside the container's root: bench/container-runs.md).
 #
 # Environment: PODMAN_VM_OUT      a host folder for outputs (default: a temporary one, removed on exit)
 #              PODMAN_VM_TIMEOUT  seconds before the guest is killed (default 3000; exit 124 then)
@@ -30,12 +32,11 @@ STORAGE_MB=${PODMAN_VM_STORAGE_MB:-2048}
 ACCEL=${PODMAN_VM_ACCEL:-tcg}
 say() { echo "podman-vm: $*" >&2; }
 die() { say "$*"; exit 125; }
+. "$ROOT/scripts/lib/qemu-guest.sh"   # qg_need_tools, qg_kernel, qg_initrd, qg_9p_args (shared with the other guests)
 
-KDIR=$(ls -d "$CACHE"/k/lib/modules/*-amd64 2>/dev/null | sort -V | tail -1 || true)
-[ -n "$KDIR" ] || die "no kernel in $CACHE: run scripts/numa/numa-vm.sh true once (it downloads Debian's)"
-KVER=$(basename "$KDIR")
-KERNEL="$CACHE/k/boot/vmlinuz-$KVER"
-[ -f "$KDIR/modules.dep" ] || depmod -b "$CACHE/k" "$KVER"
+qg_need_tools
+qg_kernel "$CACHE"   # numa-vm.sh's cache: downloaded there once when missing
+KVER=$QG_KVER KERNEL=$QG_KERNEL
 command -v podman >/dev/null || die "podman is not installed on the host (apt-get install podman crun ...): the guest runs the host's"
 mkdir -p "$MYCACHE"
 
@@ -70,23 +71,7 @@ exec switch_root /host /bin/sh -c '(cd "$(cat "$1/.cwd")" && exec /bin/bash "$1/
 echo $? > "$1/.rc"; sync; umount "$1"; /bin/busybox poweroff -f' sh "$out"
 INIT
 )
-stamp=$(printf '%s\n%s\n' "$INIT_SRC" "${MODS[*]}" | sha256sum | cut -c1-12)
-if [ ! -f "$INITRD" ] || [ "$(cat "$INITRD.stamp" 2>/dev/null)" != "$stamp" ]; then
-  ird=$(mktemp -d)
-  mkdir -p "$ird"/{bin,proc,sys,dev,lib/modules}
-  cp /bin/busybox "$ird/bin/busybox"
-  printf '%s\n' "$INIT_SRC" > "$ird/init" && chmod 755 "$ird/init"
-  : > "$ird/modules.order"
-  for m in "${MODS[@]}"; do
-    modprobe -d "$CACHE/k" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}' | while read -r ko; do
-      b=$(basename "$ko")
-      grep -qx "$b" "$ird/modules.order" || { cp "$ko" "$ird/lib/modules/$b"; echo "$b" >> "$ird/modules.order"; }
-    done
-  done
-  (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.new" && mv "$INITRD.new" "$INITRD"
-  echo "$stamp" > "$INITRD.stamp"
-  rm -rf "$ird"
-fi
+qg_initrd "$INITRD" "$INIT_SRC" "${MODS[@]}"
 [ -d /var/lib/containers ] || mkdir -p /var/lib/containers   # the guest mounts its tmpfs there
 
 KEEP_OUT=1
@@ -116,12 +101,10 @@ APPEND+=" podman_vm_storage_mb=$STORAGE_MB"
 say "guest: $KVER, $ACCEL, $MB MiB, $CPUS vCPU(s), podman storage tmpfs $STORAGE_MB MiB; $(qemu-system-x86_64 --version | head -1)"
 t0=$(date +%s)
 : > "$OUT/console.log"
+qg_9p_args "$ROOT" "$OUT"
 timeout -k 5 "$TIMEOUT" qemu-system-x86_64 -accel "$ACCEL" -cpu max -M q35 -m "${MB}M" -smp "$CPUS" \
-  -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
-  -fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap" -device virtio-9p-pci,fsdev=root,mount_tag=hostroot \
-  -fsdev "local,id=repo,path=$ROOT,security_model=none,readonly=on,multidevs=remap" -device virtio-9p-pci,fsdev=repo,mount_tag=repo \
-  -fsdev "local,id=out,path=$OUT,security_model=none,multidevs=remap" -device virtio-9p-pci,fsdev=out,mount_tag=out \
-  -nodefaults -no-user-config -display none -serial stdio -no-reboot -net none </dev/null >>"$OUT/console.log" 2>"$OUT/qemu.err" &
+  -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" "${QG_9P[@]}" "${QG_QEMU_TAIL[@]}" \
+  </dev/null >>"$OUT/console.log" 2>"$OUT/qemu.err" &
 QPID=$!
 # what follows the kernel's "Run /init" but the kernel's own lines
 tail -s 0.5 -n +1 -f --pid="$QPID" "$OUT/console.log" | awk '{ sub(/\r$/, "") } /\] Run \/init as init process$/ { s = 1; next }

@@ -38,40 +38,14 @@ CPN=${NUMA_VM_CPUS_PER_NODE:-1}
 TIMEOUT=${NUMA_VM_TIMEOUT:-900}
 say() { echo "numa-vm: $*" >&2; }
 die() { say "$*"; exit 125; }
+. "$ROOT/scripts/lib/qemu-guest.sh"   # qg_need_tools, qg_kernel, qg_initrd, qg_9p_args (shared with the other guests)
 
 # --- what it needs --------------------------------------------------------------------------------------------------
-need=()
-command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
-dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
-command -v cpio >/dev/null 2>&1 || need+=(cpio)
-command -v depmod >/dev/null 2>&1 || need+=(kmod)
-if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || die "missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root"
-  say "installing: ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq -o DPkg::Lock::Timeout=300 >/dev/null
-  apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
-fi
+qg_need_tools
 
 # Debian's kernel: the package linux-image-amd64 depends on, unpacked (not installed) into the cache, once.
-mkdir -p "$CACHE"
-KDIR=$(ls -d "$CACHE"/k/lib/modules/*-amd64 2>/dev/null | sort -V | tail -1 || true)
-if [ -z "$KDIR" ]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1)
-  if [ -z "$pkg" ]; then
-    apt-get update -qq -o DPkg::Lock::Timeout=300 >/dev/null
-    pkg=$(apt-cache depends linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1)
-  fi
-  [ -n "$pkg" ] || die "cannot tell which kernel package linux-image-amd64 depends on"
-  say "downloading $pkg into $CACHE"
-  dl=$(mktemp -d "$CACHE/dl.XXXXXX")
-  (cd "$dl" && chmod 777 . && apt-get download -qq "$pkg")
-  rm -rf "$CACHE/k.new" && dpkg -x "$dl"/*.deb "$CACHE/k.new" && rm -rf "$dl" "$CACHE/k" && mv "$CACHE/k.new" "$CACHE/k"
-  KDIR=$(ls -d "$CACHE"/k/lib/modules/*-amd64 | sort -V | tail -1)
-fi
-KVER=$(basename "$KDIR")
-KERNEL="$CACHE/k/boot/vmlinuz-$KVER"
-[ -f "$KDIR/modules.dep" ] || depmod -b "$CACHE/k" "$KVER"
+qg_kernel "$CACHE"
+KVER=$QG_KVER KERNEL=$QG_KERNEL
 
 # --- the initramfs: busybox, the modules 9p over virtio needs, and /init --------------------------------------------
 MODS=(virtio_pci 9pnet_virtio 9p)
@@ -103,24 +77,7 @@ sync; umount "/host$out"
 poweroff -f
 INIT
 )
-stamp=$(printf '%s\n%s\n' "$INIT_SRC" "${MODS[*]}" | sha256sum | cut -c1-12)
-if [ ! -f "$INITRD" ] || [ "$(cat "$INITRD.stamp" 2>/dev/null)" != "$stamp" ]; then
-  ird=$(mktemp -d)
-  mkdir -p "$ird"/{bin,proc,sys,dev,lib/modules}
-  cp /bin/busybox "$ird/bin/busybox"
-  printf '%s\n' "$INIT_SRC" > "$ird/init" && chmod 755 "$ird/init"
-  # each module after what it depends on (modules.dep lists dependencies; modprobe --show-depends orders them)
-  : > "$ird/modules.order"
-  for m in "${MODS[@]}"; do
-    modprobe -d "$CACHE/k" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}' | while read -r ko; do
-      b=$(basename "$ko")
-      grep -qx "$b" "$ird/modules.order" || { cp "$ko" "$ird/lib/modules/$b"; echo "$b" >> "$ird/modules.order"; }
-    done
-  done
-  (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.new" && mv "$INITRD.new" "$INITRD"
-  echo "$stamp" > "$INITRD.stamp"
-  rm -rf "$ird"
-fi
+qg_initrd "$INITRD" "$INIT_SRC" "${MODS[@]}"
 
 # --- the run -------------------------------------------------------------------------------------------------------
 KEEP_OUT=1
@@ -169,18 +126,12 @@ fi
 case $accel in kvm|tcg) ;; *) die "NUMA_VM_ACCEL=$accel: kvm or tcg" ;; esac
 KVM_WAIT=${NUMA_VM_KVM_WAIT_S:-8}
 ncpu=$((2 * CPN)); last0=$((CPN - 1))
+qg_9p_args "$ROOT" "$OUT"
 QEMU=(qemu-system-x86_64 -cpu "${NUMA_VM_CPU:-max}" -M q35 -m "$((NODE0_MB + NODE1_MB))M" -smp "$ncpu"
   -object "memory-backend-ram,id=m0,size=${NODE0_MB}M" -object "memory-backend-ram,id=m1,size=${NODE1_MB}M"
   -numa "node,nodeid=0,cpus=0-$last0,memdev=m0" -numa "node,nodeid=1,cpus=$CPN-$((ncpu - 1)),memdev=m1"
   -numa dist,src=0,dst=1,val=20
-  -kernel "$KERNEL" -initrd "$INITRD"
-  -fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
-  -device virtio-9p-pci,fsdev=root,mount_tag=hostroot
-  -fsdev "local,id=repo,path=$ROOT,security_model=none,readonly=on,multidevs=remap"
-  -device virtio-9p-pci,fsdev=repo,mount_tag=repo
-  -fsdev "local,id=out,path=$OUT,security_model=none,multidevs=remap"
-  -device virtio-9p-pci,fsdev=out,mount_tag=out
-  -nodefaults -no-user-config -display none -serial stdio -no-reboot -net none)
+  -kernel "$KERNEL" -initrd "$INITRD" "${QG_9P[@]}" "${QG_QEMU_TAIL[@]}")
 # The guest's console is OUT/console.log (the kernel's boot log there is the sign of life watched above), shown here
 # as it grows, the kernel's lines with NUMA_VM_VERBOSE=1 only; /init lowers the console's log level (but with
 # NUMA_VM_VERBOSE=1), so that the kernel's later messages do not cut into COMMAND's output.

@@ -34,36 +34,14 @@ ACCEL=${SYSD_VM_ACCEL:-tcg}
 GUEST_INIT=${SYSD_VM_INIT:-/lib/systemd/systemd}
 say() { echo "systemd-vm: $*" >&2; }
 die() { say "$*"; exit 125; }
+. "$ROOT/scripts/lib/qemu-guest.sh"   # qg_need_tools, qg_kernel, qg_initrd, qg_9p_args (shared with the other guests)
 [ -x "$GUEST_INIT" ] || die "$GUEST_INIT: no such executable on the host (the guest runs the host's root)"
 
-need=()
-command -v qemu-system-x86_64 >/dev/null 2>&1 || need+=(qemu-system-x86)
-dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
-command -v cpio >/dev/null 2>&1 || need+=(cpio)
-command -v depmod >/dev/null 2>&1 || need+=(kmod)
-if [ ${#need[@]} -gt 0 ]; then
-  [ "$(id -u)" = 0 ] || die "missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root"
-  say "installing: ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq -o DPkg::Lock::Timeout=300 >/dev/null
-  apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >/dev/null
-fi
+qg_need_tools
 
 # Debian's kernel, as numa-vm.sh caches it (same folder, same layout)
-mkdir -p "$CACHE"
-KDIR=$(ls -d "$CACHE"/k/lib/modules/*-amd64 2>/dev/null | sort -V | tail -1 || true)
-if [ -z "$KDIR" ]; then
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -1)
-  [ -n "$pkg" ] || die "cannot tell which kernel package linux-image-amd64 depends on (apt-get update first)"
-  say "downloading $pkg into $CACHE"
-  dl=$(mktemp -d "$CACHE/dl.XXXXXX")
-  (cd "$dl" && chmod 777 . && apt-get download -qq "$pkg")
-  rm -rf "$CACHE/k.new" && dpkg -x "$dl"/*.deb "$CACHE/k.new" && rm -rf "$dl" "$CACHE/k" && mv "$CACHE/k.new" "$CACHE/k"
-  KDIR=$(ls -d "$CACHE"/k/lib/modules/*-amd64 | sort -V | tail -1)
-fi
-KVER=$(basename "$KDIR")
-KERNEL="$CACHE/k/boot/vmlinuz-$KVER"
-[ -f "$KDIR/modules.dep" ] || depmod -b "$CACHE/k" "$KVER"
+qg_kernel "$CACHE"
+KVER=$QG_KVER KERNEL=$QG_KERNEL
 
 # --- the initramfs: busybox, the modules for 9p and overlayfs, and /init --------------------------------------------
 MODS=(virtio_pci 9pnet_virtio 9p overlay)
@@ -97,23 +75,7 @@ for d in dev proc sys; do mount --move "/$d" "/newroot/$d"; done
 exec switch_root /newroot "${init:-/lib/systemd/systemd}" --unit=engram-vm.target
 INIT
 )
-stamp=$(printf '%s\n%s\n' "$INIT_SRC" "${MODS[*]}" | sha256sum | cut -c1-12)
-if [ ! -f "$INITRD" ] || [ "$(cat "$INITRD.stamp" 2>/dev/null)" != "$stamp" ]; then
-  ird=$(mktemp -d)
-  mkdir -p "$ird"/{bin,proc,sys,dev,lib/modules}
-  cp /bin/busybox "$ird/bin/busybox"
-  printf '%s\n' "$INIT_SRC" > "$ird/init" && chmod 755 "$ird/init"
-  : > "$ird/modules.order"
-  for m in "${MODS[@]}"; do
-    modprobe -d "$CACHE/k" -S "$KVER" --show-depends "$m" | awk '$1=="insmod"{print $2}' | while read -r ko; do
-      b=$(basename "$ko")
-      grep -qx "$b" "$ird/modules.order" || { cp "$ko" "$ird/lib/modules/$b"; echo "$b" >> "$ird/modules.order"; }
-    done
-  done
-  (cd "$ird" && find . | cpio -o -H newc --quiet | gzip -1) > "$INITRD.new" && mv "$INITRD.new" "$INITRD"
-  echo "$stamp" > "$INITRD.stamp"
-  rm -rf "$ird"
-fi
+qg_initrd "$INITRD" "$INIT_SRC" "${MODS[@]}"
 
 # --- the guest's units ------------------------------------------------------------------------------------------------
 KEEP_OUT=1
@@ -161,15 +123,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 CON=$(mktemp -d /tmp/systemd-vm-con.XXXXXX)
+qg_9p_args "$ROOT" "$OUT"
 QEMU=(qemu-system-x86_64 -accel "$ACCEL" -cpu max -M q35 -m "${MB}M" -smp "$CPUS"
-  -kernel "$KERNEL" -initrd "$INITRD"
-  -fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
-  -device virtio-9p-pci,fsdev=root,mount_tag=hostroot
-  -fsdev "local,id=repo,path=$ROOT,security_model=none,readonly=on,multidevs=remap"
-  -device virtio-9p-pci,fsdev=repo,mount_tag=repo
-  -fsdev "local,id=out,path=$OUT,security_model=none,multidevs=remap"
-  -device virtio-9p-pci,fsdev=out,mount_tag=out
-  -nodefaults -no-user-config -display none -serial stdio -no-reboot -net none)
+  -kernel "$KERNEL" -initrd "$INITRD" "${QG_9P[@]}" "${QG_QEMU_TAIL[@]}")
 APPEND="console=ttyS0 panic=-1 printk.time=1 mitigations=off tsc=reliable quiet loglevel=3 init=$GUEST_INIT
   systemd.unit=engram-vm.target systemd.show_status=${SYSD_VM_SHOW_STATUS:-auto} systemd.firstboot=0 sysd_vm_out=$OUT sysd_vm_repo=$ROOT
   sysd_vm_cache=$CACHE"
