@@ -182,20 +182,23 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
         || bad "$label: B's origin: $(field "$R/b-$label.json" 'd["origin"]')"
     say "B $label: $(field "$R/b-$label.json" '"seed %.3f GiB/s (%d bytes in %.3f s), ready_s %.3f (%.3f from the process start), create_s %.3f (%.2f GiB/s), verify_seal_s %.3f" % (d["origin"]["seeded"]["bytes"] / d["origin"]["seeded"]["seconds"] / 2**30, d["origin"]["seeded"]["bytes"], d["origin"]["seeded"]["seconds"], d["ready_s"], d["process_ready_s"], d["load"]["create_s"], d["load"]["create_gib_s"], d["load"]["verify_seal_s"])')"
 }
+# a client's check of every table B serves, against the record
+verify_b() { # LABEL
+    local t0 v cv cn ct
+    t0=$(ms)
+    if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
+        > "$R/b-verify-$1.json" 2> "$R/b-verify-$1.err"; then
+        v=$(field "$R/b-verify-$1.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
+        read -r cv cn ct <<< "$v"
+        [ "$cv" = "$ct" ] && [ "$cn" = 0 ] && ok "$1: a client verified all $ct of B's tables' sha256-tree-v1 against the record ($(( $(ms) - t0 )) ms)" \
+            || bad "$1: B's content check: verified $cv, not checked $cn, of $ct"
+    else
+        bad "$1: import --verify-content on B: $(tail -2 "$R/b-verify-$1.err")"
+    fi
+}
 for i in $(seq "$SEEDS"); do
     seed_b "memfd-$i" memfd || continue
-    if [ "$i" = 1 ]; then
-        t0=$(ms)
-        if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
-            > "$R/b-verify.json" 2> "$R/b-verify.err"; then
-            v=$(field "$R/b-verify.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
-            read -r cv cn ct <<< "$v"
-            [ "$cv" = "$ct" ] && [ "$cn" = 0 ] && ok "a client verified all $ct of B's tables' sha256-tree-v1 against the record ($(( $(ms) - t0 )) ms)" \
-                || bad "B's content check: verified $cv, not checked $cn, of $ct"
-        else
-            bad "import --verify-content on B: $(tail -2 "$R/b-verify.err")"
-        fi
-    fi
+    [ "$i" = 1 ] && verify_b "memfd-$i"
     stop_daemon "$W/b.sock" "$B"
     for _ in 1 2; do engine "$R/engine-idle.txt"; done   # idle again, after each seed: the baseline's drift
 done
@@ -223,19 +226,6 @@ stop_daemon "$W/a.sock" "$A"
 
 # 6b. EXPORTERS (e.g. "cuda-vmm memfd-hugetlb"): A again, as that backend's exporter, and B (memfd) seeds from it
 # once while the engine imports from A; a client checks every table B serves against the record
-verify_b() { # LABEL
-    local t0 v cv cn ct
-    t0=$(ms)
-    if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
-        > "$R/b-verify-$1.json" 2> "$R/b-verify-$1.err"; then
-        v=$(field "$R/b-verify-$1.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
-        read -r cv cn ct <<< "$v"
-        [ "$cv" = "$ct" ] && [ "$cn" = 0 ] && ok "$1: a client verified all $ct of B's tables' sha256-tree-v1 against the record ($(( $(ms) - t0 )) ms)" \
-            || bad "$1: B's content check: verified $cv, not checked $cn, of $ct"
-    else
-        bad "$1: import --verify-content on B: $(tail -2 "$R/b-verify-$1.err")"
-    fi
-}
 for ex in ${EXPORTERS:-}; do
     if [ $SECONDS -gt $(( BUDGET_S - 60 )) ]; then say "A as $ex: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
     [ "$ex" = cuda-vmm ] && [ $GPU = 0 ] && { say "A as cuda-vmm: not run (no GPU)"; continue; }
