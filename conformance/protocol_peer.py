@@ -270,6 +270,11 @@ def answer(conn, case, path):
     elif case == 'not-ready' or case == 'v1-not-ready':
         send(conn, error(3, 1, 'still loading 40%'))
         return True
+    elif case == 'stopping':  # the first daemon of stopping-restart, as a daemon that stops answers
+        send(conn, error(6, 0, 'daemon is stopping'))
+    elif case == 'restarted':  # its successor
+        send(conn, manifest(*regions_and_tables(2)), memfds(2))
+        return True
     elif case.startswith('error-'):  # error-CODE: an ERROR of that code, e.g. error-6 (STOPPING)
         code = int(case.split('-')[1])
         send(conn, error(code, 1 if code in (3, 9) else 0, f'scripted error {code}', [f'detail of {code}']))
@@ -316,13 +321,22 @@ def bench_peer(conn):
 def main():
     global VERSION
     path, case = sys.argv[1], sys.argv[2]
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path + '.tmp')
-    listener.listen(1)
-    os.rename(path + '.tmp', path)  # the socket appears only once it listens
-    listener.settimeout(20)
+    listener = listen(path)
     conn, _ = listener.accept()
     conn.settimeout(20)
+    if case == 'stopping-restart':
+        # a restart without systemd's fd store: the first daemon answers the IMPORT with STOPPING and goes, its
+        # socket file with it; 300 ms later its successor binds the path again and serves
+        first = session(conn, 'stopping', path)
+        conn.close()
+        listener.close()
+        os.unlink(path)
+        time.sleep(0.3)
+        listener = listen(path)
+        conn, _ = listener.accept()
+        conn.settimeout(20)
+        print(f'protocol_peer: {case}: first daemon {first}; successor {session(conn, "restarted", path)}')
+        return
     if case == 'bench-peer':
         bench_peer(conn)
         print(f'protocol_peer: {case}: PING, ATTACH, RELEASE answered')
@@ -333,11 +347,26 @@ def main():
         conn.close()
         print(f'protocol_peer: {case}: refused at accept')
         return
+    print(f'protocol_peer: {case}: {session(conn, case, path)}')
+
+
+def listen(path):
+    """A listener at path; the socket file appears only once it listens."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path + '.tmp')
+    listener.listen(1)
+    os.rename(path + '.tmp', path)
+    listener.settimeout(20)
+    return listener
+
+
+def session(conn, case, path):
+    """HELLO, WELCOME, then IMPORTs answered as the case says until BYE or an error; returns what happened."""
+    global VERSION
     msg = recv(conn, 1)
     if case == 'uid-refused':  # the client must hang up before HELLO, having seen this peer's uid
         assert msg is None, f'the client sent {msg} to a daemon it should have refused'
-        print(f'protocol_peer: {case}: the client hung up before HELLO')
-        return
+        return 'the client hung up before HELLO'
     mtype, body = msg
     assert mtype == HELLO, mtype
     lo, hi, _pid, n = struct.unpack('<HHiH', body[:10])
@@ -361,12 +390,12 @@ def main():
             continue
         if not answer(conn, case, path):
             break
-    print(f'protocol_peer: {case}: version {VERSION}, {imports} IMPORT(s)')
+    return f'version {VERSION}, {imports} IMPORT(s)'
 
 
 def answer_ok(case):
     return (case.startswith('batch-') or case.startswith('v1-batch-') or case.endswith('not-ready')
-            or case in ('sealed-write', 'parts-520'))
+            or case in ('sealed-write', 'parts-520', 'restarted'))
 
 
 if __name__ == '__main__':

@@ -686,8 +686,9 @@ static void print_sanitized(FILE *out, struct str s) {
     for (uint32_t i = 0; i < s.n; i++) fputc((unsigned char)s.p[i] < 0x20 ? '?' : s.p[i], out);
 }
 
-// Fails with the daemon's ERROR, saying `when` it came ("" or e.g. " before WELCOME"); returns 1 only for NOT_READY
-// when the caller may retry. Codes this client does not know are shown with their message, like the others.
+// Fails with the daemon's ERROR, saying `when` it came ("" or e.g. " before WELCOME"); returns its code only for
+// NOT_READY (3) and STOPPING (6) when the caller may retry. Codes this client does not know are shown with their
+// message, like the others.
 static int error_frame(struct reader *r, int retry_allowed, const char *when) {
     uint16_t code = u16(r, "code");
     uint8_t retryable = u8(r, "retryable");
@@ -701,7 +702,7 @@ static int error_frame(struct reader *r, int retry_allowed, const char *when) {
     take(r, fp, "daemon_fingerprint");
     end_frame(r);
     if (retryable > 1) rfail(r, "retryable is %u, not 0 or 1", retryable);
-    if (code == 3 && retry_allowed) return 1;
+    if ((code == 3 || code == 6) && retry_allowed) return code;
     if (code > 0 && code < ERROR_CODES)
         fprintf(stderr, "engram-attach: the daemon answered%s: ERROR %s (%u%s): ", when, ERROR_NAMES[code], code,
                 retryable ? ", retryable" : "");
@@ -795,18 +796,18 @@ static uint16_t recv_frame(const struct conn *c, struct message *m, const char *
     return type;
 }
 
-// Reads the next frame into m and r (r at its body), expecting `expected`. An ERROR fails, or returns 0 for a
-// NOT_READY when retry_allowed; any other type fails.
+// Reads the next frame into m and r (r at its body), expecting `expected`: returns 0 once it came. An ERROR fails,
+// or returns its code for a NOT_READY (3) or STOPPING (6) when retry_allowed; any other type fails.
 static int open_frame(const struct conn *c, struct message *m, struct reader *r, int expected, int retry_allowed) {
     uint16_t type = recv_frame(c, m, TYPE_NAMES[expected], NULL);
     r->p = m->payload, r->len = m->length, r->pos = 8, r->frame = TYPE_NAMES[expected];
     if (type == T_ERROR) {
         r->frame = "ERROR";
-        return !error_frame(r, retry_allowed, "");
+        return error_frame(r, retry_allowed, "");
     }
     if (type != expected)
         fail_msg(m, "expected %s (%d), got %s (%u)", TYPE_NAMES[expected], expected, type_name(type), type);
-    return 1;
+    return 0;
 }
 
 // ---------------------------------------------------------------------------------------------- the manifest
@@ -1502,8 +1503,9 @@ static void check_daemon_uid(struct conn *c, const struct options *o) {
 
 // connect, the daemon's uid, HELLO (encoded as version 1, versions 1 to 2), WELCOME (encoded in the version it
 // chooses). The first frame may be an ERROR that the daemon sent at accept (NOT_ALLOWED, BUSY) or in answer to
-// HELLO: encoded as version 1, it fails.
-static struct conn connect_and_hello(const struct options *o, struct daemon_info *info) {
+// HELLO: encoded as version 1, it fails. With absent_ok, a socket nobody listens on (ENOENT, ECONNREFUSED) returns a
+// conn whose s is -1 instead of failing.
+static struct conn connect_and_hello(const struct options *o, struct daemon_info *info, int absent_ok) {
     struct conn c = {socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 0, 0, 0};
     if (c.s < 0) fail_errno("socket", "AF_UNIX, SOCK_STREAM");
     struct timeval tv = {REPLY_TIMEOUT_S, 0};
@@ -1515,6 +1517,11 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
     memcpy(a.sun_path, o->socket, strlen(o->socket));
     if (connect(c.s, (struct sockaddr *)&a, sizeof a) != 0) {
         int e = errno;
+        if ((e == ENOENT || e == ECONNREFUSED) && absent_ok) {
+            close(c.s);
+            c.s = -1;
+            return c;
+        }
         if (e == ENOENT || e == ECONNREFUSED)
             fail("no daemon listens on %s: connect failed: %s (%s)", o->socket, strerrorname_np(e), strerror(e));
         errno = e;
@@ -1566,9 +1573,10 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
     return c;
 }
 
-// IMPORT (expectation any) until a MANIFEST comes; NOT_READY is retried every 100 ms for --wait-ms.
-static void import_manifest(const struct conn *c, const struct options *o, struct message *m, struct manifest *mf,
-                            double *ms) {
+// IMPORT (expectation any) until a MANIFEST comes; for --wait-ms, NOT_READY is asked again every 100 ms, and STOPPING
+// (a restart under way) on a new connection, a socket nobody listens on meanwhile tried again every 100 ms.
+static void import_manifest(struct conn *c, struct daemon_info *d, const struct options *o, struct message *m,
+                            struct manifest *mf, double *ms) {
     double deadline = now_ms() + o->wait_ms;
     // flags 0, device (the client's GPU: its device tensors come too), expectation 0 (any)
     uint8_t body[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -1578,7 +1586,8 @@ static void import_manifest(const struct conn *c, const struct options *o, struc
         double t0 = now_ms();
         send_frame(c->s, c->version, T_IMPORT, body, sizeof body, 0);
         struct reader r;
-        if (open_frame(c, m, &r, T_MANIFEST, now_ms() < deadline)) {
+        int retry = open_frame(c, m, &r, T_MANIFEST, now_ms() < deadline);
+        if (!retry) {
             parse_manifest(m, &r, mf);
             *ms = now_ms() - t0;
             return;
@@ -1586,6 +1595,12 @@ static void import_manifest(const struct conn *c, const struct options *o, struc
         message_free(m);
         struct timespec pause = {0, 100 * 1000 * 1000};
         nanosleep(&pause, NULL);
+        if (retry == 6) {  // STOPPING: the daemon closes this connection; its successor answers on a new one
+            close(c->s);
+            for (*c = connect_and_hello(o, d, now_ms() < deadline); c->s < 0;
+                 *c = connect_and_hello(o, d, now_ms() < deadline))
+                nanosleep(&pause, NULL);
+        }
     }
 }
 
@@ -1860,11 +1875,11 @@ static void run_once(const struct options *o, int rep) {
     memset(&t, 0, sizeof t);
     struct daemon_info d;
     double t0 = now_ms();
-    struct conn c = connect_and_hello(o, &d);
+    struct conn c = connect_and_hello(o, &d, 0);
     t.handshake = now_ms() - t0;
     struct message m;
     struct manifest mf;
-    import_manifest(&c, o, &m, &mf, &t.manifest);
+    import_manifest(&c, &d, o, &m, &mf, &t.manifest);
     if (mf.vmm_regions || (o->reg && mf.regions_n)) t.context = cuda_context(o->device);
     CUdeviceptr va = 0;
     if (mf.vmm_regions) attach_vmm(o, &mf, &t, &va);
@@ -2052,7 +2067,8 @@ static const char USAGE[] =
     "                 digest record of `engram-host inspect --write-digests` (version 2 or 1); with version 2 also\n"
     "                 compare each table's engram-digest-v1 with the manifest's; a mismatch or a table the record\n"
     "                 lacks fails (exit 1)\n"
-    "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, up to MS (default 0)\n"
+    "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, or on a new connection STOPPING (a\n"
+    "                 restart), up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
     "  --accept-future-write-seal  also accept memfds sealed FUTURE_WRITE instead of WRITE (a daemon of an older\n"
     "                 build; FUTURE_WRITE leaves writable a mapping made before it)\n"

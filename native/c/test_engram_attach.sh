@@ -262,6 +262,9 @@ peer part-eof 1 'the daemon closed the connection while sending MANIFEST, PART 1
 peer part-over-1gib 1 'MANIFEST, PART 1023: the frame grows past 1073741824 bytes \(1 GiB\)'
 peer not-ready 0 '"regions":2,' --wait-ms 5000
 peer not-ready 1 'ERROR NOT_READY \(3, retryable\): still loading'
+peer stopping-restart 0 '"regions":2,' --wait-ms 5000  # STOPPING, no socket for 300 ms, then a successor
+grep -q 'first daemon version 2, 1 IMPORT(s); successor version 2, 1 IMPORT(s)' "$tmp/peer.out" \
+    || fail "peer stopping-restart: not asked again on a new connection: $(cat "$tmp/peer.out")"
 peer bad-filler 1 'MANIFEST: filler 1 is 0x00, not 0xFD'
 peer empty-filler 1 'filler 1 carried no fds \(253 of 300'
 peer eof 1 'closed the connection while sending MANIFEST'

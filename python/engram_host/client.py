@@ -7,7 +7,9 @@ What happens in :func:`connect`, in order (docs/protocol.md):
 2. the daemon's uid (``SO_PEERCRED``) must be root's, this process's euid, or one listed in ``daemon_uid``;
 3. HELLO offering versions 1 to 2; WELCOME must be encoded in an offered version, and in version 2 name the same
    uid as ``SO_PEERCRED``; an ERROR sent at accept (NOT_ALLOWED, BUSY) is raised as its subclass;
-4. IMPORT with the expectation, retried every 100 ms while the daemon answers NOT_READY and ``wait`` lasts;
+4. IMPORT with the expectation, retried every 100 ms while the daemon answers NOT_READY and ``wait`` lasts; a
+   STOPPING answer within ``wait`` (a restart under way) is retried on a new connection (steps 1-3 again), a
+   socket nobody listens on meanwhile tried again every 100 ms;
 5. MANIFEST: every bound checked, one fd per region, the served fingerprint must meet the expectation;
 6. every memfd's seals and size are checked before any region is mapped; memfds are mapped ``PROT_READ`` (and
    registered with CUDA, read-only, for a GPU view); cuda-vmm fds are imported into one VA range with read-only
@@ -1019,8 +1021,8 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     GPU ordinal for GPU views (memfds registered read-only, cuda-vmm imported with read-only access, the
     daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
     cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
-    retrying while the daemon is loading. ``daemon_uid``: a uid (or several) to trust besides root's and this
-    process's own. ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds
+    retrying while the daemon is loading (NOT_READY) or stopping for a restart (STOPPING: on a new
+    connection). ``daemon_uid``: a uid (or several) to trust besides root's and this process's own. ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds
     sealed FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
     FUTURE_WRITE leaves writable a mapping made before it; docs/security.md).
 
@@ -1081,6 +1083,18 @@ def _expectation_later(expect, tables: Sequence[str]):
     return lambda: expectation_of(paths, chosen)
 
 
+def _reconnect(path: str, daemon_uid, timeout: float, name: str, token: "_Cancel", deadline: float) -> _Connected:
+    """A new handshake after a STOPPING answer: while ``deadline`` (time.monotonic) lasts, a socket nobody listens
+    on yet (the stopped daemon removed it; its successor has not bound it) is tried again every 100 ms."""
+    while True:
+        token.sleep(NOT_READY_RETRY)
+        try:
+            return _handshake(path, daemon_uid, timeout, name, token)
+        except E.DaemonAbsent:
+            if time.monotonic() >= deadline:
+                raise
+
+
 def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], cpu_view: bool, wait: float,
              daemon_uid, timeout: float, populate: bool, name: str, accept_future_write_seal: bool, t_start: int,
              token: "_Cancel") -> ImportedTables:
@@ -1114,6 +1128,11 @@ def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], c
                 reply = _wire.decode_error(_wire.Reader(msg.body, "ERROR"))
                 if reply.code == E.ErrorCode.NOT_READY and time.monotonic() < deadline:
                     token.sleep(NOT_READY_RETRY)
+                    continue
+                if reply.code == E.ErrorCode.STOPPING and time.monotonic() < deadline:
+                    # a restart under way: the daemon closes this connection; the next one answers on a new one
+                    token.close(c.channel.sock)
+                    c = _reconnect(path, daemon_uid, timeout, name, token, deadline)
                     continue
                 if reply.code == E.ErrorCode.FINGERPRINT_MISMATCH:
                     raise _mismatch(reply, path, expectation)

@@ -89,6 +89,15 @@ class PeerTest(unittest.TestCase):
             self.assertEqual(2, len(imported.tables))
         self.assertEqual(0, peer.finish()[0])
 
+    def test_stopping_then_a_successor_within_the_wait(self):
+        # STOPPING, the socket gone for 300 ms, then a successor on the same path: a restart, served within wait
+        imported, peer = self.connect("stopping-restart", wait=5.0)
+        with imported:
+            self.assertEqual(2, len(imported.tables))
+        rc, out = peer.finish()
+        self.assertEqual(0, rc, out)
+        self.assertIn("first daemon version 2, 1 IMPORT(s); successor version 2, 1 IMPORT(s)", out)
+
     # -- every error code, each as its subclass with code and details
 
     def test_every_error_code(self):

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
+import io.engramhost.client.EngramClientException;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.protocol.Expectation;
 import java.io.IOException;
@@ -86,6 +87,39 @@ class HostileDaemonTest {
         try (ImportedTables t = EngramClient.connect(socket, Expectation.any(),
                 ClientOptions.defaults().withFutureWriteSealAccepted(true))) {
             assertEquals(1, t.tables().size());
+        } finally {
+            stop(p);
+        }
+    }
+
+    /**
+     * A restart under way: the daemon answers STOPPING and goes, its socket file with it, and 300 ms later a successor
+     * listens on the path. Within the wait the client asks again on a new connection, trying the absent socket
+     * meanwhile; without a wait it says STOPPING.
+     */
+    @Test
+    void asksASuccessorAgainAfterStoppingWithinTheWaitAndSaysStoppingWithout(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        int fds = io.engramhost.os.ProcessProbe.countOpenFds();
+        Process p = peer(socket, "stopping-restart");
+        try (ImportedTables t = EngramClient.connect(socket, Expectation.any(),
+                ClientOptions.defaults().withNotReadyWait(5000))) {
+            assertEquals(2, t.tables().size());
+        } finally {
+            assertTrue(p.waitFor(30, TimeUnit.SECONDS), peerLog(socket));
+            stop(p);
+        }
+        assertTrue(peerLog(socket).contains("first daemon version 2, 1 IMPORT(s); successor version 2, 1 IMPORT(s)"),
+                peerLog(socket));
+        assertEquals(fds, io.engramhost.os.ProcessProbe.countOpenFds(), "no fd left open");
+
+        Files.delete(socket.resolveSibling("peer.log"));
+        Files.delete(socket); // the successor's, left as a daemon killed leaves it
+        p = peer(socket, "stopping-restart");
+        try {
+            EngramClientException e = assertThrows(EngramClientException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()).close());
+            assertTrue(e.getMessage().startsWith("STOPPING: daemon is stopping"), e.getMessage());
         } finally {
             stop(p);
         }

@@ -10,7 +10,9 @@ import java.util.function.Consumer;
  * How a client connects and what views it wants.
  *
  * @param requestTimeoutMillis bound on each answer the daemon owes (welcome, manifest, status)
- * @param notReadyWaitMillis   how long to keep retrying while the daemon is still loading (0: fail at once)
+ * @param notReadyWaitMillis   how long to keep retrying while the daemon is still loading (NOT_READY) or is
+ *                             stopping for a restart (STOPPING: asked again on a new connection, and a socket
+ *                             nobody listens on meanwhile tried again); 0: fail at once
  * @param populate             prefault memfd mappings (MAP_POPULATE) so first reads do not fault
  * @param clientName           a name for the daemon's log
  * @param device               the client's GPU ordinal, -1 for none; the daemon adds that GPU's device tensors

@@ -73,6 +73,7 @@ public final class EngramClient {
         Posix.raiseNoFileLimit(); // the first native call of a process also loads the bindings
         long nativeInitNanos = lap.lap();
         Connected c;
+        long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         try {
             cancel.check();
             c = handshake(socket, options, cancel);
@@ -86,9 +87,15 @@ public final class EngramClient {
         List<AutoCloseable> resources = new ArrayList<>();
         List<Fd> fds = List.of();
         try {
+            ProtocolChannel.Incoming answered;
+            while ((answered = requestImport(c, expectation, options, cancel, deadline)) == null) {
+                // STOPPING within the wait: a restart under way; the next daemon answers on a new connection
+                cancel.close(c.channel);
+                c = reconnect(socket, options, cancel, deadline);
+            }
             Manifest manifest;
             boolean headersOnly;
-            try (ProtocolChannel.Incoming in = requestImport(c, expectation, options, cancel)) {
+            try (ProtocolChannel.Incoming in = answered) {
                 manifest = Manifest.decode(in.reader());
                 if (in.fdCount() != manifest.regions().size()) {
                     throw new ProtocolException("MANIFEST lists " + manifest.regions().size() + " regions but "
@@ -344,9 +351,33 @@ public final class EngramClient {
         }
     }
 
+    /**
+     * A new handshake after a STOPPING answer: while {@code deadline} lasts, a socket nobody listens on yet (the
+     * stopped daemon removed it; its successor has not bound it) is tried again every {@link #RETRY_MILLIS}.
+     */
+    private static Connected reconnect(Path socket, ClientOptions options, Cancel cancel, long deadline) {
+        while (true) {
+            cancel.sleep(RETRY_MILLIS);
+            try {
+                return handshake(socket, options, cancel);
+            } catch (DaemonAbsentException absent) {
+                if (System.nanoTime() >= deadline) {
+                    throw absent;
+                }
+            }
+        }
+    }
+
+    /** How often an import is asked again while the wait lasts (NOT_READY, STOPPING). */
+    private static final long RETRY_MILLIS = 100;
+
+    /**
+     * IMPORT, asked again on this connection every {@link #RETRY_MILLIS} while the daemon answers NOT_READY and
+     * {@code deadline} (System.nanoTime) has not passed; null when it answered STOPPING before the deadline, for the
+     * caller to ask again on a new connection (the daemon closes this one).
+     */
     private static ProtocolChannel.Incoming requestImport(Connected c, Expectation expectation, ClientOptions options,
-            Cancel cancel) {
-        long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
+            Cancel cancel, long deadline) {
         while (true) {
             cancel.check();
             c.channel.send(new ImportRequest(0, options.device(), expectation).encode(c.version));
@@ -355,8 +386,11 @@ public final class EngramClient {
                 ErrorReply e = ErrorReply.decode(in.reader());
                 in.close();
                 if (e.code() == ErrorCode.NOT_READY && System.nanoTime() < deadline) {
-                    cancel.sleep(100);
+                    cancel.sleep(RETRY_MILLIS);
                     continue;
+                }
+                if (e.code() == ErrorCode.STOPPING && System.nanoTime() < deadline) {
+                    return null;
                 }
                 if (e.code() == ErrorCode.FINGERPRINT_MISMATCH) {
                     throw FingerprintMismatchException.of(e, c.socket(), expectation);

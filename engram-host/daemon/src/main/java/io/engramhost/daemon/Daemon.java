@@ -242,6 +242,9 @@ public final class Daemon implements AutoCloseable {
             stopReason = reason;
         }
         state = DaemonState.STOPPING;
+        if (systemd != null && systemd.listenerStored()) {
+            loop.stopAccepting(); // the socket outlives this process in the fd store: the next daemon accepts
+        }
         stopRequested.countDown();
     }
 

@@ -72,6 +72,8 @@ final class SessionLoop implements AutoCloseable {
     private final Freeze freeze = new Freeze();
     private final Thread thread;
     private volatile boolean running = true;
+    /** False once {@link #stopAccepting}: new connections stay in the listener's backlog. */
+    private volatile boolean accepting = true;
     private volatile long heartbeat;
     private Connection[] polled = new Connection[0];
 
@@ -137,7 +139,7 @@ final class SessionLoop implements AutoCloseable {
                 refile(c);
             }
         }
-        if (freeze.mode() == Freeze.Mode.RUNNING && pollSet.revents(SLOT_LISTENER) != 0) {
+        if (accepting && freeze.mode() == Freeze.Mode.RUNNING && pollSet.revents(SLOT_LISTENER) != 0) {
             table.acceptPending(listener, socketName);
         }
         expire(services.clock().getAsLong());
@@ -161,6 +163,16 @@ final class SessionLoop implements AutoCloseable {
                 + drainMillis * 1_000_000L);
         wakeup.signal();
         return f;
+    }
+
+    /**
+     * Accepts no more connections; those already accepted are served as before. A daemon that stops while systemd's
+     * fd store keeps its listening socket calls this, so that a client connecting meanwhile waits in the backlog for
+     * the next daemon instead of being answered STOPPING by this one.
+     */
+    void stopAccepting() {
+        accepting = false;
+        wakeup.signal();
     }
 
     /** After a failed handover: serves again, accepting first what waited in the backlog. */
@@ -192,7 +204,7 @@ final class SessionLoop implements AutoCloseable {
         }
         Freeze.Mode m = freeze.mode();
         pollSet.set(SLOT_WAKEUP, wakeup.fd(), Posix.POLLIN);
-        pollSet.set(SLOT_LISTENER, m == Freeze.Mode.RUNNING ? listener.get() : -1, Posix.POLLIN);
+        pollSet.set(SLOT_LISTENER, accepting && m == Freeze.Mode.RUNNING ? listener.get() : -1, Posix.POLLIN);
         int slot = 2;
         for (Connection c : table.all()) {
             if (!freeze.polls(c)) {

@@ -198,6 +198,50 @@ class SessionLoopTest {
         return c;
     }
 
+    /** A loop like {@link #loop} over the same listener: the next daemon, which systemd's fd store hands it to. */
+    private SessionLoop nextDaemon() {
+        return new SessionLoop(services, LIMITS, listener.fd(), "loop.sock",
+                (phase, version, peer, payload) -> answer(phase, version), new SessionLoop.Detach() {
+                    @Override
+                    public void detached(io.engramhost.os.Fd fd, io.engramhost.os.PeerCredentials peer) {
+                        fd.close();
+                    }
+
+                    @Override
+                    public void abandoned() {
+                    }
+                }, new Inline());
+    }
+
+    @Test
+    void aLoopThatStoppedAcceptingLeavesNewClientsInTheBacklogForTheNextDaemonAndServesItsOwn() {
+        UnixConnection old = session();
+        UnixConnection held = lease();
+        loop.stopAccepting();
+        UnixConnection waiting = connect(); // connect(2) succeeds: the kernel queues it in the backlog
+        hello(waiting);
+        rounds();
+        assertEquals(2, loop.connections().size(), "not accepted by the stopping loop");
+        assertTrue(waiting.isOpen());
+        old.send(Frames.empty(MessageType.IMPORT, 2), List.of());
+        rounds();
+        assertEquals(MessageType.MANIFEST, nextType(old), "what it accepted before is still served");
+        assertTrue(held.isOpen());
+
+        try (SessionLoop next = nextDaemon()) {
+            for (int i = 0; i < 4; i++) {
+                next.runOnce(0);
+            }
+            assertEquals(1, next.connections().size(), "the next daemon accepts the client that waited");
+            assertEquals(MessageType.WELCOME, nextType(waiting), "and answers the HELLO it sent meanwhile");
+            waiting.send(Frames.empty(MessageType.IMPORT, 2), List.of());
+            for (int i = 0; i < 4; i++) {
+                next.runOnce(0);
+            }
+            assertEquals(MessageType.MANIFEST, nextType(waiting));
+        }
+    }
+
     @Test
     void theHelloDeadlineFallsExactlyAtItsEdge() {
         UnixConnection c = connect();
