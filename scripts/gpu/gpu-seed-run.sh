@@ -16,7 +16,10 @@
 #   4. an engine of A's, idle: IMPORTS fresh-process imports (and 2 more after each seed) by the C client (`engram-attach --register --device 0`:
 #      mmap and cuMemHostRegister of every table, as an engine's GPU view of memfd tables; the CPU view only without a
 #      GPU), its total_ms (handshake, manifest, attach; the CUDA context excluded). IMPORT hands out every table of
-#      the daemon (tables share regions), so an import is of all GIB GiB; ms/GiB is given beside it
+#      the daemon (tables share regions), so an import is of all GIB GiB; ms/GiB is given beside it.
+#      ENGINE=loop instead: one C client process importing back to back (`--repeat`; mmap only, `--device 0` for
+#      cuda-vmm's VA mapping), IDLE_S seconds (default 8) idle and 3 s after each seed: hundreds of samples, the
+#      daemon's own share of an import (handshake, manifest, fds) without the engine's pinning
 #   5. daemon B (memfd): `serve --seed-from 127.0.0.1:7070`, SEEDS times, while the engine keeps importing from A:
 #      B's seed rate (origin.seeded bytes over seconds), time to ready, 0 bytes from the disk; A's engine's median
 #      import during the seed (imports whose midpoint falls in B's load) against idle (the issue: within 10%);
@@ -38,6 +41,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 GIB=${GIB:-39}
 SEEDS=${SEEDS:-2}
 IMPORTS=${IMPORTS:-5}
+ENGINE=${ENGINE:-fresh}   # fresh: a C client process per import (--register on a GPU); loop: see engine_loop
+IDLE_S=${IDLE_S:-8}
 TRANSPORT_GIB=${TRANSPORT_GIB:-8}
 [ "$TRANSPORT_GIB" -gt "$GIB" ] && TRANSPORT_GIB=$GIB
 PROBE_GIB=${PROBE_GIB:-8}
@@ -127,8 +132,37 @@ engine() { # OUT_FILE: one engine import from A (a fresh C client process): "sta
     [ -n "$line" ] || line='{}'
     echo "$t0 $t1 $rc $line" >> "$1"
 }
+# ENGINE=loop: one C client process importing over and over (`--repeat`, back to back; mmap only, `--device 0` for
+# cuda-vmm), each line stamped as it arrives (its start: the arrival less total_ms): many samples per seed
+LOOP_ATTACH=(--json)
+[ $GPU = 1 ] && LOOP_ATTACH=(--device 0 --json)
+stamp() { # "start_ns end_ns 0 json" per line of the C client's
+    local line t1
+    while IFS= read -r line; do
+        t1=$(( ${EPOCHREALTIME/./} * 1000 ))
+        [[ $line =~ \"total_ms\":([0-9]+)\.([0-9]{3}) ]] || continue
+        echo "$(( t1 - (10#${BASH_REMATCH[1]}${BASH_REMATCH[2]}) * 1000 )) $t1 0 $line"
+    done
+}
 engine_loop() { # OUT_FILE: imports one after another until $R/stop exists
+    if [ "$ENGINE" = loop ]; then
+        "$CA" --socket "$W/a.sock" "${LOOP_ATTACH[@]}" --repeat 1000000 2>> "$R/engine.err" > >(stamp >> "$1") &
+        local c=$!
+        while [ ! -e "$R/stop" ] && kill -0 $c 2>/dev/null; do sleep 0.05; done
+        kill $c 2>/dev/null; wait $c 2>/dev/null
+        sleep 0.2   # the last lines stamped
+        return 0
+    fi
     while [ ! -e "$R/stop" ]; do engine "$1"; done
+}
+idle() { # SECONDS COUNT [FILE]: the engine alone: COUNT fresh imports, or with ENGINE=loop SECONDS of them
+    local f=${3:-$R/engine-idle.txt}
+    if [ "$ENGINE" = loop ]; then
+        rm -f "$R/stop"; (sleep "$1"; touch "$R/stop") & local t=$!
+        engine_loop "$f"; wait $t; rm -f "$R/stop"
+    else
+        for _ in $(seq "$2"); do engine "$f"; done
+    fi
 }
 
 # 2. daemon A
@@ -154,7 +188,7 @@ transport memfd memfd
 
 # 4. the engine, idle
 rm -f "$R/stop"
-for _ in $(seq "$IMPORTS"); do engine "$R/engine-idle.txt"; done
+idle "$IDLE_S" "$IMPORTS"
 
 # 5. B seeds (memfd), the engine importing from A meanwhile
 seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's STATUS in $R/b-LABEL.json
@@ -200,7 +234,7 @@ for i in $(seq "$SEEDS"); do
     seed_b "memfd-$i" memfd || continue
     [ "$i" = 1 ] && verify_b "memfd-$i"
     stop_daemon "$W/b.sock" "$B"
-    for _ in 1 2; do engine "$R/engine-idle.txt"; done   # idle again, after each seed: the baseline's drift
+    idle 3 2   # idle again, after each seed: the baseline's drift
 done
 
 # 6. cuda-vmm: the probe, then B as cuda-vmm
@@ -238,6 +272,7 @@ for ex in ${EXPORTERS:-}; do
     if wait_ready "$W/a.sock" "$A" 300; then
         "$EH" status --socket "$W/a.sock" --json > "$R/a-$ex.json"
         say "A as $ex: $(field "$R/a-$ex.json" '"ready_s %.3f, read_gib_s %.3f, create_s %.3f" % (d["ready_s"], d["load"]["read_gib_s"], d["load"]["create_s"])')"
+        idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-$ex.txt"   # this exporter's engine alone: its own baseline
         seed_b "from-$ex" memfd && { verify_b "from-$ex"; stop_daemon "$W/b.sock" "$B"; }
         grep -E "seed: (a CPU view|peer .*failed)" "$R/a-$ex.log" | head -3 | while read -r l; do say "  A: ${l#*engram-host: }"; done
     else
@@ -263,7 +298,7 @@ else
     say "cold-disk load: not run (COLD ${COLD:-1}, $SECONDS s used of $BUDGET_S)"
 fi
 
-python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
+ENGINE=$ENGINE python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
 import glob, json, os, statistics, sys
 R, total, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 def load(p):
@@ -285,9 +320,14 @@ def imports(p):
 gib = total / 2**30
 idle = [x for x in imports(f"{R}/engine-idle.txt") if x[2] == 0 and x[3] is not None]
 mi = med([x[3] for x in idle])
-print(f"== engine (C client, {'mmap + cuMemHostRegister' if gpu else 'mmap only: no GPU'}) imports of A's {gib:.1f} GiB")
-print(f"idle: median total_ms {mi:.1f} ({mi / gib:.2f} ms/GiB), attach_ms {med([x[4] for x in idle]):.1f}; n={len(idle)} "
-      f"[{', '.join(f'{x[3]:.1f}' for x in idle)}]")
+loop = os.environ.get("ENGINE") == "loop"
+how = ("one process, back to back (--repeat), mmap only" if loop else
+       "a process each, " + ("mmap + cuMemHostRegister" if gpu else "mmap only: no GPU"))
+print(f"== engine (C client, {how}) imports of all A's {gib:.1f} GiB")
+def few(v): return ", ".join(f"{x[3]:.1f}" for x in v) if len(v) <= 20 else \
+    f"p10 {statistics.quantiles([x[3] for x in v], n=10)[0]:.2f}, p90 {statistics.quantiles([x[3] for x in v], n=10)[-1]:.2f}"
+print(f"idle: median total_ms {mi:.2f} ({mi / gib:.3f} ms/GiB), attach_ms {med([x[4] for x in idle]):.2f}; n={len(idle)} "
+      f"[{few(idle)}]")
 a = load(f"{R}/a.json")
 fill = a["load"]["read_gib_s"] if a else float("nan")
 tr = {}
@@ -306,6 +346,11 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
     begin = end - b["ready_s"] * 1e9
     during = [x for x in imports(f"{R}/engine-{label}.txt") if x[2] == 0 and x[3] is not None and begin <= (x[0] + x[1]) / 2 <= end]
     md = med([x[3] for x in during])
+    if label.startswith("from-") and os.path.exists(f"{R}/engine-idle-{label[5:]}.txt"):  # A was that exporter
+        base = [x for x in imports(f"{R}/engine-idle-{label[5:]}.txt") if x[2] == 0 and x[3] is not None]
+    else:
+        base = idle
+    mi = med([x[3] for x in base])
     s = b["origin"]["seeded"]
     rate = s["bytes"] / s["seconds"] / 2**30 if s.get("seconds") else float("nan")
     slow = min(fill, tr["buffer"])
@@ -314,8 +359,8 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
           f" {rate / tr['memfd']:.2f}; against the slowest stage alone ({slow:.3f}): {rate / slow:.2f} (target 0.9)")
     if b["backend"] == "cuda-vmm":
         print(f"  cuda-vmm creation: create_s {b['load']['create_s']:.3f}, {b['load']['create_gib_s']:.2f} GiB/s")
-    print(f"  A's engine during B's load: median total_ms {md:.1f} (n={len(during)}) against idle {mi:.1f}: "
-          f"{100 * (md - mi) / mi:+.1f}% (the issue: within 10%) [{', '.join(f'{x[3]:.1f}' for x in during)}]")
+    print(f"  A's engine during B's load: median total_ms {md:.2f} (n={len(during)}) against idle {mi:.2f} (n={len(base)}, [{few(base)}]): "
+          f"{100 * (md - mi) / mi:+.1f}% (the issue: within 10%) [{few(during)}]")
     if a:
         print(f"  time to ready: B seeded {b['ready_s']:.3f} s against A's load from the page cache {a['ready_s']:.3f} s")
 c = load(f"{R}/cold.json")
