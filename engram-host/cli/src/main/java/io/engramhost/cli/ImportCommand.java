@@ -82,7 +82,7 @@ final class ImportCommand implements Callable<Integer> {
     boolean json;
 
     @Option(names = "--wait-ms", defaultValue = "0", paramLabel = "MS",
-            description = "Keep retrying this long while the daemon is loading (default: ${DEFAULT-VALUE}).")
+            description = "Keep retrying this long while the daemon is loading or restarting (default: ${DEFAULT-VALUE}).")
     int waitMillis;
 
     @Option(names = "--hold-ms", defaultValue = "0", paramLabel = "MS",
