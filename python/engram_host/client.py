@@ -1022,8 +1022,9 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
     cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
     retrying while the daemon is loading (NOT_READY) or stopping for a restart (STOPPING: on a new
-    connection). ``daemon_uid``: a uid (or several) to trust besides root's and this process's own. ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds
-    sealed FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
+    connection). ``daemon_uid``: a uid (or several) to trust besides root's and this process's own.
+    ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds sealed
+    FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
     FUTURE_WRITE leaves writable a mapping made before it; docs/security.md).
 
     ``background``: return at once a :class:`PendingTables` while the whole import (the socket's connect, the
