@@ -157,6 +157,13 @@ final class ServeCommand implements Callable<Integer> {
             description = "The CA certificates every peer's certificate must chain to (a CA of the fleet's own).")
     Path seedTlsCa;
 
+    @Option(names = "--seed-staging", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "With --seed-from: ordinary memory (e.g. 20G; sizes as --memory-budget) in which ranges"
+                    + " that arrive before their region exists are held and checked, then copied into it; for"
+                    + " cuda-vmm, whose regions are committed as they are created. Checked with the tables against"
+                    + " the memory; freed when the seed ends (default: 0, none; docs/seeding.md).")
+    Long seedStaging;
+
     @Option(names = "--takeover",
             description = "Take over from the daemon serving on this socket (an upgrade or restart without a reload):"
                     + " its tables, socket and leases move to this process, which then serves them; the old one exits."
@@ -216,6 +223,9 @@ final class ServeCommand implements Callable<Integer> {
                 throw new ParameterException(spec.commandLine(), "--seed-tls-cert, --seed-tls-key and --seed-tls-ca"
                         + " need --seed-listen or --seed-from");
             }
+            if (seedStaging != null) {
+                throw new ParameterException(spec.commandLine(), "--seed-staging needs --seed-from");
+            }
             return SeedSettings.NONE;
         }
         if (seedKey == null) {
@@ -265,7 +275,16 @@ final class ServeCommand implements Callable<Integer> {
             System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
                     "seed: no --seed-from name resolves; loading from the disk");
         }
-        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES), tls);
+        if (seedStaging != null && seedFrom.isEmpty()) {
+            throw new ParameterException(spec.commandLine(), "--seed-staging needs --seed-from (it holds what a seed"
+                    + " receives; an exporter needs none)");
+        }
+        if (seedStaging != null && seedStaging != 0 && seedStaging < SeedSettings.STAGING_UNIT) {
+            throw new ParameterException(spec.commandLine(), "--seed-staging " + seedStaging + ": at least "
+                    + Bytes.format(SeedSettings.STAGING_UNIT) + " (one range), or 0 for none");
+        }
+        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES), tls,
+                seedStaging == null ? 0 : seedStaging);
     }
 
     /** The flags of {@code pairs} (value, flag, value, flag...) whose value is null. */

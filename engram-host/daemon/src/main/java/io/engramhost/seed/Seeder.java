@@ -2,6 +2,7 @@ package io.engramhost.seed;
 
 import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.TreeDigest;
+import io.engramhost.os.RawMemory;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.SocketException;
@@ -43,6 +44,13 @@ import java.util.function.LongConsumer;
  * (the future completes exceptionally, or is cancelled), seeding stops at once and the tables not yet verified come
  * back as not seeded; no peer is blamed. The caller owns the memory: {@link #seed} returns only after every stream
  * has ended, so no byte is written into it afterwards.
+ *
+ * <p>With staging ({@link SeedSettings#stagingBytes}, {@code --seed-staging}), a stream whose chunk's memory does not
+ * exist yet receives and hashes it in a buffer of a {@link StagingPool} instead of waiting, and the chunk is copied
+ * into its memory once that exists (by whichever stream of the peer finds it first); a chunk counts towards its
+ * table only once it is there. A cuda-vmm region is committed as it is created, at the driver's rate, so without
+ * staging the last large region's bytes can arrive only after it exists; with staging they can arrive meanwhile.
+ * What a failed round left staged is dropped with its table, which goes to another peer or the disk.
  */
 public final class Seeder {
     /**
@@ -72,7 +80,8 @@ public final class Seeder {
      * and whether seeding stopped because the caller's memory for a table could not be made.
      */
     public record Result(Map<Integer, Long> digests, Map<Integer, String> from, List<Integer> notSeeded,
-            List<Source> sources, int peersRefused, Set<Integer> treeRefused, boolean stopped) {
+            List<Source> sources, int peersRefused, Set<Integer> treeRefused, boolean stopped, long stagedBytes,
+            int stagingBuffers) {
     }
 
     private final SeedSettings settings;
@@ -123,6 +132,13 @@ public final class Seeder {
     private record Chunk(Job job, int index) {
     }
 
+    /** A chunk received and hashed into a staging buffer, waiting for its table's memory. */
+    private record Staged(Chunk chunk, long buffer, int length) {
+    }
+
+    /** Set for the length of {@link #seed} when staging is on. */
+    private StagingPool pool;
+
     /** Seeds {@code tables}; never throws for a peer's fault (that table goes back to the caller). */
     public Result seed(List<Table> tables) throws InterruptedException {
         List<Peer> peers = discover(tables);
@@ -135,13 +151,23 @@ public final class Seeder {
         }
         AtomicInteger liars = new AtomicInteger();
         Set<Integer> treeRefused = Collections.synchronizedSet(new HashSet<>());
-        while (!pending.isEmpty() && !aborted) {
-            Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
-            if (plan.isEmpty()) {
-                break;
+        long staged;
+        int buffers;
+        try (StagingPool p = settings.stagingBytes() >= ContentDigest.CHUNK ? new StagingPool(settings.stagingBytes())
+                : null) {
+            pool = p;
+            while (!pending.isEmpty() && !aborted) {
+                Map<Peer, List<Job>> plan = assign(tables, pending, peers, refusedFor);
+                if (plan.isEmpty()) {
+                    break;
+                }
+                round(tables, plan, digests, from, refusedFor, liars, treeRefused);
+                pending.removeAll(digests.keySet());
             }
-            round(tables, plan, digests, from, refusedFor, liars, treeRefused);
-            pending.removeAll(digests.keySet());
+            staged = p == null ? 0 : p.bytesStaged();
+            buffers = p == null ? 0 : p.buffers();
+        } finally {
+            pool = null;
         }
         for (Peer p : peers) {
             if (p.first != null) {
@@ -158,7 +184,7 @@ public final class Seeder {
             }
         }
         return new Result(digests, from, notSeeded, sources, refusedPeers + liars.get(), Set.copyOf(treeRefused),
-                aborted);
+                aborted, staged, buffers);
     }
 
     private int refusedPeers;
@@ -290,9 +316,12 @@ public final class Seeder {
             Set<Integer> treeRefused) throws InterruptedException {
         int perPeer = Math.max(1, streams / plan.size());
         List<Thread> threads = new ArrayList<>();
+        List<ConcurrentLinkedQueue<Staged>> stagedByPeer = new ArrayList<>();
         for (Map.Entry<Peer, List<Job>> e : plan.entrySet()) {
             Peer p = e.getKey();
             ConcurrentLinkedQueue<Chunk> queue = new ConcurrentLinkedQueue<>();
+            ConcurrentLinkedQueue<Staged> staged = new ConcurrentLinkedQueue<>();
+            stagedByPeer.add(staged);
             List<Job> jobs = new ArrayList<>(e.getValue());
             jobs.sort(Comparator.comparingInt(j -> j.table)); // the order the caller creates their memory in
             for (Job j : jobs) {
@@ -306,7 +335,7 @@ public final class Seeder {
                 if (s == 0) {
                     p.first = null;
                 }
-                Thread t = new Thread(() -> stream(p, given, queue, tables, digests, from, refusedFor, liars,
+                Thread t = new Thread(() -> stream(p, given, queue, staged, tables, digests, from, refusedFor, liars,
                         treeRefused, failedLogged), "engram-seed");
                 t.setDaemon(true);
                 t.start();
@@ -323,6 +352,13 @@ public final class Seeder {
                     interrupted = true;
                     aborted = true;
                 }
+            }
+        }
+        // what a peer that failed (or a creation that failed) left staged is dropped: its tables are not done, and
+        // go to another peer or the disk whole
+        for (ConcurrentLinkedQueue<Staged> q : stagedByPeer) {
+            for (Staged s = q.poll(); s != null; s = q.poll()) {
+                pool.give(s.buffer, 0);
             }
         }
         if (interrupted) {
@@ -347,28 +383,46 @@ public final class Seeder {
         return m.contains("reset") ? "reset" : m.contains("broken pipe") ? "broken pipe" : null;
     }
 
-    private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue, List<Table> tables,
-            Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
-            AtomicInteger liars, Set<Integer> treeRefused, AtomicBoolean failedLogged) {
+    private void stream(Peer p, PeerConnection given, ConcurrentLinkedQueue<Chunk> queue,
+            ConcurrentLinkedQueue<Staged> staged, List<Table> tables, Map<Integer, Long> digests,
+            Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars,
+            Set<Integer> treeRefused, AtomicBoolean failedLogged) {
         PeerConnection c = given;
         ChunkHasher hasher = new ChunkHasher();
+        long stage = 0; // the staging buffer the current chunk lands in (0: its table's memory)
+        long nextStage = 0; // the one taken for the chunk asked ahead
         try {
             // One range asked ahead: the next chunk's RANGE goes out before this one's DATA is read and hashed, so
             // the peer sends it while this thread hashes (the exporter keeps one request waiting behind its answer).
-            // It is asked ahead only when its region exists already, so that no answer waits on a creation.
+            // It is asked ahead only when its region exists already, or a staging buffer is there to take it, so
+            // that no answer waits on a creation.
             Chunk k = !p.dead && !aborted ? queue.poll() : null;
             boolean asked = false;
             while (k != null) {
-                Table t = tables.get(k.job.table);
-                long base = addressOf(t);
-                if (base == 0) {
+                if (!copyStaged(p, staged, false, tables, digests, from, refusedFor, liars, treeRefused)) {
                     return;
+                }
+                Table t = tables.get(k.job.table);
+                long off = k.index * ContentDigest.CHUNK;
+                int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
+                stage = nextStage;
+                nextStage = 0;
+                if (stage == 0 && pool != null && !t.address().isDone()) {
+                    stage = pool.take();
+                }
+                long into;
+                if (stage != 0) {
+                    into = stage;
+                } else {
+                    long base = addressOf(t);
+                    if (base == 0) {
+                        return;
+                    }
+                    into = base + off;
                 }
                 if (c == null) {
                     c = PeerConnection.open(p.address, settings.key(), settings.instanceId(), settings.tls());
                 }
-                long off = k.index * ContentDigest.CHUNK;
-                int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 long t0 = System.nanoTime();
                 p.firstNanos.compareAndSet(0, t0);
                 if (!asked) {
@@ -376,48 +430,30 @@ public final class Seeder {
                 }
                 Chunk n = !p.dead && !aborted ? queue.poll() : null;
                 asked = false;
-                if (n != null && tables.get(n.job.table).address().isDone()) {
+                if (n != null) {
                     Table nt = tables.get(n.job.table);
-                    long noff = n.index * ContentDigest.CHUNK;
-                    c.ask(p.index.get(nt.name()), noff, (int) Math.min(ContentDigest.CHUNK, nt.bytes() - noff));
-                    asked = true;
+                    if (!nt.address().isDone() && pool != null) {
+                        nextStage = pool.take();
+                    }
+                    if (nt.address().isDone() || nextStage != 0) {
+                        long noff = n.index * ContentDigest.CHUNK;
+                        c.ask(p.index.get(nt.name()), noff, (int) Math.min(ContentDigest.CHUNK, nt.bytes() - noff));
+                        asked = true;
+                    }
                 }
-                c.receive(p.index.get(t.name()), off, len, base + off);
-                k.job.hashes[k.index] = hasher.chunk(base + off, len, k.index, k.job.leaves);
+                c.receive(p.index.get(t.name()), off, len, into);
+                k.job.hashes[k.index] = hasher.chunk(into, len, k.index, k.job.leaves);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
-                if (k.job.left.decrementAndGet() == 0) { // every chunk's hashes are visible: the decrements order them
-                    long d = ContentDigest.combine(k.job.hashes);
-                    String lie = null;
-                    if (d != t.expectedDigest()) {
-                        lie = "engram digest v1 " + ContentDigest.hex(d) + ", not the record's "
-                                + ContentDigest.hex(t.expectedDigest());
-                    } else {
-                        byte[] tree = TreeDigest.rootOf(t.bytes(), k.job.leaves);
-                        if (!MessageDigest.isEqual(tree, t.expectedTree())) {
-                            treeRefused.add(k.job.table);
-                            lie = TreeDigest.ALGORITHM + " " + TreeDigest.hex(tree) + ", not the record's "
-                                    + TreeDigest.hex(t.expectedTree()) + " (its engram digest v1 is the record's)";
-                        }
-                    }
-                    if (lie != null) {
-                        p.dead = true;
-                        liars.incrementAndGet();
-                        synchronized (refusedFor) {
-                            refusedFor.computeIfAbsent(k.job.table, x -> new HashSet<>()).add(p);
-                        }
-                        log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has " + lie
-                                + "; dropping the peer and fetching the table again from another peer or the disk");
-                        return;
-                    }
-                    synchronized (digests) {
-                        digests.put(k.job.table, d);
-                        from.put(k.job.table, p.name);
-                    }
-                    p.bytes.addAndGet(t.bytes());
-                    progress.accept(t.bytes());
+                if (stage != 0) {
+                    staged.add(new Staged(k, stage, len));
+                    stage = 0;
+                } else if (!counted(p, k, tables, digests, from, refusedFor, liars, treeRefused)) {
+                    return;
                 }
                 k = n;
             }
+            // nothing left to ask for: what is staged goes into its memory as that comes to exist
+            copyStaged(p, staged, true, tables, digests, from, refusedFor, liars, treeRefused);
         } catch (InterruptedException e) {
             aborted = true;
             Thread.currentThread().interrupt();
@@ -430,9 +466,88 @@ public final class Seeder {
                         + " peer or the disk");
             }
         } finally {
+            if (stage != 0) {
+                pool.give(stage, 0);
+            }
+            if (nextStage != 0) {
+                pool.give(nextStage, 0);
+            }
             if (c != null) {
                 c.close();
             }
         }
+    }
+
+    /**
+     * Copies staged chunks into their tables' memory, earliest first: those whose memory exists already, or with
+     * {@code all} every one, waiting for it. False when a table they completed was refused (the peer is dropped) or
+     * the caller's memory will never exist.
+     */
+    private boolean copyStaged(Peer p, ConcurrentLinkedQueue<Staged> staged, boolean all, List<Table> tables,
+            Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
+            AtomicInteger liars, Set<Integer> treeRefused) throws InterruptedException {
+        for (Staged s = staged.peek(); s != null && !p.dead && !aborted; s = staged.peek()) {
+            Table t = tables.get(s.chunk.job.table);
+            if (!all && !t.address().isDone()) {
+                return true;
+            }
+            if (!staged.remove(s)) { // another stream of the peer took it
+                continue;
+            }
+            long base = addressOf(t);
+            if (base == 0) {
+                pool.give(s.buffer, 0);
+                return false;
+            }
+            RawMemory.copy(null, s.buffer, null, base + s.chunk.index * ContentDigest.CHUNK, s.length);
+            pool.give(s.buffer, s.length);
+            p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
+            if (!counted(p, s.chunk, tables, digests, from, refusedFor, liars, treeRefused)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Counts chunk {@code k}, hashed and in its table's memory, towards its table; the last one decides the table:
+     * accepted with both digests the record's, or refused, which drops the peer. False when refused.
+     */
+    private boolean counted(Peer p, Chunk k, List<Table> tables, Map<Integer, Long> digests, Map<Integer, String> from,
+            Map<Integer, Set<Peer>> refusedFor, AtomicInteger liars, Set<Integer> treeRefused) {
+        if (k.job.left.decrementAndGet() != 0) { // every chunk's hashes are visible at 0: the decrements order them
+            return true;
+        }
+        Table t = tables.get(k.job.table);
+        long d = ContentDigest.combine(k.job.hashes);
+        String lie = null;
+        if (d != t.expectedDigest()) {
+            lie = "engram digest v1 " + ContentDigest.hex(d) + ", not the record's "
+                    + ContentDigest.hex(t.expectedDigest());
+        } else {
+            byte[] tree = TreeDigest.rootOf(t.bytes(), k.job.leaves);
+            if (!MessageDigest.isEqual(tree, t.expectedTree())) {
+                treeRefused.add(k.job.table);
+                lie = TreeDigest.ALGORITHM + " " + TreeDigest.hex(tree) + ", not the record's "
+                        + TreeDigest.hex(t.expectedTree()) + " (its engram digest v1 is the record's)";
+            }
+        }
+        if (lie != null) {
+            p.dead = true;
+            liars.incrementAndGet();
+            synchronized (refusedFor) {
+                refusedFor.computeIfAbsent(k.job.table, x -> new HashSet<>()).add(p);
+            }
+            log.accept("seed: table '" + t.name() + "' from peer " + p.name + " has " + lie
+                    + "; dropping the peer and fetching the table again from another peer or the disk");
+            return false;
+        }
+        synchronized (digests) {
+            digests.put(k.job.table, d);
+            from.put(k.job.table, p.name);
+        }
+        p.bytes.addAndGet(t.bytes());
+        progress.accept(t.bytes());
+        return true;
     }
 }

@@ -13,11 +13,13 @@ import io.engramhost.cuda.CudaDevice;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.numa.MemoryBudget;
+import io.engramhost.numa.NumaException;
 import io.engramhost.numa.NumaPolicy;
 import io.engramhost.numa.PolicySpec;
 import io.engramhost.numa.Topology;
 import io.engramhost.protocol.Backend;
 import io.engramhost.seed.SeedSettings;
+import io.engramhost.util.Bytes;
 import io.engramhost.vmm.VmmSupport;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -164,6 +166,17 @@ public final class CatalogFactory {
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"
                 : MemoryBudget.check(builder.plannedBytes(), policy, ctx.backend() == Backend.MEMFD_HUGETLB,
                         factory.granule(), topology, override);
+        if (builder.stagingBytes() > 0) { // ordinary memory anywhere, beside the tables, for the length of the seed
+            long beside = ctx.backend() == Backend.MEMFD_HUGETLB ? 0 : builder.plannedBytes();
+            try {
+                budget += "; with --seed-staging " + Bytes.format(builder.stagingBytes()) + ": "
+                        + MemoryBudget.check(beside + builder.stagingBytes(), NumaPolicy.none(), false,
+                                factory.granule(), topology, override);
+            } catch (NumaException e) {
+                throw new NumaException("--seed-staging " + Bytes.format(builder.stagingBytes()) + " beside the "
+                        + "tables: " + e.getMessage() + "; give a smaller --seed-staging, or none");
+            }
+        }
         // With --memory-budget the preferred node's free memory is one of the figures the operator overrules.
         Optional<String> spill = builder.plannedBytes() == 0 || ctx.backend() != Backend.MEMFD
                 || override.isPresent() ? Optional.empty()

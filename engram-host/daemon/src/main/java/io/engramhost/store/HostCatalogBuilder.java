@@ -86,6 +86,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         return plan.totalBytes();
     }
 
+    /** The staging a seed may use beside the regions ({@code --seed-staging}); 0 without seeding. */
+    long stagingBytes() {
+        return seed == null ? 0 : seed.stagingBytes();
+    }
+
     /** The fds a client's manifest carries at most: the host regions and one GPU's device regions. */
     int regionCount() {
         return plan.regionSizes().size() + (deviceTensors == null ? 0 : deviceTensors.regionCount());
@@ -418,13 +423,15 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         for (Seeder.Source s : r.sources()) {
             sources.add(new LoadReport.SeedSource(s.peer(), s.bytes(), s.seconds()));
         }
-        LoadReport.Seeded fact = new LoadReport.Seeded(sources, got, seconds, r.peersRefused());
+        LoadReport.Seeded fact = new LoadReport.Seeded(sources, got, seconds, r.peersRefused(), r.stagedBytes());
         progress.report(rep -> rep.withSeeded(fact));
         LOG.log(System.Logger.Level.INFO, "seed: " + (r.stopped() ? "stopped, a region not created, after " : "")
                 + out.size() + " of " + candidates.size() + " tables ("
                 + Bytes.format(got) + ") from " + r.sources().size() + (r.sources().size() == 1 ? " peer" : " peers")
                 + " in " + String.format("%.2f s (%s)", seconds, Bytes.gibPerSecond(got, seconds))
-                + (r.notSeeded().isEmpty() || r.stopped() ? "" : "; " + r.notSeeded().size() + " from the disk"));
+                + (r.notSeeded().isEmpty() || r.stopped() ? "" : "; " + r.notSeeded().size() + " from the disk")
+                + (r.stagingBuffers() == 0 ? "" : "; " + Bytes.format(r.stagedBytes()) + " of it held in "
+                        + r.stagingBuffers() + " staging buffers of 64 MiB until its region existed"));
         return out;
     }
 

@@ -246,11 +246,16 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
 
     /**
      * STATUS's {@code origin.seeded}: the verified bytes the peers gave, over how many seconds, each peer's share, and
-     * how many peers were refused (no key, another checkpoint, a table whose digest differed).
+     * how many peers were refused (no key, another checkpoint, a table whose digest differed), and of those bytes how
+     * many came through the staging buffers ({@code --seed-staging}) before their region existed.
      */
-    public record Seeded(List<SeedSource> sources, long bytes, double seconds, int peersRefused) {
+    public record Seeded(List<SeedSource> sources, long bytes, double seconds, int peersRefused, long stagedBytes) {
         public Seeded {
             sources = List.copyOf(sources);
+        }
+
+        public Seeded(List<SeedSource> sources, long bytes, double seconds, int peersRefused) {
+            this(sources, bytes, seconds, peersRefused, 0);
         }
 
         Map<String, Object> toJson() {
@@ -259,6 +264,7 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
             m.put("seconds", Math.round(seconds * 1000) / 1000.0);
             m.put("gib_s", seconds > 0 ? Math.round(bytes / (double) (1L << 30) / seconds * 100) / 100.0 : 0.0);
             m.put("peers_refused", peersRefused);
+            m.put("staged_bytes", stagedBytes);
             List<Object> l = new ArrayList<>();
             sources.forEach(s -> l.add(s.toJson()));
             m.put("sources", l);
@@ -271,7 +277,8 @@ public record LoadReport(Timings load, Placement placement, LoadThreads loadThre
             for (int i = 0; i < l.size(); i++) {
                 out.add(SeedSource.parse(Fields.of(l.get(i), "origin.seeded.sources[" + i + "]")));
             }
-            return new Seeded(out, f.lng("bytes"), f.dbl("seconds"), (int) f.lng("peers_refused"));
+            return new Seeded(out, f.lng("bytes"), f.dbl("seconds"), (int) f.lng("peers_refused"),
+                    f.has("staged_bytes") ? f.lng("staged_bytes") : 0);
         }
     }
 

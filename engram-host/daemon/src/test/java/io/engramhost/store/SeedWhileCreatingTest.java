@@ -137,24 +137,94 @@ class SeedWhileCreatingTest {
     }
 
     private static HostCatalogBuilder builder(Setup s, HostRegionFactory factory, FileExporter peer) throws Exception {
+        return builder(s, factory, peer, 0);
+    }
+
+    private static HostCatalogBuilder builder(Setup s, HostRegionFactory factory, FileExporter peer, long staging)
+            throws Exception {
         OpenCheckpoint open = OpenCheckpoint.open(s.checkpoint());
         List<TensorInfo> tensors = open.checkpoint().select(List.of());
         Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "memfd");
         RecordCheck records = RecordCheck.of(open.checkpoint(), tensors, ContentIdentity.of(open.checkpoint(), tensors));
         assertEquals(tensors.size(), records.tables());
         SeedSettings seed = new SeedSettings(null, List.of(peer.address()), KEY, SeedAuth.random(SeedAuth.ID_BYTES),
-                null);
+                null, staging);
         return new HostCatalogBuilder(open, tensors, fingerprint, records, factory, "memfd", null, 2, DaemonHooks.NONE,
                 seed);
     }
 
     /** Waits until {@code peer} has sent a DATA, up to 20 s; whether it had. */
     private static boolean awaitData(FileExporter peer) {
-        long deadline = System.nanoTime() + 20_000_000_000L;
-        while (peer.datas() == 0 && System.nanoTime() < deadline) {
+        return awaitData(peer, 1, 20_000);
+    }
+
+    /** Waits until {@code peer} has sent {@code n} DATAs, up to {@code millis}; whether it had. */
+    private static boolean awaitData(FileExporter peer, int n, long millis) {
+        long deadline = System.nanoTime() + millis * 1_000_000L;
+        while (peer.datas() < n && System.nanoTime() < deadline) {
             Thread.onSpinWait();
         }
-        return peer.datas() > 0;
+        return peer.datas() >= n;
+    }
+
+    /** Every table the catalog serves has the record's sha256-tree-v1, read through its fd. */
+    private static void assertRecordsBytes(Setup s, Catalog c) {
+        Catalog.Served host = c.servedTo(-1);
+        for (Manifest.Table t : host.manifest().tables()) {
+            byte[] tree = TreeDigest.digest(host.fds().get(t.region()), t.offset(), t.bytes(), 2);
+            assertEquals(s.record().get(t.name()).treeDigest(), TreeDigest.hex(tree), t.name());
+        }
+    }
+
+    @Test
+    void shouldHoldRangesThatComeBeforeTheirRegionInStagingAndServeTheRecordsBytes(@TempDir Path dir)
+            throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
+            // the first region is made only once two 64 MiB ranges have come: without staging none could (each
+            // stream would wait for the region), and the wait would end after 10 s with nothing sent
+            Watched factory = new Watched(i -> {
+                if (i == 0) {
+                    awaitData(peer, 2, 10_000);
+                }
+                sentBefore.add(peer.datas());
+            });
+            LoadProgress progress = new LoadProgress(line -> { });
+            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
+                assertTrue(sentBefore.get(0) >= 2, "two ranges staged before the first region existed: " + sentBefore);
+                LoadReport.Seeded seeded = progress.report().origin().seeded();
+                long tableBytes = 0;
+                for (Manifest.Table t : c.servedTo(-1).manifest().tables()) {
+                    tableBytes += t.bytes();
+                }
+                assertEquals(tableBytes, seeded.bytes(), "every table from the peer: " + seeded);
+                assertTrue(seeded.stagedBytes() > 0, "the staged bytes are counted: " + seeded);
+                assertEquals(0, progress.loadTimings().readBytes(), "nothing read from the disk");
+                assertRecordsBytes(s, c);
+            }
+            assertEquals(0, factory.open.get(), "every region closed with the catalog");
+        }
+    }
+
+    @Test
+    void shouldWaitForTheRegionOnceTheStagingIsSpent(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
+            Watched factory = new Watched(i -> {
+                if (i == 0) { // one buffer of 64 MiB: one range staged, then the streams wait for the region
+                    awaitData(peer, 1, 10_000);
+                    awaitData(peer, 2, 1_500);
+                }
+                sentBefore.add(peer.datas());
+            });
+            LoadProgress progress = new LoadProgress(line -> { });
+            try (Catalog c = builder(s, factory, peer, 64L << 20).build(progress)) {
+                assertEquals(1, sentBefore.get(0), "one range staged, no more: " + sentBefore);
+                assertRecordsBytes(s, c);
+            }
+        }
     }
 
     @Test
@@ -210,6 +280,31 @@ class SeedWhileCreatingTest {
                         "the creation's own error");
                 assertEquals(List.of(0, 1), factory.created);
                 assertEquals(0, factory.open.get(), "both regions made were closed");
+                peer.awaitNoConnections();
+                if (pass == 1) {
+                    assertEquals(fdsBefore, openFds(), "no fd left behind: " + List.of(fdList()));
+                }
+            }
+        }
+    }
+
+    @Test
+    void shouldDropWhatIsStagedAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            for (int pass = 0; pass < 2; pass++) { // the first pass loads every class the failure needs
+                long fdsBefore = openFds();
+                IllegalStateException refusal = new IllegalStateException("region 0: out of memory (test)");
+                Watched factory = new Watched(i -> {
+                    if (i == 0) {
+                        assertTrue(awaitData(peer, 2, 10_000), "two ranges staged");
+                        throw refusal;
+                    }
+                });
+                HostCatalogBuilder b = builder(s, factory, peer, 128L << 20);
+                assertSame(refusal, assertThrows(IllegalStateException.class, () -> b.build(new LoadProgress(l -> { }))),
+                        "the creation's own error");
+                assertEquals(0, factory.open.get(), "no region left open");
                 peer.awaitNoConnections();
                 if (pass == 1) {
                     assertEquals(fdsBefore, openFds(), "no fd left behind: " + List.of(fdList()));
