@@ -48,4 +48,32 @@ class SeedGpuTest {
             assertEquals(fromA, SeedProcessTest.imported(b, model, CPU_VIEW), "both serve the checkpoint's bytes");
         }
     }
+
+    /**
+     * The same with {@code --seed-staging}: ranges that arrive while their region is created are held in staging
+     * buffers and copied into the cuda-vmm region through the daemon's own mapping of it; what B serves is still the
+     * checkpoint's bytes. Larger weights (about 244 MiB each, created at the driver's rate) leave the streams time to
+     * stage; how much was staged is in the failure message.
+     */
+    @Test
+    void shouldSeedACudaVmmDaemonWithStagingByteForByte(@TempDir Path dir) throws Exception {
+        GpuIntegrationTest.assumeGpuFor("cuda-vmm");
+        Path model = SeedProcessTest.generate(dir, "m", "43", 1_000_000);
+        Path key = SeedProcessTest.keyFile(dir.resolve("key"), 32);
+        int pa = SeedProcessTest.freePort();
+        try (DaemonProcess a = SeedProcessTest.serve(dir, "a", model, "--seed-listen", "127.0.0.1:" + pa, "--seed-key",
+                key.toString());
+                DaemonProcess b = SeedProcessTest.serve(dir, "b", model, "--backend", "cuda-vmm", "--seed-from",
+                        "127.0.0.1:" + pa, "--seed-key", key.toString(), "--seed-staging", "2G")) {
+            Map<String, Object> o = SeedProcessTest.origin(b);
+            assertEquals("seed", o.get("how"), o.toString());
+            assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+            assertTrue(b.log().contains("seed: 4 of 4 tables ("), b.log());
+            Map<String, String> fromA = SeedProcessTest.imported(a, model, ClientOptions.defaults()
+                    .withName("seed-gpu-test"));
+            assertEquals(4, fromA.size(), fromA.toString());
+            assertEquals(fromA, SeedProcessTest.imported(b, model, CPU_VIEW), "both serve the checkpoint's bytes: "
+                    + o);
+        }
+    }
 }
