@@ -28,6 +28,8 @@
 #      vmm-procs, PROBE_GIB GiB, built here with gcc), then B as `--backend cuda-vmm` seeding from A, the engine
 #      importing from A again: B's creation rate (load.create_gib_s) against the probe's (the issue: at least 0.9).
 #      A stays memfd: `--seed-listen` with cuda-vmm is refused in this build (docs/seeding.md)
+#      VMM_STAGING="0 20G" [VMM_SEEDS=2]: B as cuda-vmm once per --seed-staging size (0: none) and round, interleaved;
+#      with EXPORTERS=cuda-vmm, A's own cuda-vmm load from the page cache is the cuda-vmm fill path's stage alone
 #   6b. EXPORTERS="cuda-vmm memfd-hugetlb": A again as each of those backends' exporter, B (memfd) seeding from it once
 #      while the engine imports from A, and a client's check of every table B serves against the record
 #   7. COLD=1 and time left: A and B stopped, the page cache dropped, a plain load of the model from the cold disk
@@ -80,6 +82,7 @@ export PYTHONPATH=$W/engram-host/python
 say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
 
 PIDS=()
+STAGE_FLAGS=()
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
@@ -200,7 +203,7 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
     local t0
     t0=$(date +%s%N)
     "$EH" serve --checkpoint "$M" --backend "$backend" --socket "$W/b.sock" --numa none --threads "$THREADS" \
-        --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/b-$label.log" 2>&1 &
+        --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" "${STAGE_FLAGS[@]}" > "$R/b-$label.log" 2>&1 &
     B=$!; PIDS+=("$B")
     if ! wait_ready "$W/b.sock" "$B" 420; then
         touch "$R/stop"; wait $loop
@@ -248,11 +251,19 @@ if [ $GPU = 1 ] && [ "${VMM:-1}" = 1 ]; then
     else
         say "probe: not run ($( [ -s "$R/probe-build.txt" ] && head -1 "$R/probe-build.txt" || echo "time: $SECONDS s used"))"
     fi
-    if [ $SECONDS -lt $(( BUDGET_S - 60 )) ]; then
-        seed_b cuda-vmm cuda-vmm && stop_daemon "$W/b.sock" "$B"
-    else
-        say "B cuda-vmm: not run ($SECONDS s used of $BUDGET_S)"
-    fi
+    # VMM_STAGING="0 20G": B once per value and round (VMM_SEEDS rounds, interleaved), --seed-staging of that size
+    for i in $(seq "${VMM_SEEDS:-1}"); do
+        for st in ${VMM_STAGING:-0}; do
+            lab=cuda-vmm; [ "$st" != 0 ] && lab=cuda-vmm-staging-$st
+            [ "${VMM_SEEDS:-1}" -gt 1 ] && lab=$lab-$i
+            if [ $SECONDS -ge $(( BUDGET_S - 60 )) ]; then say "B $lab: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
+            STAGE_FLAGS=(); [ "$st" != 0 ] && STAGE_FLAGS=(--seed-staging "$st")
+            seed_b "$lab" cuda-vmm || continue
+            [ "$i" = 1 ] && [ "$st" != 0 ] && verify_b "$lab"
+            stop_daemon "$W/b.sock" "$B"
+        done
+    done
+    STAGE_FLAGS=()
 else
     say "cuda-vmm and the probe: not run (GPU $GPU, VMM ${VMM:-1})"
 fi
@@ -336,6 +347,10 @@ for k in ("buffer", "memfd"):
         tr[k] = json.loads(open(f"{R}/transport-{k}.txt").read().strip().splitlines()[-1])["gib_s"]
     except Exception:
         tr[k] = float("nan")
+pr = [l for l in open(f"{R}/probe.txt")] if os.path.exists(f"{R}/probe.txt") else []
+rates = [float(l.split()[-2]) for l in pr if "create" in l and "GiB/s" in l]
+av = load(f"{R}/a-cuda-vmm.json")
+vfill = av["load"]["read_gib_s"] if av else float("nan")
 for p in sorted(glob.glob(f"{R}/b-*.json")):
     label = os.path.basename(p)[2:-5]
     if label == "verify" or label.startswith("verify-"):
@@ -354,11 +369,16 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
     s = b["origin"]["seeded"]
     rate = s["bytes"] / s["seconds"] / 2**30 if s.get("seconds") else float("nan")
     slow = min(fill, tr["buffer"])
+    if b["backend"] == "cuda-vmm":  # its own fill path from memory (A as cuda-vmm) and cuMemCreate are stages too
+        slow = min([slow] + ([vfill] if vfill == vfill else []) + ([max(rates)] if rates else []))
     print(f"B {label}: seed {rate:.3f} GiB/s, ready_s {b['ready_s']:.3f}; seed / A's fill from memory ({fill:.3f}) {rate / fill:.2f},"
           f" seed / transport alone ({tr['buffer']:.3f}) {rate / tr['buffer']:.2f}, seed / transport into memfd ({tr['memfd']:.3f})"
           f" {rate / tr['memfd']:.2f}; against the slowest stage alone ({slow:.3f}): {rate / slow:.2f} (target 0.9)")
     if b["backend"] == "cuda-vmm":
-        print(f"  cuda-vmm creation: create_s {b['load']['create_s']:.3f}, {b['load']['create_gib_s']:.2f} GiB/s")
+        print(f"  cuda-vmm creation: create_s {b['load']['create_s']:.3f}, {b['load']['create_gib_s']:.2f} GiB/s"
+              + (f" ({b['load']['create_gib_s'] / max(rates):.2f} of the probe's {max(rates):.2f})" if rates else "")
+              + f"; staged {s.get('staged_bytes', 0) / 2**30:.2f} GiB; seed / A-as-cuda-vmm's fill from memory"
+              f" ({vfill:.3f}) {rate / vfill:.2f}; seed / the probe {rate / max(rates) if rates else float('nan'):.2f}")
     print(f"  A's engine during B's load: median total_ms {md:.2f} (n={len(during)}) against idle {mi:.2f} (n={len(base)}, [{few(base)}]): "
           f"{100 * (md - mi) / mi:+.1f}% (the issue: within 10%) [{few(during)}]")
     if a:
@@ -366,13 +386,11 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
 c = load(f"{R}/cold.json")
 if c:
     print(f"cold-disk load: ready_s {c['ready_s']:.3f}, read_gib_s {c['load']['read_gib_s']:.3f}")
-pr = [l for l in open(f"{R}/probe.txt")] if os.path.exists(f"{R}/probe.txt") else []
-rates = [float(l.split()[-2]) for l in pr if "create" in l and "GiB/s" in l]
 if rates:
-    bv = load(f"{R}/b-cuda-vmm.json")
-    if bv:
+    for p in sorted(glob.glob(f"{R}/b-cuda-vmm*.json")):
+        bv = load(p)
         cr = bv["load"]["create_gib_s"]
-        print(f"cuda-vmm: B's creation {cr:.2f} GiB/s against the probe's cuMemCreate {max(rates):.2f} GiB/s (best of 1-8 processes):"
+        print(f"cuda-vmm {os.path.basename(p)[2:-5]}: B's creation {cr:.2f} GiB/s against the probe's cuMemCreate {max(rates):.2f} GiB/s (best of 1-8 processes):"
               f" {cr / max(rates):.2f} (target 0.9)")
 PY
 say "checks: $PASS passed, $FAIL failed ($(now), $SECONDS s)"
