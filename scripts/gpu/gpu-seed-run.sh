@@ -104,6 +104,7 @@ if [ ! -f "$M/engram-digests.json" ]; then
     t1=$(ms)
     "$EH" inspect --write-digests --threads "$THREADS" "$M" > "$R/digests.log" 2>&1 || { tail -3 "$R/digests.log"; bad "inspect --write-digests"; exit 1; }
     say "generated $GIB GiB in $(( t1 - t0 )) ms, digest record in $(( $(ms) - t1 )) ms: $(tail -1 "$R/generate.log" | cut -c1-160)"
+    t0=$(ms); sync; say "written back to the disk in $(( $(ms) - t0 )) ms (no writeback under the measurements)"
 fi
 RECORD=$M/engram-digests.json
 SHARD=$(ls -S "$M"/*.safetensors | head -1)
@@ -223,7 +224,8 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
 verify_b() { # LABEL
     local t0 v cv cn ct
     t0=$(ms)
-    if "$EH" import --socket "$W/b.sock" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
+    local dev=(); [ "$(field "$R/b-$1.json" 'd["backend"]')" = cuda-vmm ] && dev=(--gpu --device 0 --cpu-view)
+    if "$EH" import --socket "$W/b.sock" "${dev[@]}" --verify-content "$RECORD" --verify-threads "$THREADS" --json \
         > "$R/b-verify-$1.json" 2> "$R/b-verify-$1.err"; then
         v=$(field "$R/b-verify-$1.json" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
         read -r cv cn ct <<< "$v"
@@ -277,6 +279,8 @@ for ex in ${EXPORTERS:-}; do
     if [ "$ex" = memfd-hugetlb ]; then
         HUGE0=$(cat /proc/sys/vm/nr_hugepages); echo $(( HUGE0 + GIB * 512 + 64 )) > /proc/sys/vm/nr_hugepages
     fi
+    t0=$(ms); cat "$M"/*.safetensors > /dev/null   # the page cache again (the seeds before may have pushed it out)
+    say "page cache warmed again for A as $ex in $(( $(ms) - t0 )) ms"
     "$EH" serve --checkpoint "$M" --backend "$ex" --socket "$W/a.sock" --numa none --threads "$THREADS" \
         --seed-listen 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/a-$ex.log" 2>&1 &
     A=$!; PIDS+=("$A")

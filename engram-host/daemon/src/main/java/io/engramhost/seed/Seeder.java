@@ -21,6 +21,8 @@ import java.util.concurrent.CancellationException;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -138,6 +140,8 @@ public final class Seeder {
 
     /** Set for the length of {@link #seed} when staging is on. */
     private StagingPool pool;
+    /** How often a stream with nothing to do but wait for a region looks for staged ranges it can copy. */
+    private static final long STAGING_POLL_MILLIS = 10;
 
     /** Seeds {@code tables}; never throws for a peer's fault (that table goes back to the caller). */
     public Result seed(List<Table> tables) throws InterruptedException {
@@ -407,8 +411,12 @@ public final class Seeder {
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 stage = nextStage;
                 nextStage = 0;
-                if (stage == 0 && pool != null && !t.address().isDone()) {
-                    stage = pool.take();
+                if (stage == 0 && pool != null) {
+                    stage = bufferOrMemory(p, t, staged, tables, digests, from, refusedFor, liars, treeRefused);
+                    if (stage < 0) {
+                        stage = 0;
+                        return;
+                    }
                 }
                 long into;
                 if (stage != 0) {
@@ -479,34 +487,79 @@ public final class Seeder {
     }
 
     /**
-     * Copies staged chunks into their tables' memory, earliest first: those whose memory exists already, or with
-     * {@code all} every one, waiting for it. False when a table they completed was refused (the peer is dropped) or
-     * the caller's memory will never exist.
+     * Copies staged chunks into their tables' memory: every one whose memory exists already, or with {@code all}
+     * every one, waiting for its memory. False when a table they completed was refused (the peer is dropped) or the
+     * caller's memory will never exist.
      */
     private boolean copyStaged(Peer p, ConcurrentLinkedQueue<Staged> staged, boolean all, List<Table> tables,
             Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
             AtomicInteger liars, Set<Integer> treeRefused) throws InterruptedException {
-        for (Staged s = staged.peek(); s != null && !p.dead && !aborted; s = staged.peek()) {
-            Table t = tables.get(s.chunk.job.table);
-            if (!all && !t.address().isDone()) {
+        while (!p.dead && !aborted) {
+            for (Staged s : staged) { // weakly consistent: each one is copied by the stream whose remove succeeds
+                Future<Long> memory = tables.get(s.chunk.job.table).address();
+                if (!memory.isDone() || !staged.remove(s)) {
+                    continue;
+                }
+                long base = addressOf(tables.get(s.chunk.job.table));
+                if (base == 0) {
+                    pool.give(s.buffer, 0);
+                    return false;
+                }
+                RawMemory.copy(null, s.buffer, null, base + s.chunk.index * ContentDigest.CHUNK, s.length);
+                pool.give(s.buffer, s.length);
+                p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
+                if (!counted(p, s.chunk, tables, digests, from, refusedFor, liars, treeRefused)) {
+                    return false;
+                }
+            }
+            Staged first = staged.peek();
+            if (!all || first == null) {
                 return true;
             }
-            if (!staged.remove(s)) { // another stream of the peer took it
-                continue;
-            }
-            long base = addressOf(t);
-            if (base == 0) {
-                pool.give(s.buffer, 0);
-                return false;
-            }
-            RawMemory.copy(null, s.buffer, null, base + s.chunk.index * ContentDigest.CHUNK, s.length);
-            pool.give(s.buffer, s.length);
-            p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
-            if (!counted(p, s.chunk, tables, digests, from, refusedFor, liars, treeRefused)) {
+            if (!awaitMemory(tables.get(first.chunk.job.table))) {
                 return false;
             }
         }
         return true;
+    }
+
+    /** Waits up to {@link #STAGING_POLL_MILLIS} for {@code t}'s memory; false when it will never exist. */
+    private boolean awaitMemory(Table t) throws InterruptedException {
+        try {
+            t.address().get(STAGING_POLL_MILLIS, TimeUnit.MILLISECONDS);
+            return true;
+        } catch (TimeoutException e) {
+            return true;
+        } catch (ExecutionException | CancellationException e) {
+            aborted = true;
+            return false;
+        }
+    }
+
+    /**
+     * With staging, for a range of {@code t}: a staging buffer while {@code t}'s memory does not exist, or 0 once it
+     * does. While neither is there (every buffer holds a range), it copies what is staged into memory that has come
+     * to exist meanwhile, which gives buffers back, and looks again every {@link #STAGING_POLL_MILLIS}: a stream
+     * waiting for one region never holds up the ranges of another that exists. -1: stop (a refused table, a dead
+     * peer, or memory that will never exist).
+     */
+    private long bufferOrMemory(Peer p, Table t, ConcurrentLinkedQueue<Staged> staged, List<Table> tables,
+            Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
+            AtomicInteger liars, Set<Integer> treeRefused) throws InterruptedException {
+        while (!t.address().isDone()) {
+            if (!copyStaged(p, staged, false, tables, digests, from, refusedFor, liars, treeRefused) || p.dead
+                    || aborted) {
+                return -1;
+            }
+            long b = pool.take();
+            if (b != 0) {
+                return b;
+            }
+            if (!awaitMemory(t)) {
+                return -1;
+            }
+        }
+        return 0;
     }
 
     /**

@@ -208,6 +208,30 @@ class SeedWhileCreatingTest {
     }
 
     @Test
+    void shouldCopyWhatIsStagedIntoARegionOnceItExistsWhileTheNextIsStillMade(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
+            // two buffers: the first region's two ranges fill them; the streams then wait for the second region, and
+            // must meanwhile copy those two into the first once it exists, so that two more ranges can be staged
+            Watched factory = new Watched(i -> {
+                if (i == 0) {
+                    awaitData(peer, 2, 10_000);
+                } else if (i == 1) {
+                    awaitData(peer, sentBefore.get(0) + 2, 10_000);
+                }
+                sentBefore.add(peer.datas());
+            });
+            LoadProgress progress = new LoadProgress(line -> { });
+            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
+                assertTrue(sentBefore.get(1) >= sentBefore.get(0) + 2, "ranges staged again once the first region's"
+                        + " were copied into it, before the second region existed: " + sentBefore);
+                assertRecordsBytes(s, c);
+            }
+        }
+    }
+
+    @Test
     void shouldWaitForTheRegionOnceTheStagingIsSpent(@TempDir Path dir) throws Exception {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
