@@ -15,12 +15,19 @@
 #      manifest's) and the same digests as a version 1 record, and refusals (exit 1, the table and both digests
 #      named) of a record with one sha256-tree-v1 or engram-digest-v1 altered, one lacking a table, and malformed
 #      ones of either version (one line: the file, the field, the fix);
-#   4. stops the daemon (engram-host stop) and checks it exited 0;
+#   4. stops the daemon (engram-host stop) and checks it exited 0; then --table against a daemon serving a checkpoint
+#      of three regions (two 64 MiB weights alone, the scales packed): one table, two, every table, the client's
+#      memfd mappings and fds read from /proc/PID while it blocks writing its --ready-line into a full pipe, and its
+#      attached_* fields; --verify and --verify-content of the named tables alone; the text output's selected line;
+#      an unknown name (one line, exit 1); 300 repetitions under ulimit -n 8 (a leaked fd a repetition fails by the
+#      third), and with one fd too few for an import a failure (the limit binds);
 #   5. with python3 >= 3.9, runs conformance/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
 #      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
 #      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; the socket path's template and defaults; and
 #      malformed answers, each of which must fail (exit 1) with a named cause. The cases that need another uid run
 #      processes under `setpriv --reuid=65534` and need root; without it they are skipped, and said so.
+#      --table there: 2 of 520 regions attached; an unknown name; a bad region or table that the named tables do not
+#      use, refused all the same; the flag's limit (64), a name twice, an empty name.
 # Usage: native/c/test_engram_attach.sh [--no-package] [--peer-only]     Exit 0 when every check passed.
 #   --peer-only   step 1 (engram-attach only) and step 5: no Maven, no real daemon.
 set -euo pipefail
