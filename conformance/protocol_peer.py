@@ -246,6 +246,11 @@ def answer(conn, case, path):
         send(conn, manifest(*one), memfds(1, seals=SHRINK | GROW))
     elif case == 'no-seal-seal':  # everything but SEAL: more seals (even removing none) could still be added
         send(conn, manifest(*one), memfds(1, seals=SHRINK | GROW | FUTURE_WRITE))
+    elif case == 'select-unsealed':  # t0's region sealed, t1's not: a client attaching t0 alone must refuse it too
+        send(conn, manifest(*regions_and_tables(2)), memfds(1) + memfds(1, seals=None))
+    elif case == 'select-outside':  # t0 sound, t1 outside its region: refused by a client attaching t0 alone too
+        send(conn, manifest([(0, PAGE, 0, -1)] * 2, [('t0', 'U8', [PAGE], PAGE, 0, 0, 0),
+                                                      ('t1', 'U8', [PAGE - 96], PAGE - 96, 1, 100, 0)]), memfds(2))
     elif case == 'sealed-write':  # F_SEAL_WRITE instead of FUTURE_WRITE is as good
         send(conn, manifest(*regions_and_tables(2)), memfds(2, seals=SEAL | SHRINK | GROW | WRITE))
     elif case == 'regular-file':

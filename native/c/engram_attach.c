@@ -68,6 +68,7 @@
 #define MAX_BLOB (16u << 20)             // a fingerprint (MANIFEST, ERROR)
 #define MAX_REGIONS 65536u
 #define MAX_DAEMON_UIDS 64
+#define MAX_SELECT 64                    // --table: the most tables one run may name
 #define MAX_TABLES 1048576u
 #define MAX_RANK 16u
 #define REPLY_TIMEOUT_S 10
@@ -464,8 +465,10 @@ static void fds_push(struct fds *f, int fd) {
     f->v[f->n++] = fd;
 }
 
+// Closes every fd still held; a slot of -1 was closed already (close_unselected) and is skipped.
 static void fds_close(struct fds *f) {
-    for (size_t i = 0; i < f->n; i++) close(f->v[i]);
+    for (size_t i = 0; i < f->n; i++)
+        if (f->v[i] >= 0) close(f->v[i]);
     f->n = 0;
 }
 
@@ -816,7 +819,8 @@ struct region {
     uint8_t kind;
     uint64_t size;
     int32_t numa, device;
-    int fd;
+    int fd;                            // the message's (m->fds owns it); -1 once closed unattached (--table)
+    int skip;                          // --table: it holds none of the named tables; not attached
     const uint8_t *host;               // CPU-readable view (mmap, or the CUDA VA with a CPU view), else NULL
     CUmemGenericAllocationHandle handle;
     int imported, mapped;
@@ -828,6 +832,7 @@ struct table {
     struct str name, dtype;
     uint64_t bytes, offset, digest;
     int32_t region;
+    int skip;                          // --table: not named; not verified, not content-checked
 };
 
 struct manifest {
@@ -837,6 +842,10 @@ struct manifest {
     struct table *tables;
     uint64_t region_bytes, table_bytes, vmm_bytes, memfd_bytes;
     int vmm_regions;
+    // What is attached: every region and table, or with --table those of the named tables (select_tables).
+    uint32_t att_regions, att_vmm_regions, att_tables;
+    uint64_t att_bytes, att_vmm_bytes, att_table_bytes;
+    uint64_t va_bytes;                 // the VA range reserved for the attached cuda-vmm regions (attach_vmm)
 };
 
 static const struct { const char *name; unsigned bits; } DTYPES[] = {
@@ -1447,6 +1456,8 @@ struct options {
     struct sidecar content;            // --verify-content: the trusted digests (content.path NULL without it)
     uint32_t daemon_uids[MAX_DAEMON_UIDS];  // --daemon-uid: uids besides root and this euid whose daemon is trusted
     int daemon_uids_n;
+    const char *tables[MAX_SELECT];    // --table: the tables to attach (argv's strings); none: every table
+    int tables_n;
 };
 
 struct timings {
@@ -1461,6 +1472,8 @@ static const char *const CONTENT_NAMES[] = {"ok", "mismatch", "not checked", "mi
 enum { E_NONE, E_OK, E_MISMATCH };
 static const char *const ENGRAM_NAMES[] = {"", "ok", "mismatch"};
 struct content_result {               // names copied: the report comes after release, which frees the MANIFEST
+    uint32_t n, *index;                // n entries, one per table attached (every table, or --table's), in manifest
+                                       // order; index: each entry's table in the MANIFEST
     uint8_t *status, *engram; char (*hex)[65]; struct str *names; uint32_t counts[4], engram_counts[3];
     uint64_t bytes;
 };
@@ -1573,6 +1586,43 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
     return c;
 }
 
+// --table: after the whole MANIFEST is checked (parse_manifest: every region and table, named or not), marks what
+// is not to be attached (skip) and closes the fd of every region that holds none of the named tables, unimported
+// and unmapped; its slot in m->fds becomes -1, so that message_free closes each fd exactly once. A name the
+// manifest lacks fails (after closing every fd, as fail_msg does). Without --table everything is attached. Fills
+// the att_* totals either way.
+static void select_tables(const struct options *o, struct message *m, struct manifest *mf) {
+    if (o->tables_n) {
+        for (uint32_t i = 0; i < mf->regions_n; i++) mf->regions[i].skip = 1;
+        for (uint32_t i = 0; i < mf->tables_n; i++) mf->tables[i].skip = 1;
+        for (int k = 0; k < o->tables_n; k++) {
+            size_t n = strlen(o->tables[k]);
+            uint32_t i = 0;
+            while (i < mf->tables_n && !(mf->tables[i].name.n == n && !memcmp(mf->tables[i].name.p, o->tables[k], n))) i++;
+            if (i == mf->tables_n) {
+                char b[512];
+                fail_msg(m, "--table '%s': the daemon on %s serves no table of that name (it serves %u); list its tables "
+                            "with `engram-host status --socket %s`, or run engram-attach without --table to attach "
+                            "them all", shown(b, sizeof b, o->tables[k], n, 80), o->socket, mf->tables_n, o->socket);
+            }
+            mf->tables[i].skip = 0;
+            if (mf->tables[i].region >= 0) mf->regions[mf->tables[i].region].skip = 0;
+        }
+    }
+    for (uint32_t i = 0; i < mf->regions_n; i++) {
+        struct region *g = &mf->regions[i];
+        if (g->skip) {  // m->fds.v[i] is g->fd (parse_manifest): closed here, and only here
+            close(g->fd);
+            m->fds.v[i] = g->fd = -1;
+            continue;
+        }
+        mf->att_regions++, mf->att_bytes += g->size;
+        if (g->kind >= K_VMM_HOST) mf->att_vmm_regions++, mf->att_vmm_bytes += g->size;
+    }
+    for (uint32_t i = 0; i < mf->tables_n; i++)
+        if (!mf->tables[i].skip) mf->att_tables++, mf->att_table_bytes += mf->tables[i].bytes;
+}
+
 // IMPORT (expectation any) until a MANIFEST comes; for --wait-ms, NOT_READY is asked again every 100 ms, and STOPPING
 // (a restart under way) on a new connection, a socket nobody listens on meanwhile tried again every 100 ms.
 static void import_manifest(struct conn *c, struct daemon_info *d, const struct options *o, struct message *m,
@@ -1606,23 +1656,25 @@ static void import_manifest(struct conn *c, struct daemon_info *d, const struct 
 
 static void attach_vmm(const struct options *o, struct manifest *mf, struct timings *t, CUdeviceptr *va) {
     double t0 = now_ms();
+    mf->va_bytes = 0;
     for (uint32_t i = 0; i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind < K_VMM_HOST) continue;
+        if (g->kind < K_VMM_HOST || g->skip) continue;  // skip: --table named none of its tables; its fd is closed
         if (g->size % vmm_granularity)
             fail("region %u: size %llu is not a multiple of the CUDA granularity %zu", i, (unsigned long long)g->size,
                  vmm_granularity);
         cu_check(cu.MemImportFromShareableHandle(&g->handle, (void *)(uintptr_t)g->fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
                  "cuMemImportFromShareableHandle", "region %u, fd %d", i, g->fd);
         g->imported = 1;
+        mf->va_bytes += g->size;
     }
     double t1 = now_ms();
-    cu_check(cu.MemAddressReserve(va, mf->vmm_bytes, vmm_granularity, 0, 0), "cuMemAddressReserve", "%llu bytes",
-             (unsigned long long)mf->vmm_bytes);
+    cu_check(cu.MemAddressReserve(va, mf->va_bytes, vmm_granularity, 0, 0), "cuMemAddressReserve", "%llu bytes",
+             (unsigned long long)mf->va_bytes);
     uint64_t offset = 0;
     for (uint32_t i = 0; i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind < K_VMM_HOST) continue;
+        if (g->kind < K_VMM_HOST || g->skip) continue;
         g->va_offset = offset;
         cu_check(cu.MemMap(*va + offset, g->size, 0, g->handle, 0), "cuMemMap", "region %u, %llu bytes at +%llu", i,
                  (unsigned long long)g->size, (unsigned long long)offset);
@@ -1633,14 +1685,14 @@ static void attach_vmm(const struct options *o, struct manifest *mf, struct timi
     CUmemAccessDesc gpu = {{CU_MEM_LOCATION_TYPE_DEVICE, o->device}, CU_MEM_ACCESS_FLAGS_PROT_READ};
     for (uint32_t i = 0; i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind < K_VMM_HOST) continue;
+        if (g->kind < K_VMM_HOST || g->skip) continue;
         cu_check(cu.MemSetAccess(*va + g->va_offset, g->size, &gpu, 1), "cuMemSetAccess", "region %u, GPU %d, read", i,
                  o->device);
     }
     double t3 = now_ms();
     for (uint32_t i = 0; o->cpu_view && i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind != K_VMM_HOST) continue;
+        if (g->kind != K_VMM_HOST || g->skip) continue;
         CUmemAccessDesc host = {{CU_MEM_LOCATION_TYPE_HOST_NUMA, g->numa < 0 ? 0 : g->numa}, CU_MEM_ACCESS_FLAGS_PROT_READ};
         cu_check(cu.MemSetAccess(*va + g->va_offset, g->size, &host, 1), "cuMemSetAccess", "region %u, HOST_NUMA %d, read",
                  i, host.location.id);
@@ -1654,7 +1706,7 @@ static void attach_memfd(const struct options *o, struct manifest *mf, struct ti
     double t0 = now_ms();
     for (uint32_t i = 0; i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind > K_MEMFD_HUGETLB) continue;
+        if (g->kind > K_MEMFD_HUGETLB || g->skip) continue;  // skip: --table named none of its tables; fd closed
         void *p = mmap(NULL, g->size, PROT_READ, MAP_SHARED, g->fd, 0);
         if (p == MAP_FAILED) fail_errno("mmap", "PROT_READ, MAP_SHARED, a region fd");
         g->host = p;
@@ -1662,7 +1714,7 @@ static void attach_memfd(const struct options *o, struct manifest *mf, struct ti
     double t1 = now_ms();
     for (uint32_t i = 0; o->reg && i < mf->regions_n; i++) {
         struct region *g = &mf->regions[i];
-        if (g->kind > K_MEMFD_HUGETLB) continue;
+        if (g->kind > K_MEMFD_HUGETLB || g->skip) continue;
         CUdeviceptr first = 0;
         for (uint64_t off = 0; off < g->size; off += REGISTER_CHUNK) {
             uint64_t n = g->size - off < REGISTER_CHUNK ? g->size - off : REGISTER_CHUNK;
@@ -1689,7 +1741,7 @@ static uint32_t verify_tables(const struct manifest *mf) {
     for (uint32_t i = 0; i < mf->tables_n; i++) {
         const struct table *t = &mf->tables[i];
         const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
-        if (!base) continue;
+        if (!base || t->skip) continue;
         uint64_t d = engram_digest(base + (t->region < 0 ? 0 : t->offset), t->bytes);
         if (d != t->digest)
             fail("table '%.*s': the mapped bytes digest to %016llx but the manifest says %016llx", (int)t->name.n,
@@ -1706,12 +1758,16 @@ static uint32_t verify_tables(const struct manifest *mf) {
 // computed from the bytes at load: a difference means the daemon serves other bytes than the record describes.
 static void verify_content(const struct options *o, const struct manifest *mf, struct content_result *cr) {
     memset(cr, 0, sizeof *cr);
+    cr->index = xcalloc(mf->tables_n, sizeof *cr->index);
     cr->status = xcalloc(mf->tables_n, 1);
     cr->engram = xcalloc(mf->tables_n, 1);
     cr->hex = xcalloc(mf->tables_n, sizeof *cr->hex);
     cr->names = xcalloc(mf->tables_n, sizeof *cr->names);
-    for (uint32_t i = 0; i < mf->tables_n; i++) {
-        const struct table *t = &mf->tables[i];
+    for (uint32_t k = 0; k < mf->tables_n; k++) {
+        const struct table *t = &mf->tables[k];
+        if (t->skip) continue;  // --table did not name it
+        uint32_t i = cr->n++;
+        cr->index[i] = k;
         const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
         const struct trusted *want = trusted_digest(&o->content, t->name);
         char *name = xcalloc(t->name.n + 1, 1);
@@ -1729,8 +1785,8 @@ static void verify_content(const struct options *o, const struct manifest *mf, s
 
 // Prints every mismatch and missing digest; returns how many there were.
 static uint32_t content_problems(const struct options *o, const struct manifest *mf, const struct content_result *cr) {
-    for (uint32_t i = 0; i < mf->tables_n; i++) {
-        const struct table *t = &mf->tables[i];
+    for (uint32_t i = 0; i < cr->n; i++) {
+        const struct table *t = &mf->tables[cr->index[i]];
         if (cr->status[i] == C_MISMATCH)
             fprintf(stderr, "engram-attach: content check (sha256-tree-v1) failed: table '%.*s': the mapped bytes have "
                             "digest %s but %s says %s\n", (int)t->name.n, t->name.p, cr->hex[i], o->content.path,
@@ -1758,7 +1814,7 @@ static void release(struct manifest *mf, CUdeviceptr va) {
         struct region *g = &mf->regions[i];
         if (g->imported) cu_check(cu.MemRelease(g->handle), "cuMemRelease", "region %u", i);
     }
-    if (va) cu_check(cu.MemAddressFree(va, mf->vmm_bytes), "cuMemAddressFree", "%llu bytes", (unsigned long long)mf->vmm_bytes);
+    if (va) cu_check(cu.MemAddressFree(va, mf->va_bytes), "cuMemAddressFree", "%llu bytes", (unsigned long long)mf->va_bytes);
     for (uint32_t i = mf->regions_n; i-- > 0;) {
         struct region *g = &mf->regions[i];
         for (size_t c = g->chunks; c-- > 0;)
@@ -1798,7 +1854,7 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
                    const struct timings *t, int verified, const struct content_result *cr) {
     double gbps = cr && t->content > 0 ? cr->bytes / (t->content * 1e6) : 0;
     double attach = t->import + t->reserve_map + t->gpu_access + t->cpu_access + t->mmap + t->reg;
-    double gib = mf->region_bytes / GIB;
+    double gib = mf->att_bytes / GIB;  // what is attached: every region, or those of --table's tables
     char sha[65];
     for (int i = 0; i < 32; i++) sprintf(sha + 2 * i, "%02x", mf->sha256[i]);
     if (o->json) {
@@ -1816,6 +1872,17 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
                (unsigned long long)mf->table_bytes, o->device, o->cpu_view ? "true" : "false", o->reg ? "true" : "false",
                t->context, t->handshake, t->manifest, t->import, t->reserve_map, t->gpu_access, t->cpu_access, t->mmap,
                t->reg, attach, gib > 0 ? attach / gib : 0, t->handshake + t->manifest + attach, t->release);
+        printf(",\"attached_regions\":%u,\"attached_vmm_regions\":%u,\"attached_bytes\":%llu,\"attached_tables\":%u,"
+               "\"attached_table_bytes\":%llu", mf->att_regions, mf->att_vmm_regions, (unsigned long long)mf->att_bytes,
+               mf->att_tables, (unsigned long long)mf->att_table_bytes);
+        if (o->tables_n) {
+            printf(",\"selected_tables\":[");
+            for (int k = 0; k < o->tables_n; k++) {
+                if (k) putchar(',');
+                json_str(o->tables[k]);
+            }
+            putchar(']');
+        }
         if (o->verify) printf(",\"verified_tables\":%d,\"verify_ms\":%.3f", verified, t->verify);
         if (cr) {
             printf(",\"content_check\":{\"algorithm\":\"sha256-tree-v1\",\"sidecar\":");
@@ -1825,7 +1892,7 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
                    "\"threads\":1,\"tables\":[", o->content.version, cr->counts[C_OK], cr->counts[C_MISMATCH],
                    cr->counts[C_MISSING], cr->counts[C_NOT_CHECKED], cr->engram_counts[E_OK],
                    cr->engram_counts[E_MISMATCH], (unsigned long long)cr->bytes, t->content, gbps);
-            for (uint32_t i = 0; i < mf->tables_n; i++) {
+            for (uint32_t i = 0; i < cr->n; i++) {
                 printf("%s{\"name\":", i ? "," : "");
                 json_strn(cr->names[i].p, cr->names[i].n);
                 printf(",\"content\":\"%s\"", CONTENT_NAMES[cr->status[i]]);
@@ -1839,27 +1906,35 @@ static void report(const struct options *o, int rep, const struct daemon_info *d
     } else {
         printf("rep %d: %u tables, %llu bytes in %u regions (%.3f GiB, %d cuda-vmm) from %s daemon %s (pid %d, uid %u, "
                "protocol %u, %s at WELCOME), fingerprint %s\n",
-               rep, mf->tables_n, (unsigned long long)mf->table_bytes, mf->regions_n, gib, mf->vmm_regions, d->backend,
+               rep, mf->tables_n, (unsigned long long)mf->table_bytes, mf->regions_n, mf->region_bytes / GIB,
+               mf->vmm_regions, d->backend,
                d->version, d->pid, d->uid, d->protocol, STATE_NAMES[d->state], sha);
+        if (o->tables_n) {
+            printf("  selected       %u of %u tables (", mf->att_tables, mf->tables_n);
+            for (int k = 0; k < o->tables_n; k++) printf("%s%s", k ? ", " : "", o->tables[k]);
+            printf("), %llu bytes; attached %u of %u regions, %llu bytes (%.3f GiB); the other %u region fds closed "
+                   "unmapped\n", (unsigned long long)mf->att_table_bytes, mf->att_regions, mf->regions_n,
+                   (unsigned long long)mf->att_bytes, gib, mf->regions_n - mf->att_regions);
+        }
         if (t->context > 0) printf("  context        %9.3f ms (dlopen, cuInit, primary context, granularity)\n", t->context);
         printf("  handshake      %9.3f ms (connect, HELLO, WELCOME)\n", t->handshake);
         printf("  manifest       %9.3f ms (IMPORT, MANIFEST and fds, validated)\n", t->manifest);
-        if (mf->vmm_regions)
+        if (mf->att_vmm_regions)
             printf("  import %.3f ms, reserve+map %.3f ms, GPU access %.3f ms, CPU access %.3f ms\n", t->import,
                    t->reserve_map, t->gpu_access, t->cpu_access);
-        if (mf->regions_n > (uint32_t)mf->vmm_regions) printf("  mmap %.3f ms, register %.3f ms\n", t->mmap, t->reg);
+        if (mf->att_regions > mf->att_vmm_regions) printf("  mmap %.3f ms, register %.3f ms\n", t->mmap, t->reg);
         printf("  attach         %9.3f ms (%.3f ms/GiB); release %.3f ms\n", attach, gib > 0 ? attach / gib : 0, t->release);
-        if (o->verify) printf("  verified       %d of %u table digests (%.3f ms)\n", verified, mf->tables_n, t->verify);
+        if (o->verify) printf("  verified       %d of %u table digests (%.3f ms)\n", verified, mf->att_tables, t->verify);
         if (cr) {
             printf("  content        %u of %u tables ok against %s (sha256-tree-v1, %.3f ms, %.2f GB/s on 1 thread); "
-                   "%u mismatch, %u missing, %u not checked (not CPU-readable)\n", cr->counts[C_OK], mf->tables_n,
+                   "%u mismatch, %u missing, %u not checked (not CPU-readable)\n", cr->counts[C_OK], cr->n,
                    o->content.path, t->content, gbps, cr->counts[C_MISMATCH], cr->counts[C_MISSING],
                    cr->counts[C_NOT_CHECKED]);
             if (o->content.version == 2)
                 printf("  engram digest  %u of %u tables the record holds agree with the manifest (engram-digest-v1); "
                        "%u differ\n", cr->engram_counts[E_OK], cr->engram_counts[E_OK] + cr->engram_counts[E_MISMATCH],
                        cr->engram_counts[E_MISMATCH]);
-            for (uint32_t i = 0; i < mf->tables_n; i++) {
+            for (uint32_t i = 0; i < cr->n; i++) {
                 if (cr->status[i] != C_OK)
                     printf("    %-11s  %.*s\n", CONTENT_NAMES[cr->status[i]], (int)cr->names[i].n, cr->names[i].p);
                 if (cr->engram[i] == E_MISMATCH)
@@ -1880,10 +1955,12 @@ static void run_once(const struct options *o, int rep) {
     struct message m;
     struct manifest mf;
     import_manifest(&c, &d, o, &m, &mf, &t.manifest);
-    if (mf.vmm_regions || (o->reg && mf.regions_n)) t.context = cuda_context(o->device);
+    select_tables(o, &m, &mf);  // with --table, the other regions' fds are closed here, never imported or mapped
+    uint32_t memfd_regions = mf.att_regions - mf.att_vmm_regions;
+    if (mf.att_vmm_regions || (o->reg && memfd_regions)) t.context = cuda_context(o->device);
     CUdeviceptr va = 0;
-    if (mf.vmm_regions) attach_vmm(o, &mf, &t, &va);
-    if (mf.regions_n > (uint32_t)mf.vmm_regions) attach_memfd(o, &mf, &t);
+    if (mf.att_vmm_regions) attach_vmm(o, &mf, &t, &va);
+    if (memfd_regions) attach_memfd(o, &mf, &t);
     if (o->ready_line) {  // for whoever times a restart: the tables are usable from here on
         printf("attached %d\n", rep);
         fflush(stdout);
@@ -1910,7 +1987,8 @@ static void run_once(const struct options *o, int rep) {
     close(c.s);
     report(o, rep, &d, &mf, &t, verified, o->content.path ? &cr : NULL);
     if (o->content.path) {
-        for (uint32_t i = 0; i < mf.tables_n; i++) free((void *)cr.names[i].p);
+        for (uint32_t i = 0; i < cr.n; i++) free((void *)cr.names[i].p);
+        free(cr.index);
         free(cr.names);
         free(cr.status);
         free(cr.engram);
@@ -2050,7 +2128,7 @@ static int bench_peer(const char *path, int device) {
 static const char USAGE[] =
     "usage: engram-attach [--socket TEMPLATE] [--instance NAME] [--device N] [--daemon-uid UID]... [--cpu-view]\n"
     "                     [--register] [--repeat K] [--json] [--verify] [--verify-content SIDECAR] [--wait-ms MS]\n"
-    "                     [--ready-line] [--accept-future-write-seal]\n"
+    "                     [--ready-line] [--accept-future-write-seal] [--table NAME]...\n"
     "  --socket TEMPLATE  the daemon's socket: a path, or a template with {instance} and {device} (default: the\n"
     "                 environment variable ENGRAM_HOST_SOCKET, else /run/engram-host/{instance}.sock for root,\n"
     "                 $XDG_RUNTIME_DIR/engram-host/{instance}.sock, else /tmp/engram-host-EUID/{instance}.sock)\n"
@@ -2070,6 +2148,10 @@ static const char USAGE[] =
     "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, or on a new connection STOPPING (a\n"
     "                 restart), up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
+    "  --table NAME   attach only the regions that hold the named tables (repeatable, at most 64; default: every\n"
+    "                 table): the whole MANIFEST is still received and checked, the other regions' fds are closed\n"
+    "                 unmapped; --verify, --verify-content, --cpu-view and --register then apply to the named tables\n"
+    "                 alone; a name the daemon does not serve fails (exit 1); `engram-host status` lists the names\n"
     "  --accept-future-write-seal  also accept memfds sealed FUTURE_WRITE instead of WRITE (a daemon of an older\n"
     "                 build; FUTURE_WRITE leaves writable a mapping made before it)\n"
     "       engram-attach --bench-peer PATH [--device N]\n"
@@ -2189,6 +2271,19 @@ int main(int argc, char **argv) {
             content = argv[++i];
         } else if (!strcmp(a, "--self-test-sha256")) return self_test_sha256();
         else if (!strcmp(a, "--ready-line")) o.ready_line = 1;
+        else if (!strcmp(a, "--table")) {
+            if (i + 1 >= argc) fail("--table needs a value (see --help)");
+            const char *name = argv[++i];
+            char b[512];
+            if (!*name) fail("--table needs a table's name, not an empty string (`engram-host status` lists them)");
+            if (o.tables_n == MAX_SELECT)
+                fail("--table: at most %d tables may be named; name fewer, or leave out --table to attach every table",
+                     MAX_SELECT);
+            for (int k = 0; k < o.tables_n; k++)
+                if (!strcmp(o.tables[k], name))
+                    fail("--table '%s' is given twice; name each table once", shown(b, sizeof b, name, strlen(name), 80));
+            o.tables[o.tables_n++] = name;
+        }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(USAGE, stdout);
             return 0;
@@ -2198,6 +2293,7 @@ int main(int argc, char **argv) {
         if (socket_flag) fail("--bench-peer and --socket exclude each other");
         if (strlen(peer) >= sizeof(((struct sockaddr_un *)0)->sun_path)) fail("--bench-peer: '%s' is too long", peer);
         if (content) fail("--bench-peer and --verify-content exclude each other");
+        if (o.tables_n) fail("--bench-peer and --table exclude each other");
         return bench_peer(peer, o.device);
     }
     if (content) read_sidecar(content, &o.content);  // before connecting: a bad sidecar fails at once

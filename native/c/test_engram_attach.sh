@@ -15,12 +15,19 @@
 #      manifest's) and the same digests as a version 1 record, and refusals (exit 1, the table and both digests
 #      named) of a record with one sha256-tree-v1 or engram-digest-v1 altered, one lacking a table, and malformed
 #      ones of either version (one line: the file, the field, the fix);
-#   4. stops the daemon (engram-host stop) and checks it exited 0;
+#   4. stops the daemon (engram-host stop) and checks it exited 0; then --table against a daemon serving a checkpoint
+#      of three regions (two 64 MiB weights alone, the scales packed): one table, two, every table, the client's
+#      memfd mappings and fds read from /proc/PID while it blocks writing its --ready-line into a full pipe, and its
+#      attached_* fields; --verify and --verify-content of the named tables alone; the text output's selected line;
+#      an unknown name (one line, exit 1); 300 repetitions under ulimit -n 8 (a leaked fd a repetition fails by the
+#      third), and with one fd too few for an import a failure (the limit binds);
 #   5. with python3 >= 3.9, runs conformance/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
 #      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
 #      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; the socket path's template and defaults; and
 #      malformed answers, each of which must fail (exit 1) with a named cause. The cases that need another uid run
 #      processes under `setpriv --reuid=65534` and need root; without it they are skipped, and said so.
+#      --table there: 2 of 520 regions attached; an unknown name; a bad region or table that the named tables do not
+#      use, refused all the same; the flag's limit (64), a name twice, an empty name.
 # Usage: native/c/test_engram_attach.sh [--no-package] [--peer-only]     Exit 0 when every check passed.
 #   --peer-only   step 1 (engram-attach only) and step 5: no Maven, no real daemon.
 set -euo pipefail
@@ -202,6 +209,128 @@ if [ "$real" = 1 ]; then
     daemon=""
     echo "test_engram_attach: real daemon: ok ($memfds regions, $memfd_bytes bytes, $ck_tables tables; content check" \
         "sha256-tree-v1 and engram-digest-v1 ok, version 1 ok, $refusals refusals, $rate GB/s on 1 thread)"
+
+    # --table: a checkpoint whose two weight tables are 64 MiB each, so that each has a region of its own (tables of
+    # 64 MiB or more lie alone, smaller ones are packed: RegionPlan), and both scales share the third.
+    bin/engram-host generate --out "$tmp/ck3" --rows 262144 >/dev/null
+    sock="$tmp/t.sock"
+    bin/engram-host serve --checkpoint "$tmp/ck3" --socket "$sock" --numa none >"$tmp/serve3.log" 2>&1 &
+    daemon=$!
+    for _ in $(seq 300); do
+        [ -f "$sock.ready" ] && break
+        kill -0 "$daemon" 2>/dev/null || { cat "$tmp/serve3.log"; fail "the --table daemon exited before it was ready"; }
+        sleep 0.1
+    done
+    [ -f "$sock.ready" ] || { cat "$tmp/serve3.log"; fail "the --table daemon was not ready after 30 s"; }
+    region_sizes="$(for f in /proc/"$daemon"/fd/*; do
+        case "$(readlink "$f" 2>/dev/null)" in /memfd:engram.*) stat -L -c %s "$f" ;; esac; done | sort -n | tr '\n' ' ')"
+    read -r small big1 big2 rest <<<"$region_sizes"
+    [ -z "$rest" ] && [ -n "$big2" ] && [ "$small" -ge $((2 * 262144 * 8)) ] && [ "$small" -lt $((64 << 20)) ] \
+        && [ "$big1" -ge $((64 << 20)) ] \
+        || fail "--table: expected 3 memfds of the daemon, two of 64 MiB or more (the weights alone), one smaller (the scales packed), got '$region_sizes'"
+    total3=$((small + big1 + big2)) w1=layers.1.engram.embed.weight s14=layers.14.engram.embed.scale
+    tbytes() { bin/engram-host inspect --json "$tmp/ck3" | python3 -c 'import json, sys; print(next(t["bytes"] for t in json.load(sys.stdin)["tensors"] if t["name"] == sys.argv[1]))' "$1"; }
+    w1_bytes="$(tbytes "$w1")" s14_bytes="$(tbytes "$s14")"
+    # held NAME EXPECTED_TABLE_ARGS...: engram-attach --ready-line with stdout a full one-page pipe, so that it blocks
+    # writing "attached 1" with every region it attaches mapped; prints what /proc/PID shows then (its mappings of the
+    # daemon's memfds: count and bytes; its fds that are memfds; all its fds), then its JSON line.
+    held() {
+        python3 - "$attach" --socket "$sock" --json --ready-line "$@" <<'PY'
+import fcntl, os, subprocess, sys, time
+r, w = os.pipe()
+fcntl.fcntl(w, 1031, 4096)  # F_SETPIPE_SZ: one page, then filled, so the client's first write blocks
+os.set_blocking(w, False)
+try:
+    while True:
+        os.write(w, b'x' * 4096)
+except BlockingIOError:
+    pass
+os.set_blocking(w, True)
+p = subprocess.Popen(sys.argv[1:], stdout=w)
+os.close(w)
+for _ in range(2000):
+    try:
+        call = open(f'/proc/{p.pid}/syscall').read().split()
+    except OSError:
+        call = []
+    if call[:2] == ['1', '0x1']:  # write(1, ...): the ready line, after every region was attached
+        break
+    if p.poll() is not None:
+        sys.exit(f'engram-attach exited {p.returncode} before its ready line')
+    time.sleep(0.01)
+else:
+    sys.exit('engram-attach did not block writing its ready line within 20 s')
+maps = [l.split() for l in open(f'/proc/{p.pid}/maps')]
+mem = [m for m in maps if len(m) > 5 and m[5].startswith('/memfd:engram.')]
+size = sum(int(m[0].split('-')[1], 16) - int(m[0].split('-')[0], 16) for m in mem)
+links = [os.readlink(f'/proc/{p.pid}/fd/{f}') for f in os.listdir(f'/proc/{p.pid}/fd')]
+print(len(mem), size, sum(l.startswith('/memfd:engram.') for l in links), len(links))
+out = b''
+while True:
+    chunk = os.read(r, 65536)
+    if not chunk:
+        break
+    out += chunk
+sys.stdout.write(out.decode().lstrip('x'))
+sys.exit(p.wait())
+PY
+    }
+    # One table alone: only its region is mapped, and the client holds only that region's fd.
+    got="$(held --table "$w1" --verify)" || fail "--table $w1: exited $? ($got)"
+    line="$(tail -1 <<<"$got")" big="$(field attached_bytes "$(tail -1 <<<"$got")")"
+    [ "$big" = "$big1" ] || [ "$big" = "$big2" ] || fail "--table $w1: attached_bytes $big is not one of the weights' regions ($big1, $big2): $line"
+    [ "$(head -1 <<<"$got")" = "1 $big 1 5" ] \
+        || fail "--table $w1: expected 1 mapping of the daemon's memfds ($big bytes), 1 memfd fd and 5 fds (stdio, the socket, the region) while attached, /proc says: $(head -1 <<<"$got")"
+    check() { [ "$(field "$1" "$line")" = "$2" ] || fail "--table: $1 is $(field "$1" "$line"), expected $2 ($3): $line"; }
+    check regions 3 "the whole MANIFEST is still received" ; check tables 4 "the whole MANIFEST"
+    check bytes "$total3" "every region's size"
+    check attached_regions 1 "$w1's region alone"; check attached_bytes "$big" "its region's size"
+    check attached_tables 1 "one table named"; check attached_table_bytes "$w1_bytes" "$w1's bytes (inspect)"
+    check verified_tables 1 "--verify: the named table alone"
+    grep -q "\"selected_tables\":\[\"$w1\"\]" <<<"$line" || fail "--table: no selected_tables [\"$w1\"]: $line"
+    # Two tables in two regions; the small one's region is shared with a table not named, which is not verified.
+    got="$(held --table "$s14" --table "$w1" --verify)" || fail "--table $s14 --table $w1: exited $? ($got)"
+    [ "$(head -1 <<<"$got")" = "2 $((big + small)) 2 6" ] \
+        || fail "--table $s14 --table $w1: expected 2 mappings ($((big + small)) bytes), 2 memfd fds, 6 fds; /proc says: $(head -1 <<<"$got")"
+    line="$(tail -1 <<<"$got")"
+    check attached_regions 2 "two regions"; check attached_bytes "$((big + small))" "their sizes"
+    check attached_tables 2 "two named"; check attached_table_bytes "$((w1_bytes + s14_bytes))" "their bytes (inspect)"
+    check verified_tables 2 "the named tables alone"
+    grep -q "\"selected_tables\":\[\"$s14\",\"$w1\"\]" <<<"$line" || fail "--table: selected_tables not [$s14, $w1]: $line"
+    # Without --table, the same held client maps all three.
+    got="$(held)" || fail "held, every table: exited $? ($got)"
+    [ "$(head -1 <<<"$got")" = "3 $total3 3 7" ] || fail "every table: expected 3 mappings ($total3 bytes), 3 memfd fds, 7 fds; /proc says: $(head -1 <<<"$got")"
+    check_line="$(tail -1 <<<"$got")"
+    [ "$(field attached_bytes "$check_line")" = "$total3" ] && ! grep -q selected_tables <<<"$check_line" \
+        || fail "every table: attached_bytes not $total3, or selected_tables present: $check_line"
+    # --verify-content over the named table alone: the record's other tables are neither checked nor missing.
+    bin/engram-host inspect --write-digests "$tmp/ck3" >/dev/null
+    content="$("$attach" --socket "$sock" --json --table "$s14" --verify-content "$tmp/ck3/engram-digests.json")" \
+        || fail "--table --verify-content exited $? ($content)"
+    grep -q '"record_version":2,"ok":1,"mismatch":0,"missing":0,"not_checked":0,"engram_ok":1,"engram_mismatch":0,"bytes":'"$s14_bytes"',.*"tables":\[{"name":"'"$s14"'","content":"ok",[^]]*}\]}' <<<"$content" \
+        || fail "--table --verify-content: expected one table, $s14, ok: $content"
+    # The text output says what was selected and attached.
+    text="$("$attach" --socket "$sock" --table "$w1")" || fail "--table, text output: exited $?"
+    grep -q "^  selected       1 of 4 tables ($w1), $w1_bytes bytes; attached 1 of 3 regions, $big bytes (0.06[23] GiB); the other 2 region fds closed unmapped$" <<<"$text" \
+        || fail "--table, text output: no 'selected' line as expected: $text"
+    # A name the daemon does not serve: one line naming it and how to list the tables, exit 1.
+    rc=0 err="$("$attach" --socket "$sock" --table "$w1" --table layers.2.engram.embed.weight 2>&1)" || rc=$?
+    [ "$rc" = 1 ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -q "^engram-attach: --table 'layers.2.engram.embed.weight': the daemon on $sock serves no table of that name (it serves 4); list its tables with \`engram-host status --socket $sock\`, or run engram-attach without --table to attach them all$" <<<"$err" \
+        || fail "--table with an unknown name: expected exit 1 and one line naming it, got $rc: $err"
+    # No fd leaks: 300 repetitions under an fd limit that leaves room for 1 more than one import holds (stdio, the
+    # socket, the 3 region fds that arrive): a leak of one fd a repetition fails by the third. The limit binds: with
+    # one fd fewer than an import needs, the same run fails.
+    out="$(ulimit -n 8 && "$attach" --socket "$sock" --json --table "$w1" --repeat 300)" \
+        || fail "--table --repeat 300 under ulimit -n 8: exited $? (a leaked fd?): $(tail -c 300 <<<"$out")"
+    [ "$(grep -c '"attached_regions":1,' <<<"$out")" = 300 ] || fail "--table --repeat 300: expected 300 lines with attached_regions 1"
+    out="$(ulimit -n 8 && "$attach" --socket "$sock" --json --repeat 300)" || fail "--repeat 300 under ulimit -n 8, every table: exited $?"
+    rc=0 err="$(ulimit -n 6 && "$attach" --socket "$sock" --json --table "$w1" 2>&1)" || rc=$?
+    [ "$rc" = 1 ] || fail "under ulimit -n 6 (one fd fewer than an import needs) expected a failure, got $rc: $err"
+    bin/engram-host stop --socket "$sock" >/dev/null
+    wait "$daemon" || fail "the --table daemon exited $? after stop"
+    daemon=""
+    echo "test_engram_attach: --table against the real daemon: ok (one table, two, every table: mappings and fds from /proc;" \
+        "--verify-content of one; an unknown name; 300 repetitions under ulimit -n 8 without a leak)"
 else
     echo "test_engram_attach: SKIP real daemon (--peer-only)"
 fi
@@ -314,6 +443,21 @@ peer regular-file 1 'region 0 \(memfd, fd [0-9]+\): fcntl\(F_GET_SEALS\) failed:
 peer sealed-write 0 '"regions":2,'
 peer wrong-size 1 "manifest says a memfd of $((2 * page)) bytes but fd [0-9]+ is a file of $page bytes"
 peer welcome-uid 1 "WELCOME at byte [0-9]+: uid is 4242, but SO_PEERCRED says the daemon's uid is $(id -u)"
+# --table: only the named tables' regions are attached, after the whole MANIFEST is checked (a bad region or table
+# that holds none of the named tables is refused all the same); the names are checked where they are parsed.
+peer batch-520 0 "\"regions\":520,.*\"bytes\":$((520 * page)),.*\"attached_regions\":2,\"attached_vmm_regions\":0,\"attached_bytes\":$((2 * page)),\"attached_tables\":2,\"attached_table_bytes\":$((2 * page)),\"selected_tables\":\[\"t7\",\"t300\"\]" \
+    --table t7 --table t300
+peer batch-2 1 "^engram-attach: --table 'nope': the daemon on $psock serves no table of that name \(it serves 2\); list its tables with .engram-host status --socket $psock., or run engram-attach without --table to attach them all$" \
+    --table t0 --table nope
+peer select-unsealed 1 '^engram-attach: region 1 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE, so' --table t0
+peer select-outside 1 "table 't1': \[100, 100 \+ $((page - 96))\) is outside region 1 of $page bytes" --table t0
+alone table-limit 1 '^engram-attach: --table: at most 64 tables may be named; name fewer, or leave out --table to attach every table$' \
+    "$attach" --socket "$tmp/none.sock" $(for i in $(seq 65); do echo "--table t$i"; done)
+alone table-64 1 "^engram-attach: no daemon listens on $tmp/none.sock" \
+    "$attach" --socket "$tmp/none.sock" $(for i in $(seq 64); do echo "--table t$i"; done)
+alone table-twice 1 "^engram-attach: --table 't1' is given twice; name each table once$" "$attach" --table t1 --table t2 --table t1
+alone table-empty 1 '^engram-attach: --table needs a table.s name, not an empty string' "$attach" --table ''
+alone table-bench-peer 1 '^engram-attach: --bench-peer and --table exclude each other$' "$attach" --bench-peer "$tmp/x" --table t1
 # The socket path: a template from ENGRAM_HOST_SOCKET or --socket, {instance} and {device} filled in.
 psock="$tmp/alpha-gpu3.sock" socket_args=() client_as=(env ENGRAM_HOST_SOCKET="$tmp/{instance}-gpu{device}.sock")
 peer batch-2 0 '"regions":2,.*"device":3,' --instance alpha --device 3

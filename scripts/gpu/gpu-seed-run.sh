@@ -5,6 +5,12 @@
 #   [GIB=39] [SEEDS=2] [IMPORTS=5] [TRANSPORT_GIB=8] [PROBE_GIB=8] [COLD=1] [VMM=1] bash scripts/gpu/gpu-seed-run.sh OUT_DIR
 #   GIB=4 ...     a quick pass (about 2 minutes); GIB=1 without a GPU is the dry run (no engine GPU views, no cuda-vmm,
 #                 no probe)
+#   ENGINE_TABLES=name[,name...]  the engine imports only these tables (`engram-attach --table` each; checked against
+#                 A's STATUS first); the summary names them and their GiB, and ms/GiB is over their bytes
+#   B_FLAGS="..."  extra flags appended to every `serve` of daemon B (default none), echoed in the summary
+#   DRIFT_S=N     (default 0: off) the loop engine alone N seconds before the seed from each exporter of DRIFT_ON
+#                 (default cuda-vmm; a space-separated list) in EXPORTERS: the median import per 5-second window
+#   WORK_DIR=DIR  instead of /var/tmp/engram-seed (the model, the unpacked release and the logs)
 # What it does, each step's figures in summary.txt:
 #   1. `generate --model` a model directory of GIB GiB of Engram tables (V4.1's layout: layers 1 and 14, 264 bytes a
 #      row) and its digest record (`inspect --write-digests`), into /var/tmp/engram-seed (kept for a later call on a
@@ -17,11 +23,14 @@
 #      mmap and cuMemHostRegister of every table, as an engine's GPU view of memfd tables; the CPU view only without a
 #      GPU), its total_ms (handshake, manifest, attach; the CUDA context excluded). IMPORT hands out every table of
 #      the daemon (tables share regions), so an import is of all GIB GiB; ms/GiB is given beside it.
+#      ENGINE_TABLES: the engine attaches only those tables' regions (the other fds closed unmapped); the summary says
+#      "import of TABLE (0.59 GiB), X GiB of regions mapped" and gives ms/GiB over the tables' bytes.
 #      ENGINE=loop instead: one C client process importing back to back (`--repeat`; mmap only, `--device 0` for
 #      cuda-vmm's VA mapping), IDLE_S seconds (default 8) idle and 3 s after each seed: hundreds of samples, the
 #      daemon's own share of an import (handshake, manifest, fds) without the engine's pinning
 #   5. daemon B (memfd): `serve --seed-from 127.0.0.1:7070`, SEEDS times, while the engine keeps importing from A:
-#      B's seed rate (origin.seeded bytes over seconds), time to ready, 0 bytes from the disk; A's engine's median
+#      B's seed rate (origin.seeded bytes over seconds), time to ready, 0 bytes from the disk (B_FLAGS on every B's
+#      serve); A's engine's median
 #      import during the seed (imports whose midpoint falls in B's load) against idle (the issue: within 10%);
 #      once, a client's sha256-tree-v1 check of every table B serves (`import --verify-content` the record)
 #   6. with a GPU (VMM=1): the probe's multi-process cuMemCreate(HOST_NUMA) rate (bench/experiments/coldstart_probe.c
@@ -31,7 +40,13 @@
 #      VMM_STAGING="0 20G" [VMM_SEEDS=2]: B as cuda-vmm once per --seed-staging size (0: none) and round, interleaved;
 #      with EXPORTERS=cuda-vmm, A's own cuda-vmm load from the page cache is the cuda-vmm fill path's stage alone
 #   6b. EXPORTERS="cuda-vmm memfd-hugetlb": A again as each of those backends' exporter, B (memfd) seeding from it once
-#      while the engine imports from A, and a client's check of every table B serves against the record
+#      while the engine imports from A, and a client's check of every table B serves against the record. Per exporter:
+#      with DRIFT_S (and the exporter in DRIFT_ON), first the loop engine alone DRIFT_S seconds, the median import per
+#      5 s window (do repeated imports drift? an earlier cuda-vmm run went 321 -> 433 ms over 17); then the engine
+#      idle before the seed (IDLE_S s with ENGINE=loop, else IMPORTS imports), during it, and idle after it (B
+#      stopped): "idle before X ms (n), during Y (n), idle after Z (n)" with during/before and during/after. A
+#      cuda-vmm exporter makes a CPU view of its regions at the first seed request and keeps it, so a slowdown that
+#      stays after the seed comes from the view, not from the seeding load. EXPORTERS=memfd works without a GPU.
 #   7. COLD=1 and time left: A and B stopped, the page cache dropped, a plain load of the model from the cold disk
 #      (time to ready against B's seeded one and A's from the page cache)
 # OUT_DIR gets at most 5 files: env.txt, summary.txt, checks.txt (PASS/FAIL of what must hold: every seed from the
@@ -50,7 +65,15 @@ TRANSPORT_GIB=${TRANSPORT_GIB:-8}
 PROBE_GIB=${PROBE_GIB:-8}
 THREADS=${THREADS:-16}
 BUDGET_S=${BUDGET_S:-500}   # the optional parts are skipped past this (the call's limit is 600 s)
-W=/var/tmp/engram-seed
+ENGINE_TABLES=${ENGINE_TABLES:-}   # name[,name...]: the engine imports only these (engram-attach --table each)
+TABLE_ARGS=()
+IFS=, read -ra _names <<< "$ENGINE_TABLES"
+for _n in "${_names[@]}"; do [ -n "$_n" ] && TABLE_ARGS+=(--table "$_n"); done
+DRIFT_S=${DRIFT_S:-0}      # > 0: the loop engine alone this long before each seed from an exporter of DRIFT_ON
+DRIFT_ON=${DRIFT_ON:-cuda-vmm}
+B_FLAGS=${B_FLAGS:-}       # appended to every `serve` of daemon B
+read -ra B_EXTRA <<< "$B_FLAGS"
+W=${WORK_DIR:-/var/tmp/engram-seed}   # another for a second run on a shared machine (the ports stay 7070, 7071)
 R=$W/run
 rm -rf "$R"
 mkdir -p "$W" "$R"
@@ -71,6 +94,10 @@ fi
 EH=$W/engram-host/bin/engram-host
 CA=$W/engram-host/bin/engram-attach
 RATE=$ROOT/scripts/bench/tcp-rate.py
+if [ ${#TABLE_ARGS[@]} -gt 0 ] && ! "$CA" --help 2>/dev/null | grep -q -- '--table NAME'; then
+    echo "gpu-seed-run: ENGINE_TABLES needs an engram-attach with --table; $CA has none: an older release kept in $W/engram-host (remove it, or make the bundle again)" >&2
+    exit 2
+fi
 export PYTHONPATH=$W/engram-host/python
 "$EH" --version > "$OUT/version.txt" 2>&1
 {
@@ -79,7 +106,8 @@ export PYTHONPATH=$W/engram-host/python
     for n in /sys/devices/system/node/node*; do echo "$(basename "$n") cpus $(cat "$n/cpulist")"; done
     cat "$W/engram-host/BUILD" 2>/dev/null
 } > "$OUT/env.txt" 2>&1
-say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
+say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS ENGINE=$ENGINE, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
+say "engine tables: ${ENGINE_TABLES:-all}; B_FLAGS: ${B_FLAGS:-none}; EXPORTERS: ${EXPORTERS:-none}; DRIFT_S=$DRIFT_S (before seeds from ${DRIFT_ON})"
 
 PIDS=()
 STAGE_FLAGS=()
@@ -125,8 +153,8 @@ stop_daemon() { # SOCKET PID
     "$EH" stop --socket "$1" > /dev/null 2>&1 || kill "$2" 2>/dev/null
     wait "$2" 2>/dev/null
 }
-ATTACH=(--json)
-[ $GPU = 1 ] && ATTACH=(--device 0 --register --json)
+ATTACH=(--json "${TABLE_ARGS[@]}")
+[ $GPU = 1 ] && ATTACH=(--device 0 --register --json "${TABLE_ARGS[@]}")
 engine() { # OUT_FILE: one engine import from A (a fresh C client process): "start_ns end_ns rc json"
     local t0 t1 line rc
     t0=$(date +%s%N)
@@ -138,8 +166,8 @@ engine() { # OUT_FILE: one engine import from A (a fresh C client process): "sta
 }
 # ENGINE=loop: one C client process importing over and over (`--repeat`, back to back; mmap only, `--device 0` for
 # cuda-vmm), each line stamped as it arrives (its start: the arrival less total_ms): many samples per seed
-LOOP_ATTACH=(--json)
-[ $GPU = 1 ] && LOOP_ATTACH=(--device 0 --json)
+LOOP_ATTACH=(--json "${TABLE_ARGS[@]}")
+[ $GPU = 1 ] && LOOP_ATTACH=(--device 0 --json "${TABLE_ARGS[@]}")
 stamp() { # "start_ns end_ns 0 json" per line of the C client's
     local line t1
     while IFS= read -r line; do
@@ -177,6 +205,11 @@ wait_ready "$W/a.sock" "$A" 420 || { bad "A ready"; tail -5 "$R/a.log"; exit 1; 
 "$EH" status --socket "$W/a.sock" --json > "$R/a.json"
 say "A (memfd, from the page cache): $(field "$R/a.json" '"ready_s %.3f, read_s %.3f, read_gib_s %.3f, create_s %.3f, verify_seal_s %.3f" % (d["ready_s"], d["load"]["read_s"], d["load"]["read_gib_s"], d["load"]["create_s"], d["load"]["verify_seal_s"])')"
 BYTES=$(field "$R/a.json" 'd["bytes"]')
+if [ -n "$ENGINE_TABLES" ]; then  # every name one A serves, else no engine import could succeed
+    missing=$(python3 -c 'import json, sys; have = {t["name"] for t in json.load(open(sys.argv[1]))["tables"]}; print(" ".join(n for n in sys.argv[2].split(",") if n and n not in have))' "$R/a.json" "$ENGINE_TABLES" 2>&1)
+    [ -z "$missing" ] || { bad "ENGINE_TABLES: A serves no table named $missing (\`engram-host status\` lists them; leave ENGINE_TABLES unset for all)"; exit 1; }
+    say "engine tables: $(python3 -c 'import json, sys; t = {t["name"]: t["bytes"] for t in json.load(open(sys.argv[1]))["tables"]}; print(", ".join(f"{n} ({t[n] / 2**30:.2f} GiB)" for n in sys.argv[2].split(",") if n))' "$R/a.json" "$ENGINE_TABLES")"
+fi
 
 # 3. the transport alone
 transport() { # LABEL [memfd]
@@ -204,7 +237,7 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
     local t0
     t0=$(date +%s%N)
     "$EH" serve --checkpoint "$M" --backend "$backend" --socket "$W/b.sock" --numa none --threads "$THREADS" \
-        --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" "${STAGE_FLAGS[@]}" > "$R/b-$label.log" 2>&1 &
+        --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" "${STAGE_FLAGS[@]}" "${B_EXTRA[@]}" > "$R/b-$label.log" 2>&1 &
     B=$!; PIDS+=("$B")
     if ! wait_ready "$W/b.sock" "$B" 420; then
         touch "$R/stop"; wait $loop
@@ -287,8 +320,14 @@ for ex in ${EXPORTERS:-}; do
     if wait_ready "$W/a.sock" "$A" 300; then
         "$EH" status --socket "$W/a.sock" --json > "$R/a-$ex.json"
         say "A as $ex: $(field "$R/a-$ex.json" '"ready_s %.3f, read_gib_s %.3f, create_s %.3f" % (d["ready_s"], d["load"]["read_gib_s"], d["load"]["create_s"])')"
+        if [ "$DRIFT_S" -gt 0 ] && [[ " $DRIFT_ON " == *" $ex "* ]]; then  # repeated imports alone: do they drift?
+            ENGINE=loop idle "$DRIFT_S" 0 "$R/engine-drift-$ex.txt"
+        fi
         idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-$ex.txt"   # this exporter's engine alone: its own baseline
         seed_b "from-$ex" memfd && { verify_b "from-$ex"; stop_daemon "$W/b.sock" "$B"; }
+        # and after the seed, B stopped: a slowdown that persists comes from what the seed left behind in A (a
+        # cuda-vmm exporter makes a CPU view of its regions at the first seed request and keeps it), not the load
+        idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-after-$ex.txt"
         grep -E "seed: (a CPU view|peer .*failed)" "$R/a-$ex.log" | head -3 | while read -r l; do say "  A: ${l#*engram-host: }"; done
     else
         bad "A as $ex: ready"; tail -3 "$R/a-$ex.log"
@@ -313,7 +352,7 @@ else
     say "cold-disk load: not run (COLD ${COLD:-1}, $SECONDS s used of $BUDGET_S)"
 fi
 
-ENGINE=$ENGINE python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
+ENGINE=$ENGINE ENGINE_TABLES=$ENGINE_TABLES python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
 import glob, json, os, statistics, sys
 R, total, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 def load(p):
@@ -330,20 +369,27 @@ def imports(p):
             d = json.loads(js)
         except Exception:
             d = {}
-        out.append((int(t0), int(t1), int(rc), d.get("total_ms"), d.get("attach_ms")))
+        out.append((int(t0), int(t1), int(rc), d.get("total_ms"), d.get("attach_ms"), d.get("attached_bytes")))
     return out
-gib = total / 2**30
-idle = [x for x in imports(f"{R}/engine-idle.txt") if x[2] == 0 and x[3] is not None]
+def ok(p): return [x for x in imports(p) if x[2] == 0 and x[3] is not None]
+a = load(f"{R}/a.json")
+names = [n for n in os.environ.get("ENGINE_TABLES", "").split(",") if n]
+sizes = {t["name"]: t["bytes"] for t in a["tables"]} if a else {}
+# ms/GiB over what the engine imports: every table, or ENGINE_TABLES' (their bytes, from A's STATUS)
+gib = (sum(sizes.get(n, 0) for n in names) if names else total) / 2**30
+idle = ok(f"{R}/engine-idle.txt")
 mi = med([x[3] for x in idle])
 loop = os.environ.get("ENGINE") == "loop"
 how = ("one process, back to back (--repeat), mmap only" if loop else
        "a process each, " + ("mmap + cuMemHostRegister" if gpu else "mmap only: no GPU"))
-print(f"== engine (C client, {how}) imports of all A's {gib:.1f} GiB")
+mapped = med([x[5] for x in idle if x[5] is not None]) / 2**30
+what = (", ".join(f"{n} ({sizes.get(n, float('nan')) / 2**30:.2f} GiB)" for n in names) +
+        f", {mapped:.2f} GiB of regions mapped" if names else f"all A's {gib:.1f} GiB")
+print(f"== engine (C client, {how}) import{'s' if len(names) != 1 else ''} of {what}")
 def few(v): return ", ".join(f"{x[3]:.1f}" for x in v) if len(v) <= 20 else \
     f"p10 {statistics.quantiles([x[3] for x in v], n=10)[0]:.2f}, p90 {statistics.quantiles([x[3] for x in v], n=10)[-1]:.2f}"
 print(f"idle: median total_ms {mi:.2f} ({mi / gib:.3f} ms/GiB), attach_ms {med([x[4] for x in idle]):.2f}; n={len(idle)} "
       f"[{few(idle)}]")
-a = load(f"{R}/a.json")
 fill = a["load"]["read_gib_s"] if a else float("nan")
 tr = {}
 for k in ("buffer", "memfd"):
@@ -366,7 +412,7 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
     during = [x for x in imports(f"{R}/engine-{label}.txt") if x[2] == 0 and x[3] is not None and begin <= (x[0] + x[1]) / 2 <= end]
     md = med([x[3] for x in during])
     if label.startswith("from-") and os.path.exists(f"{R}/engine-idle-{label[5:]}.txt"):  # A was that exporter
-        base = [x for x in imports(f"{R}/engine-idle-{label[5:]}.txt") if x[2] == 0 and x[3] is not None]
+        base = ok(f"{R}/engine-idle-{label[5:]}.txt")
     else:
         base = idle
     mi = med([x[3] for x in base])
@@ -385,8 +431,29 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
               f" ({vfill:.3f}) {rate / vfill:.2f}; seed / the probe {rate / max(rates) if rates else float('nan'):.2f}")
     print(f"  A's engine during B's load: median total_ms {md:.2f} (n={len(during)}) against idle {mi:.2f} (n={len(base)}, [{few(base)}]): "
           f"{100 * (md - mi) / mi:+.1f}% (the issue: within 10%) [{few(during)}]")
+    if label.startswith("from-") and os.path.exists(f"{R}/engine-idle-after-{label[5:]}.txt"):
+        after = ok(f"{R}/engine-idle-after-{label[5:]}.txt")
+        ma = med([x[3] for x in after])
+        print(f"  A as {label[5:]}: idle before {mi:.2f} ms (n={len(base)}), during {md:.2f} (n={len(during)}), idle after"
+              f" {ma:.2f} (n={len(after)}); during/before {md / mi:.2f}, during/after {md / ma:.2f}"
+              f" (a slowdown that stays after the seed is not the seeding load's)")
     if a:
         print(f"  time to ready: B seeded {b['ready_s']:.3f} s against A's load from the page cache {a['ready_s']:.3f} s")
+for p in sorted(glob.glob(f"{R}/engine-drift-*.txt")):  # DRIFT_S: the loop engine alone before a seed
+    v = ok(p)
+    if not v:
+        print(f"drift, A as {os.path.basename(p)[13:-4]}: no import succeeded")
+        continue
+    t0 = v[0][0]
+    windows = {}
+    for x in v:
+        windows.setdefault((x[0] - t0) // 5_000_000_000, []).append(x[3])
+    span = v[-1][1] - t0   # the last window counts only when whole (a few imports in a part window mislead)
+    w = [(k, med(windows[k]), len(windows[k])) for k in sorted(windows) if (k + 1) * 5_000_000_000 <= span] \
+        or [(k, med(windows[k]), len(windows[k])) for k in sorted(windows)]
+    print(f"drift, A as {os.path.basename(p)[13:-4]}, the loop engine alone {(v[-1][1] - t0) / 1e9:.0f} s, {len(v)} imports:"
+          f" median import per 5 s window {', '.join(f'{m:.2f} (n={n})' for _, m, n in w)} ms;"
+          f" last window / first {w[-1][1] / w[0][1]:.2f}")
 c = load(f"{R}/cold.json")
 if c:
     print(f"cold-disk load: ready_s {c['ready_s']:.3f}, read_gib_s {c['load']['read_gib_s']:.3f}")
