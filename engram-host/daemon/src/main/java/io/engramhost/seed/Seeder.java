@@ -56,14 +56,22 @@ import java.util.function.LongConsumer;
  */
 public final class Seeder {
     /**
-     * A table to fill: its name, bytes, the engram digest v1 and the sha256-tree-v1 (32 bytes) it must have, and
-     * where its bytes go, once the caller has made that memory.
+     * A table to fill: its name, bytes, the engram digest v1 and the sha256-tree-v1 (32 bytes) it must have, where
+     * its bytes go, once the caller has made that memory, and whether its ranges may be staged while that memory is
+     * made ({@code stageable}; the caller says which: staging helps only where the table's fill cannot hide behind
+     * the creation of what comes after it).
      */
-    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address) {
+    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address,
+            boolean stageable) {
         public Table {
             if (expectedTree.length != 32) {
                 throw new IllegalArgumentException("a sha256-tree-v1 has 32 bytes, not " + expectedTree.length);
             }
+        }
+
+        /** A table whose ranges may be staged. */
+        public Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address) {
+            this(name, bytes, expectedDigest, expectedTree, address, true);
         }
     }
 
@@ -411,7 +419,7 @@ public final class Seeder {
                 int len = (int) Math.min(ContentDigest.CHUNK, t.bytes() - off);
                 stage = nextStage;
                 nextStage = 0;
-                if (stage == 0 && pool != null) {
+                if (stage == 0 && pool != null && t.stageable()) {
                     stage = bufferOrMemory(p, t, staged, tables, digests, from, refusedFor, liars, treeRefused);
                     if (stage < 0) {
                         stage = 0;
@@ -440,7 +448,7 @@ public final class Seeder {
                 asked = false;
                 if (n != null) {
                     Table nt = tables.get(n.job.table);
-                    if (!nt.address().isDone() && pool != null) {
+                    if (!nt.address().isDone() && pool != null && nt.stageable()) {
                         nextStage = pool.take();
                     }
                     if (nt.address().isDone() || nextStage != 0) {

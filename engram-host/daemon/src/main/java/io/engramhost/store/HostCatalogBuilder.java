@@ -398,7 +398,8 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             }
             candidates.add(t);
             wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t),
-                    creator.region(slot.region()).thenApply(r -> r.address() + slot.offset())));
+                    creator.region(slot.region()).thenApply(r -> r.address() + slot.offset()),
+                    stageable(slot.region())));
         }
         if (uncovered > 0) {
             LOG.log(System.Logger.Level.WARNING, "seed: " + uncovered + " of the " + tensors.size() + " tables have"
@@ -433,6 +434,21 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 + (r.stagingBuffers() == 0 ? "" : "; " + Bytes.format(r.stagedBytes()) + " of it held in "
                         + r.stagingBuffers() + " staging buffers of 64 MiB until its region existed"));
         return out;
+    }
+
+    /**
+     * Whether a seed may stage the ranges of region {@code r} ({@code --seed-staging}): only when the regions created
+     * after it hold fewer bytes than it does. Otherwise its fill runs while those are created, as without staging,
+     * and staging it would only copy its bytes once more beside their creation (which that memory traffic slows:
+     * bench/seed-runs.md, "Staging"); the last region, and one larger than all that follow, gain.
+     */
+    private boolean stageable(int r) {
+        List<Long> sizes = plan.regionSizes();
+        long after = 0;
+        for (int i = r + 1; i < sizes.size(); i++) {
+            after += sizes.get(i);
+        }
+        return after < sizes.get(r);
     }
 
     /** Pieces the placement check works in, spread over the load's threads. */

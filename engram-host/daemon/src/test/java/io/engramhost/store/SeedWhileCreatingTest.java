@@ -177,81 +177,6 @@ class SeedWhileCreatingTest {
     }
 
     @Test
-    void shouldHoldRangesThatComeBeforeTheirRegionInStagingAndServeTheRecordsBytes(@TempDir Path dir)
-            throws Exception {
-        Setup s = checkpoint(dir);
-        try (FileExporter peer = exporter(s)) {
-            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
-            // the first region is made only once two 64 MiB ranges have come: without staging none could (each
-            // stream would wait for the region), and the wait would end after 10 s with nothing sent
-            Watched factory = new Watched(i -> {
-                if (i == 0) {
-                    awaitData(peer, 2, 10_000);
-                }
-                sentBefore.add(peer.datas());
-            });
-            LoadProgress progress = new LoadProgress(line -> { });
-            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
-                assertTrue(sentBefore.get(0) >= 2, "two ranges staged before the first region existed: " + sentBefore);
-                LoadReport.Seeded seeded = progress.report().origin().seeded();
-                long tableBytes = 0;
-                for (Manifest.Table t : c.servedTo(-1).manifest().tables()) {
-                    tableBytes += t.bytes();
-                }
-                assertEquals(tableBytes, seeded.bytes(), "every table from the peer: " + seeded);
-                assertTrue(seeded.stagedBytes() > 0, "the staged bytes are counted: " + seeded);
-                assertEquals(0, progress.loadTimings().readBytes(), "nothing read from the disk");
-                assertRecordsBytes(s, c);
-            }
-            assertEquals(0, factory.open.get(), "every region closed with the catalog");
-        }
-    }
-
-    @Test
-    void shouldCopyWhatIsStagedIntoARegionOnceItExistsWhileTheNextIsStillMade(@TempDir Path dir) throws Exception {
-        Setup s = checkpoint(dir);
-        try (FileExporter peer = exporter(s)) {
-            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
-            // two buffers: the first region's two ranges fill them; the streams then wait for the second region, and
-            // must meanwhile copy those two into the first once it exists, so that two more ranges can be staged
-            Watched factory = new Watched(i -> {
-                if (i == 0) {
-                    awaitData(peer, 2, 10_000);
-                } else if (i == 1) {
-                    awaitData(peer, sentBefore.get(0) + 2, 10_000);
-                }
-                sentBefore.add(peer.datas());
-            });
-            LoadProgress progress = new LoadProgress(line -> { });
-            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
-                assertTrue(sentBefore.get(1) >= sentBefore.get(0) + 2, "ranges staged again once the first region's"
-                        + " were copied into it, before the second region existed: " + sentBefore);
-                assertRecordsBytes(s, c);
-            }
-        }
-    }
-
-    @Test
-    void shouldWaitForTheRegionOnceTheStagingIsSpent(@TempDir Path dir) throws Exception {
-        Setup s = checkpoint(dir);
-        try (FileExporter peer = exporter(s)) {
-            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
-            Watched factory = new Watched(i -> {
-                if (i == 0) { // one buffer of 64 MiB: one range staged, then the streams wait for the region
-                    awaitData(peer, 1, 10_000);
-                    awaitData(peer, 2, 1_500);
-                }
-                sentBefore.add(peer.datas());
-            });
-            LoadProgress progress = new LoadProgress(line -> { });
-            try (Catalog c = builder(s, factory, peer, 64L << 20).build(progress)) {
-                assertEquals(1, sentBefore.get(0), "one range staged, no more: " + sentBefore);
-                assertRecordsBytes(s, c);
-            }
-        }
-    }
-
-    @Test
     void shouldFillTheFirstRegionFromThePeerBeforeTheNextIsCreated(@TempDir Path dir) throws Exception {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
@@ -313,15 +238,48 @@ class SeedWhileCreatingTest {
     }
 
     @Test
+    void shouldStageTheLastRegionsRangesAndServeTheRecordsBytes(@TempDir Path dir) throws Exception {
+        Setup s = checkpoint(dir);
+        try (FileExporter peer = exporter(s)) {
+            List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
+            // three regions: the scales packed, then a weight each. The last is made only once all 4 ranges have
+            // come: its range could come only into a staging buffer; without staging the wait would end after 10 s
+            // with 3 sent. The first two are followed by as many bytes as they hold or more, so none of theirs is
+            // staged: region 0 is made at once, and nothing was sent before it.
+            Watched factory = new Watched(i -> {
+                if (i == 2) {
+                    awaitData(peer, 4, 10_000);
+                }
+                sentBefore.add(peer.datas());
+            });
+            LoadProgress progress = new LoadProgress(line -> { });
+            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
+                assertEquals(0, sentBefore.get(0), "region 0 is not staged (larger regions follow it): " + sentBefore);
+                assertEquals(4, sentBefore.get(2), "the last region's range staged before it existed: " + sentBefore);
+                LoadReport.Seeded seeded = progress.report().origin().seeded();
+                long tableBytes = 0;
+                for (Manifest.Table t : c.servedTo(-1).manifest().tables()) {
+                    tableBytes += t.bytes();
+                }
+                assertEquals(tableBytes, seeded.bytes(), "every table from the peer: " + seeded);
+                assertEquals(64L << 20, seeded.stagedBytes(), "the last region's 64 MiB went through staging: " + seeded);
+                assertEquals(0, progress.loadTimings().readBytes(), "nothing read from the disk");
+                assertRecordsBytes(s, c);
+            }
+            assertEquals(0, factory.open.get(), "every region closed with the catalog");
+        }
+    }
+
+    @Test
     void shouldDropWhatIsStagedAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
             for (int pass = 0; pass < 2; pass++) { // the first pass loads every class the failure needs
                 long fdsBefore = openFds();
-                IllegalStateException refusal = new IllegalStateException("region 0: out of memory (test)");
+                IllegalStateException refusal = new IllegalStateException("region 2: out of memory (test)");
                 Watched factory = new Watched(i -> {
-                    if (i == 0) {
-                        assertTrue(awaitData(peer, 2, 10_000), "two ranges staged");
+                    if (i == 2) {
+                        assertTrue(awaitData(peer, 4, 10_000), "the last region's range staged");
                         throw refusal;
                     }
                 });
