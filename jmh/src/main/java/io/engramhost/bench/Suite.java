@@ -21,7 +21,7 @@ public enum Suite {
     static final class Benchmarks {
         static final List<Class<?>> CPU = List.of(HandshakeBench.class, HandshakePartsBench.class, GatherBench.class,
                 ColdLoadBench.class, ColdStartBench.class, BusyDaemonBench.class, DaemonRestartBench.class,
-                CliStartBench.class);
+                CliStartBench.class, SeedTransportBench.class);
         static final List<Class<?>> GPU = List.of(AttachBench.class, GpuGatherBench.class, RestartBench.class);
 
         private Benchmarks() {
@@ -30,7 +30,7 @@ public enum Suite {
 
     /** Smoke parameters: the smallest of each, applied where the user set none. */
     static final Map<String, String> SMOKE_PARAMS = Map.of("tables", "16", "rowBytes", "264", "tableMiB", "32",
-            "threads", "1", "checkpointMiB", "32", "cache", "warm");
+            "threads", "1", "checkpointMiB", "32", "cache", "warm", "streams", "2", "totalMiB", "64", "dest", "buffer");
     static final int SMOKE_ITERATION_MILLIS = 300;
 
     private final List<Class<?>> included;

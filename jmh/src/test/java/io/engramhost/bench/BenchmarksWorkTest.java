@@ -185,4 +185,30 @@ class BenchmarksWorkTest {
                 b::setUp);
         assertEquals("cache: 'lukewarm' is not one of warm, cold", e.getMessage());
     }
+
+    @Test
+    void shouldMoveEveryByteOfTheSourceOnEachSeedTransport() throws Exception {
+        int ownedBefore = Fd.openCount();
+        SeedTransportBench b = new SeedTransportBench();
+        b.streams = 2;
+        b.totalMiB = 6;
+        b.dest = "memfd"; // each transfer checked against the source (the smoke pass runs dest=buffer)
+        b.range = 1 << 20; // three ranges a stream
+        b.setUp();
+        try {
+            for (int i = 0; i < 3; i++) {
+                b.makeTarget();
+                long got = switch (i) {
+                    case 0 -> b.nettyEpollSendfile();
+                    case 1 -> b.grpc1MiB();
+                    default -> b.grpc4MiB();
+                };
+                assertEquals(6L << 20, got, "transport " + i);
+                b.checkTarget();
+            }
+        } finally {
+            b.tearDown();
+        }
+        assertEquals(ownedBefore, Fd.openCount(), "owned fds");
+    }
 }
