@@ -294,6 +294,7 @@ final class SeedServer implements AutoCloseable {
                         + " (--seed-listen): " + (e instanceof BindException ? e.getMessage() : e));
             }
             s.listener = bound.channel();
+            SeedAuth.warm(settings.key()); // before READY: the first peer's CHALLENGE then costs no JCA loading
         } catch (RuntimeException | Error e) {
             s.close();
             throw e;

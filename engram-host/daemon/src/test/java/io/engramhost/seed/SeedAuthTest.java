@@ -39,6 +39,16 @@ class SeedAuthTest {
     }
 
     @Test
+    void shouldWarmWithoutChangingAnyProof() {
+        SeedKey key = SeedKey.of(SeedAuth.random(32));
+        byte[] n = SeedAuth.random(32);
+        byte[] id = SeedAuth.random(16);
+        byte[] before = SeedAuth.serverProof(key, n, n, id, id);
+        SeedAuth.warm(key);
+        assertArrayEquals(before, SeedAuth.serverProof(key, n, n, id, id), "a proof depends on its inputs alone");
+    }
+
+    @Test
     void shouldRefuseAKeyFileOthersMayRead(@TempDir Path dir) throws Exception {
         Path a = dir.resolve("a");
         Files.write(a, SeedAuth.random(32));
