@@ -211,20 +211,24 @@ class SeedWhileCreatingTest {
         }
     }
 
-    @Test
-    void shouldStopTheTransferAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
+    /**
+     * Region 2's creation fails once {@code sent} DATAs have come (with {@code staging} bytes of staging): the load
+     * fails with that creation's own error, regions 0 and 1 were made and are closed, every connection to the peer
+     * ends, and (on the second pass, once every class the failure needs is loaded) no fd is left behind.
+     */
+    private static void assertFailedCreationLeavesNothing(Path dir, long staging, int sent) throws Exception {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
-            for (int pass = 0; pass < 2; pass++) { // the first pass loads every class the failure needs
+            for (int pass = 0; pass < 2; pass++) {
                 long fdsBefore = openFds();
                 IllegalStateException refusal = new IllegalStateException("region 2: out of memory (test)");
                 Watched factory = new Watched(i -> {
                     if (i == 2) {
-                        assertTrue(awaitData(peer), "the transfer was under way");
+                        assertTrue(awaitData(peer, sent, 10_000), sent + " ranges came before region 2");
                         throw refusal;
                     }
                 });
-                HostCatalogBuilder b = builder(s, factory, peer);
+                HostCatalogBuilder b = builder(s, factory, peer, staging);
                 assertSame(refusal, assertThrows(IllegalStateException.class, () -> b.build(new LoadProgress(l -> { }))),
                         "the creation's own error");
                 assertEquals(List.of(0, 1), factory.created);
@@ -235,6 +239,11 @@ class SeedWhileCreatingTest {
                 }
             }
         }
+    }
+
+    @Test
+    void shouldStopTheTransferAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
+        assertFailedCreationLeavesNothing(dir, 0, 1);
     }
 
     @Test
@@ -272,27 +281,7 @@ class SeedWhileCreatingTest {
 
     @Test
     void shouldDropWhatIsStagedAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
-        Setup s = checkpoint(dir);
-        try (FileExporter peer = exporter(s)) {
-            for (int pass = 0; pass < 2; pass++) { // the first pass loads every class the failure needs
-                long fdsBefore = openFds();
-                IllegalStateException refusal = new IllegalStateException("region 2: out of memory (test)");
-                Watched factory = new Watched(i -> {
-                    if (i == 2) {
-                        assertTrue(awaitData(peer, 4, 10_000), "the last region's range staged");
-                        throw refusal;
-                    }
-                });
-                HostCatalogBuilder b = builder(s, factory, peer, 128L << 20);
-                assertSame(refusal, assertThrows(IllegalStateException.class, () -> b.build(new LoadProgress(l -> { }))),
-                        "the creation's own error");
-                assertEquals(0, factory.open.get(), "no region left open");
-                peer.awaitNoConnections();
-                if (pass == 1) {
-                    assertEquals(fdsBefore, openFds(), "no fd left behind: " + List.of(fdList()));
-                }
-            }
-        }
+        assertFailedCreationLeavesNothing(dir, 128L << 20, 4); // the last region's range staged, then dropped
     }
 
     private static String[] fdList() {
