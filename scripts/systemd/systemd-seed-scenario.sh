@@ -19,18 +19,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 if [ "${ENGRAM_SYSTEMD_VM:-}" != 1 ]; then
   set -e
-  OUT=$(mkdir -p "${1:-/var/tmp/engram-systemd-seed-run}" && cd "${1:-/var/tmp/engram-systemd-seed-run}" && pwd)
-  cd "$ROOT"
-  tarball=$(ls -t dist/engram-host-*-linux-x86_64.tar.gz 2>/dev/null | head -1 || true)
-  [ -n "$tarball" ] || { scripts/release/dist.sh; tarball=$(ls -t dist/engram-host-*-linux-x86_64.tar.gz | head -1); }
-  rm -rf "$OUT"/* && mkdir -p "$OUT/models"
-  cp "$tarball" "$OUT/"
-  work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
-  tar -xzf "$tarball" -C "$work"
-  eh=$(ls -d "$work"/engram-host-*/bin/engram-host)
+  . "$ROOT/scripts/systemd/scenario-host.sh"
+  prepare_out "${1:-/var/tmp/engram-systemd-seed-run}"
+  tarball=$TARBALL eh=$EH
   "$eh" generate --model --out "$OUT/models/a" --rows 20000 >/dev/null
   "$eh" inspect --write-digests "$OUT/models/a" > "$OUT/models/write-digests.txt"
   echo "systemd-seed-scenario: $(basename "$tarball"), model and digest record in $OUT/models/a; booting the guest" >&2
+  rm -rf "$SCENARIO_WORK"   # exec below ends this shell before its EXIT trap
   SYSD_VM_MB=${SYSD_VM_MB:-3072} SYSD_VM_CPUS=${SYSD_VM_CPUS:-2} SYSD_VM_TIMEOUT=${SYSD_VM_TIMEOUT:-1800} \
     SYSD_VM_OUT="$OUT" exec scripts/systemd/systemd-vm.sh bash "$ROOT/scripts/systemd/systemd-seed-scenario.sh"
 fi
