@@ -8,10 +8,10 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 
 /**
- * One seeding stream's hasher (docs/seeding.md, step 5): a range that has just landed, one 64 MiB chunk of the
- * engram digest v1 ({@link ContentDigest#CHUNK}) and so exactly four 16 MiB leaves of the sha256-tree-v1
- * ({@link TreeDigest#CHUNK}), is read once, in pieces small enough to stay in the cache, and each piece goes to both
- * hashes. Not thread-safe: each stream has its own.
+ * One seeding stream's hasher (docs/seeding.md, step 5): a range, one 64 MiB chunk of the engram digest v1
+ * ({@link ContentDigest#CHUNK}) and so exactly four 16 MiB leaves of the sha256-tree-v1 ({@link TreeDigest#CHUNK}), is
+ * hashed as it lands: each piece the socket has just written ({@link #update}) goes to both hashes while it is still in
+ * the cache, and the socket meanwhile takes in the next. Not thread-safe: each stream has its own.
  */
 final class ChunkHasher {
     /** Bytes copied at a time out of the region. */
@@ -25,6 +25,12 @@ final class ChunkHasher {
 
     private final MessageDigest sha;
     private final byte[] piece = new byte[PIECE];
+    /** The chunk under way (from {@link #begin} to {@link #end}); {@code xxh} null between chunks. */
+    private Xxh64 xxh;
+    private byte[][] leaves;
+    private int firstLeaf;
+    private int length;
+    private long done;
 
     ChunkHasher() {
         try {
@@ -40,19 +46,52 @@ final class ChunkHasher {
      * and returns its XXH64, as {@link ContentDigest#combine} takes it.
      */
     long chunk(long address, int length, int index, byte[][] leaves) {
-        Xxh64 xxh = new Xxh64(0);
-        int first = Math.toIntExact(index * (ContentDigest.CHUNK / TreeDigest.CHUNK));
-        for (long leaf = 0; leaf < length; leaf += TreeDigest.CHUNK) {
-            long n = Math.min(TreeDigest.CHUNK, length - leaf);
-            sha.reset();
-            for (long p = 0; p < n; p += PIECE) {
-                int k = (int) Math.min(PIECE, n - p);
-                RawMemory.copy(address + leaf + p, piece, 0, k);
-                sha.update(piece, 0, k);
-                xxh.update(piece, 0, k);
-            }
-            leaves[first + (int) (leaf / TreeDigest.CHUNK)] = sha.digest();
+        begin(index, length, leaves);
+        update(address, length);
+        return end();
+    }
+
+    /** Begins the chunk {@code index} of {@code length} bytes; {@link #update} then takes its bytes in order. */
+    void begin(int index, int length, byte[][] leaves) {
+        if (length <= 0 || length > ContentDigest.CHUNK) {
+            throw new IllegalArgumentException("a chunk is 1 to " + ContentDigest.CHUNK + " bytes, not " + length);
         }
-        return xxh.digest();
+        this.xxh = new Xxh64(0);
+        this.leaves = leaves;
+        this.firstLeaf = Math.toIntExact(index * (ContentDigest.CHUNK / TreeDigest.CHUNK));
+        this.length = length;
+        this.done = 0;
+        sha.reset();
+    }
+
+    /** The chunk's next {@code n} bytes, at {@code address} (where they have just landed). */
+    void update(long address, int n) {
+        if (xxh == null || n < 0 || done + n > length) {
+            throw new IllegalStateException("update of " + n + " bytes at " + done + " of a chunk of " + length
+                    + (xxh == null ? ", none begun" : ""));
+        }
+        for (long p = 0; p < n; ) {
+            long inLeaf = done % TreeDigest.CHUNK;
+            int k = (int) Math.min(Math.min(PIECE, n - p), TreeDigest.CHUNK - inLeaf);
+            RawMemory.copy(address + p, piece, 0, k);
+            sha.update(piece, 0, k);
+            xxh.update(piece, 0, k);
+            p += k;
+            done += k;
+            if (done % TreeDigest.CHUNK == 0 || done == length) {
+                leaves[firstLeaf + (int) ((done - 1) / TreeDigest.CHUNK)] = sha.digest(); // digest() resets it
+            }
+        }
+    }
+
+    /** Ends the chunk once all its bytes went to {@link #update}: its XXH64; its leaves are in place. */
+    long end() {
+        if (xxh == null || done != length) {
+            throw new IllegalStateException("a chunk of " + length + " bytes ended after " + done);
+        }
+        long d = xxh.digest();
+        xxh = null;
+        leaves = null;
+        return d;
     }
 }

@@ -47,13 +47,28 @@ final class PeerConnection implements AutoCloseable {
         }
     }
 
+    /** Told of the bytes of a DATA range as they land: {@code n} bytes at {@code address}, in order. */
+    @FunctionalInterface
+    interface Landed {
+        void landed(long address, int n);
+    }
+
+    /**
+     * The most a read of a DATA range takes before its bytes go to {@link Landed}: small enough that the stream hashes
+     * them while the cache still holds them, large enough that the reads cost nothing beside the copy.
+     */
+    static final int LAND_PIECE = 1 << 20;
+
     /** The bytes of one connection, both ways, with a deadline per read and write. */
     private interface Link {
         /** Fills {@code b}, within {@code millis} of each byte. */
         void read(ByteBuffer b, int millis) throws IOException;
 
-        /** Reads {@code length} bytes into native memory at {@code address}. */
-        void readInto(long address, int length, int millis) throws IOException;
+        /**
+         * Reads {@code length} bytes into native memory at {@code address}, telling {@code landed} of each piece as
+         * it lands (in order, at most {@link #LAND_PIECE} bytes at a time), while the socket takes in the next.
+         */
+        void readInto(long address, int length, int millis, Landed landed) throws IOException;
 
         void write(ByteBuffer b, int millis) throws IOException;
 
@@ -149,8 +164,21 @@ final class PeerConnection implements AutoCloseable {
         }
 
         @Override
-        public void readInto(long address, int length, int millis) throws IOException {
-            read(RawMemory.buffer(address, length), millis);
+        public void readInto(long address, int length, int millis, Landed landed) throws IOException {
+            ByteBuffer b = RawMemory.buffer(address, length);
+            for (int done = 0; done < length; ) {
+                b.limit(Math.min(length, done + LAND_PIECE));
+                int n = channel.read(b);
+                if (n < 0) {
+                    throw new PeerException("peer " + peer + " closed the connection", false);
+                }
+                if (n == 0) {
+                    await(SelectionKey.OP_READ, millis);
+                    continue;
+                }
+                landed.landed(address + done, n);
+                done += n;
+            }
         }
 
         @Override
@@ -256,11 +284,12 @@ final class PeerConnection implements AutoCloseable {
         }
 
         @Override
-        public void readInto(long address, int length, int millis) throws IOException {
+        public void readInto(long address, int length, int millis, Landed landed) throws IOException {
             RawMemory.checkRange(address, length);
             for (int done = 0; done < length; ) {
-                int n = some(piece, 0, Math.min(piece.length, length - done), millis);
+                int n = some(piece, 0, Math.min(Math.min(piece.length, LAND_PIECE), length - done), millis);
                 RawMemory.copy(piece, RawMemory.BYTE_ARRAY_BASE, null, address + done, n);
+                landed.landed(address + done, n);
                 done += n;
             }
         }
@@ -326,12 +355,6 @@ final class PeerConnection implements AutoCloseable {
         }
     }
 
-    /** Reads {@code length} bytes of the peer's table {@code table} from {@code offset} into {@code address}. */
-    void range(int table, long offset, int length, long address) throws IOException {
-        ask(table, offset, length);
-        receive(table, offset, length, address);
-    }
-
     /**
      * Sends the RANGE request for {@code length} bytes of table {@code table} from {@code offset}; its DATA is read
      * by {@link #receive} with the same arguments. At most one request may be asked ahead of the answer being read
@@ -343,8 +366,11 @@ final class PeerConnection implements AutoCloseable {
         write(r.flip(), IDLE_MILLIS);
     }
 
-    /** Reads the DATA of a range {@link #ask}ed for, checked to be exactly that range, into {@code address}. */
-    void receive(int table, long offset, int length, long address) throws IOException {
+    /**
+     * Reads the DATA of a range {@link #ask}ed for, checked to be exactly that range, into {@code address}; each
+     * piece goes to {@code landed} as it lands.
+     */
+    void receive(int table, long offset, int length, long address, Landed landed) throws IOException {
         expectHead(SeedWire.DATA, SeedWire.DATA_HEAD_BYTES + (long) length, IDLE_MILLIS);
         ByteBuffer h = ByteBuffer.allocate(SeedWire.DATA_HEAD_BYTES).order(ByteOrder.LITTLE_ENDIAN);
         read(h, IDLE_MILLIS);
@@ -355,7 +381,7 @@ final class PeerConnection implements AutoCloseable {
             throw new PeerException("peer " + peer + " sent table " + t + " at " + o + ", not the range asked for"
                     + " (table " + table + " at " + offset + ")", false);
         }
-        link.readInto(address, length, IDLE_MILLIS);
+        link.readInto(address, length, IDLE_MILLIS, landed);
     }
 
     /** The payload of a frame of {@code type}, of {@code min} to {@code max} bytes; an ERROR becomes its line. */

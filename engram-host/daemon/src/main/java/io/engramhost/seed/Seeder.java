@@ -457,8 +457,9 @@ public final class Seeder {
                         asked = true;
                     }
                 }
-                c.receive(p.index.get(t.name()), off, len, into);
-                k.job.hashes[k.index] = hasher.chunk(into, len, k.index, k.job.leaves);
+                hasher.begin(k.index, len, k.job.leaves); // hashed as it lands, while the cache holds it
+                c.receive(p.index.get(t.name()), off, len, into, hasher::update);
+                k.job.hashes[k.index] = hasher.end();
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
                 if (stage != 0) {
                     staged.add(new Staged(k, stage, len));
