@@ -157,7 +157,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             if (seed != null) {
                 // the regions are created one after another on a thread of their own, and the peers fill each one as
                 // soon as it exists; then the disk reads what they did not give, region by region as below
-                creator = new RegionCreator(factory, sizes, owned);
+                creator = new RegionCreator(factory, sizes, creationOrder(), owned);
                 seeded = seedFromPeers(creator, progress, treeCheck);
                 long rest = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
                 progress.phase(LoadProgress.READ, "loading " + (tensors.size() - seeded.size()) + " tensors from the"
@@ -256,11 +256,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     }
 
     /**
-     * Creates the host regions in their order on a thread of its own ({@code engram-create}), each handed out
+     * Creates the host regions in the given order on a thread of its own ({@code engram-create}), each handed out
      * ({@link #region}) the moment it exists, so that seeding fills the first regions while the next are created.
      * Each region goes to the build's {@code owned} as it is created: that is its one owner, and closes it when the
-     * build fails; the creator never closes one. A creation that fails fails every region from it on, with its
-     * error; {@link #stop} cancels the ones not begun and waits for the one under way.
+     * build fails; the creator never closes one. A creation that fails fails every region after it in that order,
+     * with its error; {@link #stop} cancels the ones not begun and waits for the one under way.
      */
     private static final class RegionCreator {
         private final List<CompletableFuture<HostRegion>> regions = new ArrayList<>();
@@ -269,11 +269,11 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         /** Written by the thread, read after it has ended. */
         private long nanos;
 
-        RegionCreator(HostRegionFactory factory, List<Long> sizes, Closer<AutoCloseable> owned) {
+        RegionCreator(HostRegionFactory factory, List<Long> sizes, List<Integer> order, Closer<AutoCloseable> owned) {
             sizes.forEach(size -> regions.add(new CompletableFuture<>()));
             thread = new Thread(() -> {
                 Throwable failed = null;
-                for (int i = 0; i < sizes.size(); i++) {
+                for (int i : order) {
                     if (failed == null && stopped) {
                         failed = new CancellationException("the load stopped before region " + i + " was created");
                     }
@@ -379,11 +379,18 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         List<TensorInfo> candidates = new ArrayList<>();
         List<Seeder.Table> wanted = new ArrayList<>();
         int uncovered = 0;
+        int[] created = new int[plan.regionSizes().size()]; // each region's place in the creation order
+        List<Integer> creation = creationOrder();
+        for (int k = 0; k < creation.size(); k++) {
+            created[creation.get(k)] = k;
+        }
         List<Integer> order = new ArrayList<>(); // the tensors in the order their regions are created
         for (int i = 0; i < tensors.size(); i++) {
-            order.add(i);
+            if (plan.slots().get(i).region() >= 0) {
+                order.add(i);
+            }
         }
-        order.sort(Comparator.comparingInt((Integer i) -> plan.slots().get(i).region())
+        order.sort(Comparator.comparingInt((Integer i) -> created[plan.slots().get(i).region()])
                 .thenComparingLong(i -> plan.slots().get(i).offset()));
         for (int i : order) {
             TensorInfo t = tensors.get(i);
@@ -437,6 +444,21 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     }
 
     /**
+     * The order a seeded load creates its regions in: the largest first (ties in the plan's order). A region is
+     * filled only once it exists, so the seed ends at best one fill of the last large region after the creation
+     * ends; the small ones, created last, are filled while that fill runs (bench/seed-runs.md, "Creation order").
+     */
+    private List<Integer> creationOrder() {
+        List<Long> sizes = plan.regionSizes();
+        List<Integer> order = new ArrayList<>();
+        for (int i = 0; i < sizes.size(); i++) {
+            order.add(i);
+        }
+        order.sort(Comparator.comparingLong((Integer i) -> sizes.get(i)).reversed());
+        return order;
+    }
+
+    /**
      * Whether a seed may stage the ranges of region {@code r} ({@code --seed-staging}): only when the regions created
      * after it hold fewer bytes than it does. Otherwise its fill runs while those are created, as without staging,
      * and staging it would only copy its bytes once more beside their creation (which that memory traffic slows:
@@ -444,9 +466,10 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      */
     private boolean stageable(int r) {
         List<Long> sizes = plan.regionSizes();
+        List<Integer> order = creationOrder();
         long after = 0;
-        for (int i = r + 1; i < sizes.size(); i++) {
-            after += sizes.get(i);
+        for (int k = order.indexOf(r) + 1; k < order.size(); k++) {
+            after += sizes.get(order.get(k));
         }
         return after < sizes.get(r);
     }

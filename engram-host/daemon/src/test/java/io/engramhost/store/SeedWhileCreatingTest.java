@@ -110,7 +110,10 @@ class SeedWhileCreatingTest {
         }
     }
 
-    /** Two tables of 64 MiB (a region each) and their scales (packed): three regions; with a digest record. */
+    /**
+     * Two tables of 64 MiB (regions 1 and 2) and their scales (packed, region 0): three regions, which a seeded load
+     * creates largest first, so in the order 1, 2, 0; with a digest record.
+     */
     private record Setup(Path checkpoint, Map<String, TableDigests> record) {
     }
 
@@ -182,7 +185,7 @@ class SeedWhileCreatingTest {
         try (FileExporter peer = exporter(s)) {
             List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
             Watched factory = new Watched(i -> {
-                if (i == 1) { // with the old order (every region, then the transfer) no byte could come first
+                if (i == 2) { // the second made; with the old order (every region, then the transfer) no byte came first
                     awaitData(peer);
                 }
                 sentBefore.add(peer.datas());
@@ -190,7 +193,7 @@ class SeedWhileCreatingTest {
             LoadProgress progress = new LoadProgress(line -> { });
             HostCatalogBuilder b = builder(s, factory, peer);
             try (Catalog c = b.build(progress)) {
-                assertEquals(3, sentBefore.size(), "three regions");
+                assertEquals(List.of(1, 2, 0), factory.created, "the largest regions first, the packed scales last");
                 assertEquals(0, sentBefore.get(0));
                 assertTrue(sentBefore.get(1) > 0, "a range of the first region arrived before the second existed: "
                         + sentBefore);
@@ -212,26 +215,26 @@ class SeedWhileCreatingTest {
     }
 
     /**
-     * Region 2's creation fails once {@code sent} DATAs have come (with {@code staging} bytes of staging): the load
-     * fails with that creation's own error, regions 0 and 1 were made and are closed, every connection to the peer
-     * ends, and (on the second pass, once every class the failure needs is loaded) no fd is left behind.
+     * Region 0's creation (the last) fails once {@code sent} DATAs have come (with {@code staging} bytes of staging):
+     * the load fails with that creation's own error, regions 1 and 2 were made and are closed, every connection to
+     * the peer ends, and (on the second pass, once every class the failure needs is loaded) no fd is left behind.
      */
     private static void assertFailedCreationLeavesNothing(Path dir, long staging, int sent) throws Exception {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
             for (int pass = 0; pass < 2; pass++) {
                 long fdsBefore = openFds();
-                IllegalStateException refusal = new IllegalStateException("region 2: out of memory (test)");
+                IllegalStateException refusal = new IllegalStateException("region 0: out of memory (test)");
                 Watched factory = new Watched(i -> {
-                    if (i == 2) {
-                        assertTrue(awaitData(peer, sent, 10_000), sent + " ranges came before region 2");
+                    if (i == 0) {
+                        assertTrue(awaitData(peer, sent, 10_000), sent + " ranges came before region 0");
                         throw refusal;
                     }
                 });
                 HostCatalogBuilder b = builder(s, factory, peer, staging);
                 assertSame(refusal, assertThrows(IllegalStateException.class, () -> b.build(new LoadProgress(l -> { }))),
                         "the creation's own error");
-                assertEquals(List.of(0, 1), factory.created);
+                assertEquals(List.of(1, 2), factory.created);
                 assertEquals(0, factory.open.get(), "both regions made were closed");
                 peer.awaitNoConnections();
                 if (pass == 1) {
@@ -251,10 +254,10 @@ class SeedWhileCreatingTest {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
             List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
-            // three regions: the scales packed, then a weight each. The last is made only once all 4 ranges have
-            // come: its range could come only into a staging buffer; without staging the wait would end after 10 s
-            // with 3 sent. The first two are followed by as many bytes as they hold or more, so none of theirs is
-            // staged: region 0 is made at once, and nothing was sent before it.
+            // created in the order 1, 2, 0. Region 2 is made only once all 4 ranges have come: its range and the
+            // scales' could come only into staging buffers; without staging the wait would end after 10 s with 1
+            // sent. Region 1 is followed by as many bytes as it holds or more, so none of its is staged: it is made
+            // at once, and nothing was sent before it.
             Watched factory = new Watched(i -> {
                 if (i == 2) {
                     awaitData(peer, 4, 10_000);
@@ -262,16 +265,20 @@ class SeedWhileCreatingTest {
                 sentBefore.add(peer.datas());
             });
             LoadProgress progress = new LoadProgress(line -> { });
-            try (Catalog c = builder(s, factory, peer, 128L << 20).build(progress)) {
-                assertEquals(0, sentBefore.get(0), "region 0 is not staged (larger regions follow it): " + sentBefore);
-                assertEquals(4, sentBefore.get(2), "the last region's range staged before it existed: " + sentBefore);
+            // three ranges staged at once, a 64 MiB buffer each
+            try (Catalog c = builder(s, factory, peer, 192L << 20).build(progress)) {
+                assertEquals(List.of(1, 2, 0), factory.created, "the largest regions first");
+                assertEquals(0, sentBefore.get(0), "region 1 is not staged (as many bytes follow it): " + sentBefore);
+                assertEquals(4, sentBefore.get(1), "region 2's and region 0's ranges staged before they existed: "
+                        + sentBefore);
                 LoadReport.Seeded seeded = progress.report().origin().seeded();
                 long tableBytes = 0;
                 for (Manifest.Table t : c.servedTo(-1).manifest().tables()) {
                     tableBytes += t.bytes();
                 }
                 assertEquals(tableBytes, seeded.bytes(), "every table from the peer: " + seeded);
-                assertEquals(64L << 20, seeded.stagedBytes(), "the last region's 64 MiB went through staging: " + seeded);
+                assertEquals(tableBytes - (64L << 20), seeded.stagedBytes(),
+                        "all but region 1's 64 MiB went through staging: " + seeded);
                 assertEquals(0, progress.loadTimings().readBytes(), "nothing read from the disk");
                 assertRecordsBytes(s, c);
             }
@@ -281,7 +288,7 @@ class SeedWhileCreatingTest {
 
     @Test
     void shouldDropWhatIsStagedAndCloseEveryRegionWhenACreationFails(@TempDir Path dir) throws Exception {
-        assertFailedCreationLeavesNothing(dir, 128L << 20, 4); // the last region's range staged, then dropped
+        assertFailedCreationLeavesNothing(dir, 128L << 20, 4); // the scales' ranges staged, then dropped
     }
 
     private static String[] fdList() {
