@@ -34,6 +34,9 @@
 # (one line per measurement; a seed's line ends with its wall time from the start of B, ms, and the 1-minute load
 # average after it) and summary.txt (the medians and ratios), which is also printed. The seed's rate is
 # origin.seeded's bytes over its seconds (from the first range to the last).
+# Environment: THREADS (both daemons' --threads), RATES (the shaped rates), B_FLAGS (appended to B's seeding serve:
+# "--backend cuda-vmm" on a GPU machine, whose tables the content check then reads through a CPU view), LOADS
+# (default "warm cold": B's own loads after each run; "" for none).
 # Needs: root, ip (iproute2), tc, python3. The namespaces, the veth and the daemons are removed on every exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,6 +53,8 @@ else
 fi
 threads=${THREADS:-$(nproc)}
 rates=${RATES:-4gbit 2gbit 1gbit}
+read -ra b_flags <<< "${B_FLAGS:-}"   # appended to B's seeding serve (e.g. "--backend cuda-vmm" on a GPU machine)
+loads=${LOADS-warm cold}              # B's own loads after each run ("" for none)
 [ "$(id -u)" = 0 ] || { echo "seed-netns: needs root (ip netns add)" >&2; exit 2; }
 command -v ip >/dev/null && command -v tc >/dev/null \
   || { echo "seed-netns: needs ip and tc (apt-get install iproute2)" >&2; exit 2; }
@@ -187,7 +192,8 @@ check_seed() { # LABEL PID_A PID_B: the checks of one seed (above)
     && ok "$label: --seed-from $peers:$port stood for both its addresses; B skipped its own ($ip_b:$port)" \
     || bad "$label: B's log does not say it skipped its own address $ip_b:$port of $peers"
   cp "$out/b.log" "$out/b-seed-$label.log"
-  if "$bin" import --socket "$work/b.sock" --verify-content "$record" --json > "$v" 2> "$out/b-verify-$label.err"; then
+  local dev=(); [ "$(field "$s" 'd["backend"]')" = cuda-vmm ] && dev=(--gpu --device 0 --cpu-view)
+  if "$bin" import --socket "$work/b.sock" "${dev[@]}" --verify-content "$record" --json > "$v" 2> "$out/b-verify-$label.err"; then
     local c
     c=$(field "$v" '"%d %d %d" % (d["content_check"]["verified"], d["content_check"]["not_checked"], len(d["tables"]))')
     read -r cv cn ct <<< "$c"
@@ -228,7 +234,7 @@ seed_once() { # LABEL RATE|none: B seeds from A (running) with A's link shaped t
   shape "$rate"
   local t0
   t0=$(date +%s%N)
-  start b "$ns_b" --seed-listen $ip_b:$port --seed-from $peers:$port --seed-key "$work/key"
+  start b "$ns_b" --seed-listen $ip_b:$port --seed-from $peers:$port --seed-key "$work/key" "${b_flags[@]}"
   local pb=$started
   wait_ready b "$pb" || { bad "$label: B not ready"; return 0; }
   local wall=$(( ($(date +%s%N) - t0) / 1000000 ))
@@ -299,8 +305,7 @@ for i in $(seq "$runs"); do
   shape none
   stop a "$pa"
   if [ $ci = 0 ]; then
-    load_once "run$i-warm" warm
-    load_once "run$i-cold" cold
+    for how in $loads; do load_once "run$i-$how" "$how"; done
   fi
 done
 
