@@ -11,6 +11,9 @@
 #   DRIFT_S=N     (default 0: off) the loop engine alone N seconds before the seed from each exporter of DRIFT_ON
 #                 (default cuda-vmm; a space-separated list) in EXPORTERS: the median import per 5-second window
 #   WORK_DIR=DIR  instead of /var/tmp/engram-seed (the model, the unpacked release and the logs)
+#   A_CPUS=LIST B_CPUS=LIST  (taskset -c) A and its engine on one set of CPUs, B on another, as if B were another
+#                 node as far as the CPUs go (memory and its bandwidth stay shared); echoed in the summary
+#   EX_SEEDS=N    (default 1) seeds from each exporter of EXPORTERS, each between an idle window before and after
 # What it does, each step's figures in summary.txt:
 #   1. `generate --model` a model directory of GIB GiB of Engram tables (V4.1's layout: layers 1 and 14, 264 bytes a
 #      row) and its digest record (`inspect --write-digests`), into /var/tmp/engram-seed (kept for a later call on a
@@ -72,6 +75,12 @@ for _n in "${_names[@]}"; do [ -n "$_n" ] && TABLE_ARGS+=(--table "$_n"); done
 DRIFT_S=${DRIFT_S:-0}      # > 0: the loop engine alone this long before each seed from an exporter of DRIFT_ON
 DRIFT_ON=${DRIFT_ON:-cuda-vmm}
 B_FLAGS=${B_FLAGS:-}       # appended to every `serve` of daemon B
+EX_SEEDS=${EX_SEEDS:-1}    # seeds from each exporter of EXPORTERS, each between two idle windows
+PIN_A=(); [ -n "${A_CPUS:-}" ] && PIN_A=(taskset -c "$A_CPUS")   # A and its engine on these CPUs
+PIN_B=(); [ -n "${B_CPUS:-}" ] && PIN_B=(taskset -c "$B_CPUS")   # B on these (another node's CPUs, as it were)
+if [ -n "${A_CPUS:-}${B_CPUS:-}" ] && ! command -v taskset > /dev/null; then
+    echo "gpu-seed-run: A_CPUS and B_CPUS need taskset (util-linux), which this machine lacks; leave them unset" >&2; exit 2
+fi
 read -ra B_EXTRA <<< "$B_FLAGS"
 W=${WORK_DIR:-/var/tmp/engram-seed}   # another for a second run on a shared machine (the ports stay 7070, 7071)
 R=$W/run
@@ -110,6 +119,7 @@ export PYTHONPATH=$W/engram-host/python
     [ -n "$J" ] && "$J" -XX:+PrintFlagsFinal -version 2>/dev/null | grep -E ' (UseSHA|UseSHA256Intrinsics) '
 } > "$OUT/env.txt" 2>&1
 say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS ENGINE=$ENGINE, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
+say "CPUs: A and its engine ${A_CPUS:-any}, B ${B_CPUS:-any}"
 say "engine tables: ${ENGINE_TABLES:-all}; B_FLAGS: ${B_FLAGS:-none}; EXPORTERS: ${EXPORTERS:-none}; DRIFT_S=$DRIFT_S (before seeds from ${DRIFT_ON})"
 
 PIDS=()
@@ -161,7 +171,7 @@ ATTACH=(--json "${TABLE_ARGS[@]}")
 engine() { # OUT_FILE: one engine import from A (a fresh C client process): "start_ns end_ns rc json"
     local t0 t1 line rc
     t0=$(date +%s%N)
-    line=$("$CA" --socket "$W/a.sock" "${ATTACH[@]}" 2>> "$R/engine.err")
+    line=$("${PIN_A[@]}" "$CA" --socket "$W/a.sock" "${ATTACH[@]}" 2>> "$R/engine.err")
     rc=$?
     t1=$(date +%s%N)
     [ -n "$line" ] || line='{}'
@@ -181,7 +191,7 @@ stamp() { # "start_ns end_ns 0 json" per line of the C client's
 }
 engine_loop() { # OUT_FILE: imports one after another until $R/stop exists
     if [ "$ENGINE" = loop ]; then
-        "$CA" --socket "$W/a.sock" "${LOOP_ATTACH[@]}" --repeat 1000000 2>> "$R/engine.err" > >(stamp >> "$1") &
+        "${PIN_A[@]}" "$CA" --socket "$W/a.sock" "${LOOP_ATTACH[@]}" --repeat 1000000 2>> "$R/engine.err" > >(stamp >> "$1") &
         local c=$!
         while [ ! -e "$R/stop" ] && kill -0 $c 2>/dev/null; do sleep 0.05; done
         kill $c 2>/dev/null; wait $c 2>/dev/null
@@ -201,7 +211,7 @@ idle() { # SECONDS COUNT [FILE]: the engine alone: COUNT fresh imports, or with 
 }
 
 # 2. daemon A
-"$EH" serve --checkpoint "$M" --backend memfd --socket "$W/a.sock" --numa none --threads "$THREADS" \
+"${PIN_A[@]}" "$EH" serve --checkpoint "$M" --backend memfd --socket "$W/a.sock" --numa none --threads "$THREADS" \
     --seed-listen 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/a.log" 2>&1 &
 A=$!; PIDS+=("$A")
 wait_ready "$W/a.sock" "$A" 420 || { bad "A ready"; tail -5 "$R/a.log"; exit 1; }
@@ -251,7 +261,7 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
     t0=$(date +%s%N)
     local a_cpu0 busy0
     a_cpu0=$(cpu_s "$A"); busy0=$(busy_ticks)
-    "$EH" serve --checkpoint "$M" --backend "$backend" --socket "$W/b.sock" --numa none --threads "$THREADS" \
+    "${PIN_B[@]}" "$EH" serve --checkpoint "$M" --backend "$backend" --socket "$W/b.sock" --numa none --threads "$THREADS" \
         --seed-from 127.0.0.1:7070 --seed-key "$W/seed.key" "${STAGE_FLAGS[@]}" "${B_EXTRA[@]}" > "$R/b-$label.log" 2>&1 &
     B=$!; PIDS+=("$B")
     if ! wait_ready "$W/b.sock" "$B" 420; then
@@ -334,7 +344,7 @@ for ex in ${EXPORTERS:-}; do
     fi
     t0=$(ms); cat "$M"/*.safetensors > /dev/null   # the page cache again (the seeds before may have pushed it out)
     say "page cache warmed again for A as $ex in $(( $(ms) - t0 )) ms"
-    "$EH" serve --checkpoint "$M" --backend "$ex" --socket "$W/a.sock" --numa none --threads "$THREADS" \
+    "${PIN_A[@]}" "$EH" serve --checkpoint "$M" --backend "$ex" --socket "$W/a.sock" --numa none --threads "$THREADS" \
         --seed-listen 127.0.0.1:7070 --seed-key "$W/seed.key" > "$R/a-$ex.log" 2>&1 &
     A=$!; PIDS+=("$A")
     if wait_ready "$W/a.sock" "$A" 300; then
@@ -343,11 +353,15 @@ for ex in ${EXPORTERS:-}; do
         if [ "$DRIFT_S" -gt 0 ] && [[ " $DRIFT_ON " == *" $ex "* ]]; then  # repeated imports alone: do they drift?
             ENGINE=loop idle "$DRIFT_S" 0 "$R/engine-drift-$ex.txt"
         fi
-        idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-$ex.txt"   # this exporter's engine alone: its own baseline
-        seed_b "from-$ex" memfd && { verify_b "from-$ex"; stop_daemon "$W/b.sock" "$B"; }
-        # and after the seed, B stopped: a slowdown that persists comes from what the seed left behind in A (a
-        # cuda-vmm exporter makes a CPU view of its regions at the first seed request and keeps it), not the load
-        idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-after-$ex.txt"
+        for k in $(seq "$EX_SEEDS"); do   # EX_SEEDS rounds of: idle, a seed, idle
+            sfx=""; [ "$EX_SEEDS" -gt 1 ] && sfx=-$k
+            if [ $SECONDS -gt $(( BUDGET_S - 45 )) ]; then say "B from-$ex$sfx: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
+            idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-$ex$sfx.txt"   # this exporter's engine alone: its own baseline
+            seed_b "from-$ex$sfx" memfd && { [ "$k" = 1 ] && verify_b "from-$ex$sfx"; stop_daemon "$W/b.sock" "$B"; }
+            # and after the seed, B stopped: a slowdown that persists comes from what the seed left behind in A (a
+            # cuda-vmm exporter makes a CPU view of its regions at the first seed request and keeps it), not the load
+            idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-after-$ex$sfx.txt"
+        done
         grep -E "seed: (a CPU view|peer .*failed)" "$R/a-$ex.log" | head -3 | while read -r l; do say "  A: ${l#*engram-host: }"; done
     else
         bad "A as $ex: ready"; tail -3 "$R/a-$ex.log"
@@ -373,7 +387,7 @@ else
 fi
 
 ENGINE=$ENGINE ENGINE_TABLES=$ENGINE_TABLES python3 - "$R" "$BYTES" "$GPU" <<'PY' | tee -a "$OUT/summary.txt"
-import glob, json, os, statistics, sys
+import glob, json, os, re, statistics, sys
 R, total, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 def load(p):
     try:
@@ -421,6 +435,7 @@ pr = [l for l in open(f"{R}/probe.txt")] if os.path.exists(f"{R}/probe.txt") els
 rates = [float(l.split()[-2]) for l in pr if "create" in l and "GiB/s" in l]
 av = load(f"{R}/a-cuda-vmm.json")
 vfill = av["load"]["read_gib_s"] if av else float("nan")
+ex_rounds = {}
 for p in sorted(glob.glob(f"{R}/b-*.json")):
     label = os.path.basename(p)[2:-5]
     if label == "verify" or label.startswith("verify-"):
@@ -457,8 +472,14 @@ for p in sorted(glob.glob(f"{R}/b-*.json")):
         print(f"  A as {label[5:]}: idle before {mi:.2f} ms (n={len(base)}), during {md:.2f} (n={len(during)}), idle after"
               f" {ma:.2f} (n={len(after)}); during/before {md / mi:.2f}, during/after {md / ma:.2f}"
               f" (a slowdown that stays after the seed is not the seeding load's)")
+        ex_rounds.setdefault(re.sub(r"-[0-9]+$", "", label[5:]) if os.environ.get("EX_SEEDS", "1") != "1" else label[5:],
+                             []).append((md / mi, md / ma))
     if a:
         print(f"  time to ready: B seeded {b['ready_s']:.3f} s against A's load from the page cache {a['ready_s']:.3f} s")
+for ex, v in ex_rounds.items():  # EX_SEEDS: each round's during/before and during/after, and their medians
+    if len(v) > 1:
+        print(f"A as {ex}, {len(v)} seeds: during/before {', '.join(f'{x[0]:.2f}' for x in v)} (median {med([x[0] for x in v]):.2f}),"
+              f" during/after {', '.join(f'{x[1]:.2f}' for x in v)} (median {med([x[1] for x in v]):.2f}) (the issue: within 10%)")
 for p in sorted(glob.glob(f"{R}/engine-drift-*.txt")):  # DRIFT_S: the loop engine alone before a seed
     v = ok(p)
     if not v:
