@@ -459,19 +459,22 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     }
 
     /**
-     * Whether a seed may stage the ranges of region {@code r} ({@code --seed-staging}): only when the regions created
-     * after it hold fewer bytes than it does. Otherwise its fill runs while those are created, as without staging,
-     * and staging it would only copy its bytes once more beside their creation (which that memory traffic slows:
-     * bench/seed-runs.md, "Staging"); the last region, and one larger than all that follow, gain.
+     * Whether a seed may stage the ranges of region {@code r} ({@code --seed-staging}): the first region created, and
+     * a region larger than all the regions created after it. The first: while it is created nothing else can be
+     * asked for, and on a link slower than the creation that time would be lost to the link for good. The others:
+     * a region that as many bytes follow has its fill run while those are created, as without staging, and staging
+     * it would only copy its bytes once more beside their creation; the last region, and one larger than all that
+     * follow, gain (bench/seed-runs.md, "Staging").
      */
     private boolean stageable(int r) {
         List<Long> sizes = plan.regionSizes();
         List<Integer> order = creationOrder();
+        int k = order.indexOf(r);
         long after = 0;
-        for (int k = order.indexOf(r) + 1; k < order.size(); k++) {
-            after += sizes.get(order.get(k));
+        for (int j = k + 1; j < order.size(); j++) {
+            after += sizes.get(order.get(j));
         }
-        return after < sizes.get(r);
+        return k == 0 || after < sizes.get(r);
     }
 
     /** Pieces the placement check works in, spread over the load's threads. */
