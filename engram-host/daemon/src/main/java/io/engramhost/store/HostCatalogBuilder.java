@@ -384,6 +384,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         for (int k = 0; k < creation.size(); k++) {
             created[creation.get(k)] = k;
         }
+        boolean[] stageable = stageable(creation);
         List<Integer> order = new ArrayList<>(); // the tensors in the order their regions are created
         for (int i = 0; i < tensors.size(); i++) {
             if (plan.slots().get(i).region() >= 0) {
@@ -406,7 +407,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             candidates.add(t);
             wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t),
                     creator.region(slot.region()).thenApply(r -> r.address() + slot.offset()),
-                    stageable(slot.region())));
+                    stageable[slot.region()]));
         }
         if (uncovered > 0) {
             LOG.log(System.Logger.Level.WARNING, "seed: " + uncovered + " of the " + tensors.size() + " tables have"
@@ -446,7 +447,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     /**
      * The order a seeded load creates its regions in: the largest first (ties in the plan's order). A region is
      * filled only once it exists, so the seed ends at best one fill of the last large region after the creation
-     * ends; the small ones, created last, are filled while that fill runs (bench/seed-runs.md, "Creation order").
+     * ends; the small ones, created last, are filled while that fill runs (bench/seed-runs.md, "Runs 37-39").
      */
     private List<Integer> creationOrder() {
         List<Long> sizes = plan.regionSizes();
@@ -459,22 +460,23 @@ public final class HostCatalogBuilder implements CatalogBuilder {
     }
 
     /**
-     * Whether a seed may stage the ranges of region {@code r} ({@code --seed-staging}): the first region created, and
-     * a region larger than all the regions created after it. The first: while it is created nothing else can be
+     * Which regions a seed may stage the ranges of ({@code --seed-staging}), by region index, given the creation
+     * {@code order}: the first region created, and a region larger than all the regions created after it. The first: while it is created nothing else can be
      * asked for, and on a link slower than the creation that time would be lost to the link for good. The others:
      * a region that as many bytes follow has its fill run while those are created, as without staging, and staging
      * it would only copy its bytes once more beside their creation; the last region, and one larger than all that
      * follow, gain (bench/seed-runs.md, "Staging").
      */
-    private boolean stageable(int r) {
+    private boolean[] stageable(List<Integer> order) {
         List<Long> sizes = plan.regionSizes();
-        List<Integer> order = creationOrder();
-        int k = order.indexOf(r);
-        long after = 0;
-        for (int j = k + 1; j < order.size(); j++) {
-            after += sizes.get(order.get(j));
+        boolean[] out = new boolean[sizes.size()];
+        long after = 0; // the bytes of the regions created after the one at k
+        for (int k = order.size() - 1; k >= 0; k--) {
+            long size = sizes.get(order.get(k));
+            out[order.get(k)] = k == 0 || after < size;
+            after += size;
         }
-        return k == 0 || after < sizes.get(r);
+        return out;
     }
 
     /** Pieces the placement check works in, spread over the load's threads. */
