@@ -245,12 +245,6 @@ cpu_s() { # PID: its CPU seconds so far (user + system), or 0 once it is gone
     awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 busy_ticks() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
-threads_cpu() { # PID: its threads' CPU seconds, summed by name with the digits dropped ("engram-seed-3" -> "engram-seed-")
-    local hz; hz=$(getconf CLK_TCK)
-    for t in /proc/"$1"/task/*; do
-        printf '%s %s\n' "$(tr -d '0-9 ' < "$t/comm")" "$(sed 's/^.*) //' "$t/stat" | awk '{ print $12 + $13 }')"
-    done 2>/dev/null | awk -v hz="$hz" '{ s[$1] += $2 } END { for (k in s) if (s[k] / hz >= 0.05) printf "%s %.2f; ", k, s[k] / hz }'
-}
 seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's STATUS in $R/b-LABEL.json
     local label=$1 backend=$2
     rm -f "$R/stop" "$W/b.sock"
@@ -269,10 +263,9 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
         bad "$label: B ready"; tail -5 "$R/b-$label.log"; return 1
     fi
     touch "$R/stop"
-    # where the CPU went while B loaded: B's own (its threads by name), A's (the exporter's sends) and the machine's
+    # where the CPU went while B loaded: B's own, A's (the exporter's sends) and the machine's
     local busy1 b_cpu a_cpu
     busy1=$(busy_ticks); b_cpu=$(cpu_s "$B"); a_cpu=$(cpu_s "$A")
-    threads_cpu "$B" > "$R/b-$label.threads"
     "$EH" status --socket "$W/b.sock" --json > "$R/b-$label.json"
     echo "$t0" > "$R/b-$label.start"
     wait $loop
@@ -281,7 +274,7 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
     [ "$got" = "seed 0 True" ] && ok "$label: B seeded every byte from A, 0 bytes from the disk" \
         || bad "$label: B's origin: $(field "$R/b-$label.json" 'd["origin"]')"
     say "B $label: $(field "$R/b-$label.json" '"seed %.3f GiB/s (%d bytes in %.3f s), ready_s %.3f (%.3f from the process start), create_s %.3f (%.2f GiB/s), verify_seal_s %.3f" % (d["origin"]["seeded"]["bytes"] / d["origin"]["seeded"]["seconds"] / 2**30, d["origin"]["seeded"]["bytes"], d["origin"]["seeded"]["seconds"], d["ready_s"], d["process_ready_s"], d["load"]["create_s"], d["load"]["create_gib_s"], d["load"]["verify_seal_s"])')"
-    say "  CPU while B loaded: B $b_cpu s, A $(awk -v a="$a_cpu" -v b="$a_cpu0" 'BEGIN { printf "%.2f", a - b }') s, the machine $(echo "$busy0 $busy1" | awk -v n="$(nproc)" '{ printf "%.0f%% busy of %d cores", 100 * ($3 - $1) / ($4 - $2), n }'); B's threads: $(cat "$R/b-$label.threads")"
+    say "  CPU while B loaded: B $b_cpu s, A $(awk -v a="$a_cpu" -v b="$a_cpu0" 'BEGIN { printf "%.2f", a - b }') s, the machine $(echo "$busy0 $busy1" | awk -v n="$(nproc)" '{ printf "%.0f%% busy of %d cores", 100 * ($3 - $1) / ($4 - $2), n }')"
 }
 # a client's check of every table B serves, against the record
 verify_b() { # LABEL

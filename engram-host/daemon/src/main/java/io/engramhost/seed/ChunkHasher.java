@@ -41,17 +41,10 @@ final class ChunkHasher {
     }
 
     /**
-     * Hashes the chunk {@code index} of a table (its {@code length} bytes at {@code address}, the table's bytes from
-     * {@code index * 64 MiB}): puts its leaves' SHA-256 into {@code leaves} (the table's, from leaf {@code index * 4})
-     * and returns its XXH64, as {@link ContentDigest#combine} takes it.
+     * Begins the chunk {@code index} of a table, {@code length} bytes (the table's bytes from {@code index * 64 MiB});
+     * {@link #update} then takes its bytes in order, and {@link #end} puts its leaves' SHA-256 into {@code leaves} (the
+     * table's, from leaf {@code index * 4}) and returns its XXH64, as {@link ContentDigest#combine} takes it.
      */
-    long chunk(long address, int length, int index, byte[][] leaves) {
-        begin(index, length, leaves);
-        update(address, length);
-        return end();
-    }
-
-    /** Begins the chunk {@code index} of {@code length} bytes; {@link #update} then takes its bytes in order. */
     void begin(int index, int length, byte[][] leaves) {
         if (length <= 0 || length > ContentDigest.CHUNK) {
             throw new IllegalArgumentException("a chunk is 1 to " + ContentDigest.CHUNK + " bytes, not " + length);

@@ -30,7 +30,7 @@ class ChunkHasherTest {
             ChunkHasher h = new ChunkHasher();
             for (int c = chunks - 1; c >= 0; c--) {
                 long off = c * ContentDigest.CHUNK;
-                hashes[c] = h.chunk(m.address() + off, (int) Math.min(ContentDigest.CHUNK, length - off), c, leaves);
+                hashes[c] = whole(h, m.address() + off, (int) Math.min(ContentDigest.CHUNK, length - off), c, leaves);
             }
             assertEquals(ContentDigest.digest(m.address(), length), ContentDigest.combine(hashes));
             assertArrayEquals(TreeDigest.digest(m.address(), length, 1), TreeDigest.rootOf(length, leaves));
@@ -55,7 +55,7 @@ class ChunkHasherTest {
             for (int c = 0; c < 2; c++) {
                 long off = c * ContentDigest.CHUNK;
                 int len = (int) Math.min(ContentDigest.CHUNK, length - off);
-                long expected = h.chunk(m.address() + off, len, c, whole);
+                long expected = whole(h, m.address() + off, len, c, whole);
                 h.begin(c, len, pieces);
                 int done = 0;
                 for (int k = 0; done < len; k++) {
@@ -74,5 +74,12 @@ class ChunkHasherTest {
             assertThrows(IllegalStateException.class, () -> h.update(m.address(), 41), "past the chunk's end");
             assertThrows(IllegalArgumentException.class, () -> h.begin(0, 0, pieces), "an empty chunk");
         }
+    }
+
+    /** A chunk hashed in one update, as if it had landed at once. */
+    private static long whole(ChunkHasher h, long address, int length, int index, byte[][] leaves) {
+        h.begin(index, length, leaves);
+        h.update(address, length);
+        return h.end();
     }
 }
