@@ -13,6 +13,8 @@
 #   WORK_DIR=DIR  instead of /var/tmp/engram-seed (the model, the unpacked release and the logs)
 #   A_CPUS=LIST B_CPUS=LIST  (taskset -c) A and its engine on one set of CPUs, B on another, as if B were another
 #                 node as far as the CPUs go (memory and its bandwidth stay shared); echoed in the summary
+#   B_DROP_CACHE=1  the page cache dropped before each B (B's node would not hold the checkpoint's pages); each B's
+#                 summary line says the memory free at its start and what the kernel reclaimed while it loaded
 #   EX_SEEDS=N    (default 1) seeds from each exporter of EXPORTERS, each between an idle window before and after
 # What it does, each step's figures in summary.txt:
 #   1. `generate --model` a model directory of GIB GiB of Engram tables (V4.1's layout: layers 1 and 14, 264 bytes a
@@ -247,12 +249,22 @@ cpu_s() { # PID: its CPU seconds so far (user + system), or 0 once it is gone
     awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 busy_ticks() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
+reclaim_pages() { # "ALL DIRECT": pages the kernel reclaimed so far (pgsteal_*), and those by direct reclaim
+    awk '/^pgsteal_(kswapd|direct|khugepaged|proactive) / {a += $2} /^pgsteal_direct / {d += $2} END {print a + 0, d + 0}' /proc/vmstat
+}
 seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's STATUS in $R/b-LABEL.json
     local label=$1 backend=$2
     rm -f "$R/stop" "$W/b.sock"
     engine_loop "$R/engine-$label.txt" &
     local loop=$!
     sleep 0.5   # the engine's first import under way before B starts
+    # B_DROP_CACHE=1: the page cache dropped before B starts. On a fleet B's node reads only the checkpoint's
+    # headers, so its page cache does not hold the tables; on loopback it holds what A and the stages read, and an
+    # allocation of B's that needs that memory reclaims it first (the memory line below counts it)
+    [ "${B_DROP_CACHE:-0}" = 1 ] && { sync; echo 1 > /proc/sys/vm/drop_caches; }
+    local mem0 vm0
+    mem0=$(awk '/^MemFree:/ {f = $2} /^Cached:/ {c = $2} /^Shmem:/ {s = $2} END {printf "%.1f %.1f", f / 2^20, (c - s) / 2^20}' /proc/meminfo)   # page cache: Cached less Shmem (memfd tables)
+    vm0=$(reclaim_pages)
     local t0
     t0=$(date +%s%N)
     local a_cpu0 busy0
@@ -276,6 +288,7 @@ seed_b() { # LABEL BACKEND: B seeds from A while the engine imports from A; B's 
     [ "$got" = "seed 0 True" ] && ok "$label: B seeded every byte from A, 0 bytes from the disk" \
         || bad "$label: B's origin: $(field "$R/b-$label.json" 'd["origin"]')"
     say "B $label: $(field "$R/b-$label.json" '"seed %.3f GiB/s (%d bytes in %.3f s), ready_s %.3f (%.3f from the process start), create_s %.3f (%.2f GiB/s), verify_seal_s %.3f" % (d["origin"]["seeded"]["bytes"] / d["origin"]["seeded"]["seconds"] / 2**30, d["origin"]["seeded"]["bytes"], d["origin"]["seeded"]["seconds"], d["ready_s"], d["process_ready_s"], d["load"]["create_s"], d["load"]["create_gib_s"], d["load"]["verify_seal_s"])')"
+    say "  memory at B's start: $(echo "$mem0" | awk '{printf "%s GiB free, %s GiB page cache", $1, $2}')$([ "${B_DROP_CACHE:-0}" = 1 ] && echo " (dropped first)"); reclaimed while B loaded: $(echo "$vm0 $(reclaim_pages)" | awk '{printf "%.1f GiB, %.1f GiB of it by direct reclaim (in an allocating thread)", ($3 - $1) * 4096 / 2^30, ($4 - $2) * 4096 / 2^30}')"
     say "  CPU while B loaded: B $b_cpu s, A $(awk -v a="$a_cpu" -v b="$a_cpu0" 'BEGIN { printf "%.2f", a - b }') s, the machine $(echo "$busy0 $busy1" | awk -v n="$(nproc)" '{ printf "%.0f%% busy of %d cores", 100 * ($3 - $1) / ($4 - $2), n }')"
 }
 # a client's check of every table B serves, against the record
