@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU-only smoke pass of every benchmark: one fork, one 0.3 s warmup and two 0.3 s measurements, the
+# CPU-only smoke pass of every benchmark: one fork (C1 only), one 0.3 s warmup and two 0.3 s measurements, the
 # smallest parameters. It checks that the benchmarks build and run (CI); its numbers are not judged.
 # About a minute on 2 cores. Results go to bench/tmp/smoke/ (not committed).
 # Usage: scripts/bench/bench-smoke.sh [BenchMain/JMH options...]     SKIP_BUILD=1 reuses jmh/target/benchmarks.jar

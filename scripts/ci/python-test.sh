@@ -16,4 +16,6 @@ python3 -m venv "$tmp/venv"
 (cd "$tmp" && "$tmp/venv/bin/python" -m engram_host --version \
     && "$tmp/venv/bin/python" -c 'import engram_host, sys; assert "/venv/" in engram_host.__file__, engram_host.__file__')
 echo "python-test: installed offline into a venv with pip install --no-build-isolation ./python"
-python3 python/tests/run_all.py "$counts"
+# the daemons and CLI runs the tests start: C1 only, as the Java tests' children (TestJvm): short-lived JVMs on few
+# cores spend less on compiling (an operator's ENGRAM_HOST_JVM_OPTS, when set, is kept)
+ENGRAM_HOST_JVM_OPTS=${ENGRAM_HOST_JVM_OPTS:--XX:TieredStopAtLevel=1} python3 python/tests/run_all.py "$counts"

@@ -23,7 +23,7 @@ import org.openjdk.jmh.runner.options.TimeValue;
 final class BenchOptions {
     static final String USAGE = """
             usage: BenchMain [--suite cpu|smoke|gpu|all] [--out DIR] [--name NAME] [JMH options] [regexp...]
-              --suite  which benchmarks (default cpu; smoke = cpu with 1 fork, short iterations, small params)
+              --suite  which benchmarks (default cpu; smoke = cpu with 1 fork, short iterations, small params, C1 only)
               --out    directory for NAME.json (JMH results) and NAME.meta.json (default bench/results/<date>-<host>)
               --name   file name stem (default: the suite's name)
               JMH options (-f, -wi, -i, -p name=v,..., -e regexp, ...) override the suite's presets; -h lists them.
@@ -114,6 +114,11 @@ final class BenchOptions {
         }
         suite.excludes().forEach(b::exclude);
         List<String> append = new ArrayList<>(BenchProperties.forkJvmFlags());
+        if (suite == Suite.SMOKE) {
+            // its numbers are not judged: forks of one second spend less on C2's compiling (a -jvmArgsAppend given
+            // after it wins)
+            append.add("-XX:TieredStopAtLevel=1");
+        }
         if (cli.getJvmArgsAppend().hasValue()) {
             append.addAll(cli.getJvmArgsAppend().get());
         }
