@@ -136,6 +136,9 @@ public class SeedTransportBench {
     private Channel nettyListener;
     private io.grpc.netty.shaded.io.netty.channel.EventLoopGroup grpcBoss;
     private io.grpc.netty.shaded.io.netty.channel.EventLoopGroup grpcWorkers;
+    /** The channels' loops, the bench's own (of Netty's default size, as gRPC's shared group): closed in tearDown,
+     *  not a second after it as the shared group is. */
+    private io.grpc.netty.shaded.io.netty.channel.EventLoopGroup grpcClientLoops;
     private Server grpcServer;
     private final List<ManagedChannel> grpcChannels = new ArrayList<>();
     private ExecutorService clients;
@@ -211,8 +214,12 @@ public class SeedTransportBench {
                 .directExecutor().flowControlWindow(GRPC_WINDOW).maxInboundMessageSize(ASK_BYTES)
                 .addService(service).build().start();
         int port = grpcServer.getPort();
+        grpcClientLoops = new io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup(0,
+                io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler.newFactory());
         for (int i = 0; i < streams; i++) {
             grpcChannels.add(NettyChannelBuilder.forAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), port))
+                    .eventLoopGroup(grpcClientLoops)
+                    .channelType(io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel.class)
                     .usePlaintext().directExecutor().flowControlWindow(GRPC_WINDOW)
                     .maxInboundMessageSize(4 << 20).build());
         }
@@ -253,12 +260,30 @@ public class SeedTransportBench {
         }
     }
 
+    private static void awaitTermination(ManagedChannel c) {
+        try {
+            if (!c.awaitTermination(5, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("a gRPC channel did not terminate within 5 s of shutdownNow");
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while a gRPC channel terminated", e);
+        }
+    }
+
     @TearDown(Level.Trial)
     public void tearDown() {
         for (ManagedChannel c : grpcChannels) {
             c.shutdownNow();
         }
+        for (ManagedChannel c : grpcChannels) {
+            awaitTermination(c);
+        }
         grpcChannels.clear();
+        if (grpcClientLoops != null) {
+            grpcClientLoops.shutdownGracefully(0, 1, TimeUnit.SECONDS).syncUninterruptibly();
+            grpcClientLoops = null;
+        }
         if (grpcServer != null) {
             grpcServer.shutdownNow();
             grpcServer = null;

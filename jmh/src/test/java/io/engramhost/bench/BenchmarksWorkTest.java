@@ -189,6 +189,7 @@ class BenchmarksWorkTest {
     @Test
     void shouldMoveEveryByteOfTheSourceOnEachSeedTransport() throws Exception {
         int ownedBefore = Fd.openCount();
+        java.util.List<String> fdsBefore = io.engramhost.os.ProcessProbe.openFds();
         SeedTransportBench b = new SeedTransportBench();
         b.streams = 2;
         b.totalMiB = 6;
@@ -210,5 +211,8 @@ class BenchmarksWorkTest {
             b.tearDown();
         }
         assertEquals(ownedBefore, Fd.openCount(), "owned fds");
+        // gRPC's channels and their loops are closed when tearDown returns, not a second later (a shared group's
+        // delayed release would close its fds inside the next test's count)
+        assertEquals(fdsBefore, io.engramhost.os.ProcessProbe.openFds(), "the process's fds after tearDown");
     }
 }
