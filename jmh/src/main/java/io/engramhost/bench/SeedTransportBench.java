@@ -19,6 +19,7 @@ import io.grpc.ServerServiceDefinition;
 import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
+import io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
@@ -219,7 +220,7 @@ public class SeedTransportBench {
         for (int i = 0; i < streams; i++) {
             grpcChannels.add(NettyChannelBuilder.forAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), port))
                     .eventLoopGroup(grpcClientLoops)
-                    .channelType(io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel.class)
+                    .channelType(EpollSocketChannel.class)
                     .usePlaintext().directExecutor().flowControlWindow(GRPC_WINDOW)
                     .maxInboundMessageSize(4 << 20).build());
         }
