@@ -16,6 +16,17 @@
 #   B_DROP_CACHE=1  the page cache dropped before each B (B's node would not hold the checkpoint's pages); each B's
 #                 summary line says the memory free at its start and what the kernel reclaimed while it loaded
 #   EX_SEEDS=N    (default 1) seeds from each exporter of EXPORTERS, each between an idle window before and after
+#   SINK_ROUNDS=N [SINK_S=8]  after the seeds from each exporter of EXPORTERS: N rounds of the engine alone (IDLE_S s)
+#                 then the engine while scripts/bench/seed-sink.py (a requester on THREADS streams that keeps no byte,
+#                 standing for a peer on another node) asks A for every table's ranges for SINK_S s, and the engine
+#                 alone once more at the end; per round during/before and during/after, and all sink windows' imports
+#                 against all idle windows' (one second of sink first, so a cuda-vmm exporter's CPU view is made
+#                 before any window)
+#   PREFAULT_GIB=N  (default 0: off) before anything else, bench/experiments/touch_probe.c writes one byte in every
+#                 page of N GiB of fresh memory, two rounds, each unmapped after: a VM whose host backs guest memory
+#                 only when first touched (Firecracker) gives it slowly the first time; the second round says whether
+#                 the memory stays backed once the guest has freed it. Every figure after it then runs on memory
+#                 the guest has touched before, as on a node that has run for a while
 # What it does, each step's figures in summary.txt:
 #   1. `generate --model` a model directory of GIB GiB of Engram tables (V4.1's layout: layers 1 and 14, 264 bytes a
 #      row) and its digest record (`inspect --write-digests`), into /var/tmp/engram-seed (kept for a later call on a
@@ -125,6 +136,15 @@ export PYTHONPATH=$W/engram-host/python
 say "== issue 29 seed run, GIB=$GIB SEEDS=$SEEDS IMPORTS=$IMPORTS ENGINE=$ENGINE, $(now); $(head -1 "$OUT/version.txt"); GPU: $GPU; $(nproc) cores"
 say "CPUs: A and its engine ${A_CPUS:-any}, B ${B_CPUS:-any}"
 say "engine tables: ${ENGINE_TABLES:-all}; B_FLAGS: ${B_FLAGS:-none}; EXPORTERS: ${EXPORTERS:-none}; DRIFT_S=$DRIFT_S (before seeds from ${DRIFT_ON})"
+
+if [ "${PREFAULT_GIB:-0}" -gt 0 ]; then   # 0. the guest's memory touched once (see PREFAULT_GIB above)
+    if gcc -O2 -pthread -o "$W/touch_probe" "$ROOT/bench/experiments/touch_probe.c" 2> "$R/touch-build.txt"; then
+        "$W/touch_probe" "$PREFAULT_GIB" 8 2 > "$R/prefault.txt" 2>&1
+        say "prefault ($PREFAULT_GIB GiB, 8 threads, 2 rounds): $(grep '^round' "$R/prefault.txt" | awk '{printf "%s GiB/s; ", $(NF-1)}')$(grep -m1 'before' "$R/prefault.txt" | sed 's/^ *before: //') at the start"
+    else
+        say "prefault: not run ($(head -1 "$R/touch-build.txt"))"
+    fi
+fi
 
 PIDS=()
 STAGE_FLAGS=()
@@ -377,6 +397,24 @@ for ex in ${EXPORTERS:-}; do
             # cuda-vmm exporter makes a CPU view of its regions at the first seed request and keeps it), not the load
             idle "$IDLE_S" "$IMPORTS" "$R/engine-idle-after-$ex$sfx.txt"
         done
+        if [ "${SINK_ROUNDS:-0}" -gt 0 ]; then   # the exporter's engine while a sink, not a second daemon, seeds
+            python3 "$ROOT/scripts/bench/seed-sink.py" 127.0.0.1:7070 "$W/seed.key" "$THREADS" 1 > "$R/sink-warm-$ex.json" 2>&1
+            for k in $(seq "$SINK_ROUNDS"); do
+                if [ $SECONDS -gt $(( BUDGET_S - 30 )) ]; then say "sink round $k from $ex: not run ($SECONDS s used of $BUDGET_S)"; k=$(( k - 1 )); break; fi
+                idle "$IDLE_S" "$IMPORTS" "$R/engine-sinkidle-$ex-$k.txt"
+                rm -f "$R/stop"
+                engine_loop "$R/engine-sink-$ex-$k.txt" &
+                loop=$!
+                sleep 0.5
+                echo "$(date +%s%N)" > "$R/sink-$ex-$k.start"
+                python3 "$ROOT/scripts/bench/seed-sink.py" 127.0.0.1:7070 "$W/seed.key" "$THREADS" "${SINK_S:-8}" \
+                    > "$R/sink-$ex-$k.json" 2> "$R/sink-$ex-$k.err" || bad "sink round $k from $ex: $(tail -1 "$R/sink-$ex-$k.err")"
+                echo "$(date +%s%N)" > "$R/sink-$ex-$k.end"
+                touch "$R/stop"; wait $loop
+                say "sink round $k from $ex: $(cat "$R/sink-$ex-$k.json")"
+            done
+            idle "$IDLE_S" "$IMPORTS" "$R/engine-sinkidle-$ex-$(( k + 1 )).txt"
+        fi
         grep -E "seed: (a CPU view|peer .*failed)" "$R/a-$ex.log" | head -3 | while read -r l; do say "  A: ${l#*engram-host: }"; done
     else
         bad "A as $ex: ready"; tail -3 "$R/a-$ex.log"
@@ -502,6 +540,30 @@ for ex, v in ex_rounds.items():  # EX_SEEDS: each round's during/before and duri
     if len(v) > 1:
         print(f"A as {ex}, {len(v)} seeds: during/before {', '.join(f'{x[0]:.2f}' for x in v)} (median {med([x[0] for x in v]):.2f}),"
               f" during/after {', '.join(f'{x[1]:.2f}' for x in v)} (median {med([x[1] for x in v]):.2f}) (the issue: within 10%)")
+for p in sorted(glob.glob(f"{R}/sink-*-1.start")):  # SINK_ROUNDS: the engine while a sink seeds, against idle
+    ex = os.path.basename(p)[5:-8]
+    rows, all_during, all_idle = [], [], []
+    for k in range(1, 1000):
+        if not os.path.exists(f"{R}/sink-{ex}-{k}.end"):
+            break
+        t0, t1 = int(open(f"{R}/sink-{ex}-{k}.start").read()), int(open(f"{R}/sink-{ex}-{k}.end").read())
+        during = [x[3] for x in ok(f"{R}/engine-sink-{ex}-{k}.txt") if t0 <= (x[0] + x[1]) / 2 <= t1]
+        before = [x[3] for x in ok(f"{R}/engine-sinkidle-{ex}-{k}.txt")]
+        after = [x[3] for x in ok(f"{R}/engine-sinkidle-{ex}-{k + 1}.txt")]
+        try:
+            gs = json.loads(open(f"{R}/sink-{ex}-{k}.json").read())["gib_s"]
+        except Exception:
+            gs = float("nan")
+        rows.append((med(during), med(before), med(after), len(during), gs))
+        all_during += during
+        all_idle += (before if k == 1 else []) + after   # each idle window once (round k's after is k+1's before)
+    if rows:
+        print(f"A as {ex}, the engine while a sink seeds ({len(rows)} rounds; each: during ms (n), the sink's GiB/s,"
+              f" during/before, during/after): " + "; ".join(f"{d:.2f} ({n}), {g:.2f} GiB/s, {d / b:.2f}, {d / a:.2f}"
+                                                        for d, b, a, n, g in rows))
+        print(f"  every sink window's imports against every idle window's: median {med(all_during):.2f} ms"
+              f" (n={len(all_during)}) against {med(all_idle):.2f} (n={len(all_idle)}): {med(all_during) / med(all_idle):.3f}"
+              f"; per round during/before median {med([d / b for d, b, _, _, _ in rows]):.2f} (the issue: within 10%)")
 for p in sorted(glob.glob(f"{R}/engine-drift-*.txt")):  # DRIFT_S: the loop engine alone before a seed
     v = ok(p)
     if not v:
