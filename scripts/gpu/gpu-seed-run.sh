@@ -55,6 +55,8 @@
 #      A stays memfd: `--seed-listen` with cuda-vmm is refused in this build (docs/seeding.md)
 #      VMM_STAGING="0 20G" [VMM_SEEDS=2]: B as cuda-vmm once per --seed-staging size (0: none) and round, interleaved;
 #      with EXPORTERS=cuda-vmm, A's own cuda-vmm load from the page cache is the cuda-vmm fill path's stage alone
+#      PROBE_EACH=1: the probe in one process alone right before each cuda-vmm B as well, and each B's creation
+#      against the probe just before it (the driver's rate moved by up to 19% between two probes of one call)
 #      PROBE_AFTER=1: the probe once more after B's cuda-vmm seeds; creation is set against both probes' best and
 #      their one-process rates
 #   6b. EXPORTERS="cuda-vmm memfd-hugetlb": A again as each of those backends' exporter, B (memfd) seeding from it once
@@ -351,12 +353,17 @@ if [ $GPU = 1 ] && [ "${VMM:-1}" = 1 ]; then
             [ "${VMM_SEEDS:-1}" -gt 1 ] && lab=$lab-$i
             if [ $SECONDS -ge $(( BUDGET_S - 60 )) ]; then say "B $lab: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
             STAGE_FLAGS=(); [ "$st" != 0 ] && STAGE_FLAGS=(--seed-staging "$st")
+            if [ "${PROBE_EACH:-0}" = 1 ] && [ -x "$W/probe" ]; then   # the driver's rate right before this B
+                "$W/probe" "$W/probe-each.bin" "$PROBE_GIB" 1 4 vmm-procs > "$R/probe-before-$lab.txt" 2>&1
+                say "probe right before B $lab: $(grep 'create' "$R/probe-before-$lab.txt" | awk '{printf "%s GiB/s", $(NF-1)}')"
+            fi
             seed_b "$lab" cuda-vmm || continue
             [ "$i" = 1 ] && [ "$st" != 0 ] && verify_b "$lab"
             stop_daemon "$W/b.sock" "$B"
         done
     done
     STAGE_FLAGS=()
+    rm -f "$W/probe-each.bin"
     # PROBE_AFTER=1: the probe again, after the cuda-vmm seeds: the driver's rate on both sides of B's creations (the
     # machine's rate moves within a call; a first-touched guest memory is slower)
     if [ "${PROBE_AFTER:-0}" = 1 ] && [ -x "$W/probe" ] && [ $SECONDS -lt $(( BUDGET_S - 90 )) ]; then
@@ -579,6 +586,12 @@ for p in sorted(glob.glob(f"{R}/engine-drift-*.txt")):  # DRIFT_S: the loop engi
     print(f"drift, A as {os.path.basename(p)[13:-4]}, the loop engine alone {(v[-1][1] - t0) / 1e9:.0f} s, {len(v)} imports:"
           f" median import per 5 s window {', '.join(f'{m:.2f} (n={n})' for _, m, n in w)} ms;"
           f" last window / first {w[-1][1] / w[0][1]:.2f}")
+for p in sorted(glob.glob(f"{R}/probe-before-*.txt")):  # PROBE_EACH: each B's creation against the probe just before it
+    lab = os.path.basename(p)[13:-4]
+    bv, pr = load(f"{R}/b-{lab}.json"), probe(p).get(1)
+    if bv and pr:
+        print(f"cuda-vmm {lab}: B's creation {bv['load']['create_gib_s']:.2f} GiB/s against the probe just before it"
+              f" {pr:.2f} GiB/s (one process): {bv['load']['create_gib_s'] / pr:.2f} (target 0.9)")
 c = load(f"{R}/cold.json")
 if c:
     print(f"cold-disk load: ready_s {c['ready_s']:.3f}, read_gib_s {c['load']['read_gib_s']:.3f}")
