@@ -290,6 +290,21 @@ for i in $(seq "$runs"); do
   fi
   if [ $ci = 1 ]; then
     seed_once "ci" none
+    # a requester written from docs/seeding.md's wire format alone (scripts/bench/seed-sink.py), from B's namespace:
+    # A must answer it as it answers the daemon, and a requester holding another key must see A's proof fail
+    if ip netns exec "$ns_b" python3 "$here/scripts/bench/seed-sink.py" $ip_a:$port "$work/key" 2 1 > "$out/sink.json" 2>&1 \
+        && [ "$(field "$out/sink.json" 'd["bytes"] > 0 and d["ranges"] > 0')" = True ]; then
+      ok "ci: seed-sink.py (the wire format as docs/seeding.md gives it) took $(field "$out/sink.json" 'd["ranges"]') ranges from A"
+    else
+      bad "ci: seed-sink.py against A: $(tail -1 "$out/sink.json")"
+    fi
+    head -c 32 /dev/urandom > "$work/other.key"
+    if ! ip netns exec "$ns_b" python3 "$here/scripts/bench/seed-sink.py" $ip_a:$port "$work/other.key" 1 1 > "$out/sink-other.txt" 2>&1 \
+        && grep -q "proof is wrong" "$out/sink-other.txt"; then
+      ok "ci: a requester with another key finds A's proof wrong"
+    else
+      bad "ci: seed-sink.py with another key: $(tail -1 "$out/sink-other.txt")"
+    fi
   else
     for r in none $rates; do
       label=run$i-$r
