@@ -63,7 +63,9 @@ ns_a=eh-seed-a-$$ ns_b=eh-seed-b-$$ veth_a=eha$$ veth_b=ehb$$
 ip_a=10.231.0.1 ip_b=10.231.0.2 port=7070 metrics=9464
 if [ $ci = 1 ]; then
   out=${OUT:-$here/target/seed-netns}
-  rm -rf "$out"
+  . "$here/scripts/lib/own-dir.sh"
+  own_dir "$out" seed-netns   # its own results of an earlier run are replaced; a directory of other files is refused
+  find "$out" -mindepth 1 ! -name .engram-own-dir -delete
 else
   out=${OUT:-$(mktemp -d /tmp/seed-netns.XXXXXX)}
 fi

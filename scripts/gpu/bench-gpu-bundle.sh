@@ -39,9 +39,12 @@ rm -rf "$STAGE/jre"
 COMMIT=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] || COMMIT="$COMMIT-dirty"
 echo "$COMMIT" > "$STAGE/COMMIT"
+. "$ROOT/scripts/lib/own-dir.sh"
+own_dir "$DEST" bench-gpu-bundle   # a bundle of an earlier run is replaced; a directory of other files is refused
 rm -rf "$DEST"
 mkdir -p "$(dirname "$DEST")"
 cp -r "$STAGE" "$DEST"
+mark_dir "$DEST"
 SIZE=$(du -sm "$DEST" | cut -f1)
 echo "bundle at $DEST: ${SIZE} MiB, modules $MODULES, commit $COMMIT"
 if [ "$SIZE" -ge 64 ]; then

@@ -6,11 +6,9 @@
 set -euo pipefail
 B=$(cd "${1:-.bundle}" && pwd)
 W=/var/tmp/engram-seed
-if [ -d "$W" ] && [ ! -e "$W/.engram-seed-run" ] && [ -n "$(ls -A "$W" 2>/dev/null)" ]; then
-    echo "bundle-as-release: $W holds files gpu-seed-run.sh did not make; move them away first" >&2; exit 2
-fi
+. "$(dirname "$0")/../lib/own-dir.sh"
+own_dir "$W" bundle-as-release   # gpu-seed-run.sh's directory, marked as made by these scripts
 mkdir -p "${WORK:-/tmp/engram-gpu}" "$W/engram-host/bin"
-touch "$W/.engram-seed-run"   # gpu-seed-run.sh's mark: this directory is its own
 [ -x "${WORK:-/tmp/engram-gpu}/jre/bin/java" ] || tar -C "${WORK:-/tmp/engram-gpu}" -xzf "$B/jre.tar.gz"
 printf '#!/bin/sh\nexec %s/engram-host "$@"\n' "$B" > "$W/engram-host/bin/engram-host"
 printf '#!/bin/sh\nexec %s/engram-attach "$@"\n' "$B" > "$W/engram-host/bin/engram-attach"

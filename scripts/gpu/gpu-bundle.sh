@@ -77,9 +77,12 @@ rm -rf "$STAGE/jre"
 cp scripts/gpu/gpu-test.sh "$STAGE/"
 git rev-parse HEAD > "$STAGE/COMMIT" 2>/dev/null || true
 
+. "$ROOT/scripts/lib/own-dir.sh"
+own_dir "$DEST" gpu-bundle   # a bundle of an earlier run is replaced; a directory of other files is refused
 rm -rf "$DEST"
 mkdir -p "$(dirname "$DEST")"
 cp -r "$STAGE" "$DEST"
+mark_dir "$DEST"
 chmod -R a+rX "$DEST"
 SIZE=$(du -sm "$DEST" | cut -f1)
 echo "== bundle at $DEST: ${SIZE} MiB"

@@ -11,7 +11,7 @@
 #   DRIFT_S=N     (default 0: off) the loop engine alone N seconds before the seed from each exporter of DRIFT_ON
 #                 (default cuda-vmm; a space-separated list) in EXPORTERS: the median import per 5-second window
 #   WORK_DIR=DIR  instead of /var/tmp/engram-seed (the model, the unpacked release and the logs): a new or empty
-#                 directory, or one this script made (its mark .engram-seed-run): it removes what it made there
+#                 directory, or one these scripts made (scripts/lib/own-dir.sh's mark): it removes what it made there
 #   A_CPUS=LIST B_CPUS=LIST  (taskset -c) A and its engine on one set of CPUs, B on another, as if B were another
 #                 node as far as the CPUs go (memory and its bandwidth stay shared); echoed in the summary
 #   B_DROP_CACHE=1  the page cache dropped before each B (B's node would not hold the checkpoint's pages); each B's
@@ -103,10 +103,8 @@ read -ra B_EXTRA <<< "$B_FLAGS"
 W=${WORK_DIR:-/var/tmp/engram-seed}   # another for a second run on a shared machine (the ports stay 7070, 7071)
 R=$W/run
 # it removes its own run/, model-* and unpacked release under W: only in a directory it made (or an empty one)
-if [ -d "$W" ] && [ ! -e "$W/.engram-seed-run" ] && [ -n "$(ls -A "$W" 2>/dev/null)" ]; then
-    echo "gpu-seed-run: $W holds files this script did not make; give WORK_DIR an empty or new directory" >&2; exit 2
-fi
-mkdir -p "$W" && touch "$W/.engram-seed-run"
+. "$ROOT/scripts/lib/own-dir.sh"
+own_dir "$W" gpu-seed-run
 rm -rf "$R"
 mkdir -p "$R"
 PASS=0; FAIL=0

@@ -26,8 +26,9 @@ W=${WORK:-/var/tmp/engram-transport}
 if [ -z "${JAVA:-}" ]; then
   TARBALL=$(ls ${TARBALL:-$ROOT/dist/engram-host-*-linux-x86_64.tar.gz} 2>/dev/null | head -1)
   [ -n "$TARBALL" ] || { echo "gpu-transport-bench: no dist/engram-host-*-linux-x86_64.tar.gz (scripts/release/dist.sh; carry dist/)" >&2; exit 1; }
-  rm -rf "$W"
-  mkdir -p "$W"
+  . "$ROOT/scripts/lib/own-dir.sh"
+  own_dir "$W" gpu-transport-bench
+  rm -rf "$W"/engram-host-*/
   tar -xzf "$TARBALL" -C "$W"
   JAVA=$(ls "$W"/engram-host-*/runtime/bin/java)
 fi
