@@ -36,6 +36,14 @@ def java_app_reason() -> Optional[str]:
     return None
 
 
+def java_work_dir(prefix: str) -> str:
+    """For a module's setUpModule: skips the module where the Java launcher cannot run, else a new work directory."""
+    reason = java_app_reason()
+    if reason:
+        raise unittest.SkipTest(reason)
+    return tempfile.mkdtemp(prefix=prefix)
+
+
 def require_java(test: unittest.TestCase) -> None:
     reason = java_app_reason()
     if reason:

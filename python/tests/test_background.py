@@ -10,7 +10,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -21,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
-from support import (PYTHON_DIR, TEST_LAUNCHER, Daemon, Peer, fd_count, generate, java_app_reason,  # noqa: E402
+from support import (PYTHON_DIR, TEST_LAUNCHER, Daemon, Peer, fd_count, generate, java_work_dir,  # noqa: E402
                      memfd_mappings, require_test_launcher, safetensors_tables, test_launcher_reason)
 
 QUIET = logging.NullHandler()
@@ -29,10 +28,7 @@ QUIET = logging.NullHandler()
 
 def setUpModule():
     global WORK, CKPT, OTHER, EXPECTED, DAEMON, GATE, GATED
-    reason = java_app_reason()
-    if reason:
-        raise unittest.SkipTest(reason)
-    WORK = tempfile.mkdtemp(prefix="engram-py-background-")
+    WORK = java_work_dir("engram-py-background-")
     logging.getLogger("engram_host").addHandler(QUIET)  # "compared headers only" is test_daemon's to check
     CKPT = generate(os.path.join(WORK, "ckpt"), rows=4096, layers="1,14")
     OTHER = generate(os.path.join(WORK, "other"), rows=1024, layers="2", single_file=True, seed=7)

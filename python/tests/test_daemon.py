@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
-from support import (TEST_LAUNCHER, Daemon, fd_count, generate, hf_snapshot, java_app_reason,  # noqa: E402
+from support import (TEST_LAUNCHER, Daemon, fd_count, generate, hf_snapshot, java_work_dir,  # noqa: E402
                      memfd_mappings, require_test_launcher, run_cli, run_python_cli, safetensors_tables, table_names,
                      unlistened_socket, write_published)
 
@@ -29,10 +29,7 @@ QUIET = logging.NullHandler()
 
 def setUpModule():
     global WORK, CKPT, SINGLE, SMALLER, DAEMON, EXPECTED
-    reason = java_app_reason()
-    if reason:
-        raise unittest.SkipTest(reason)
-    WORK = tempfile.mkdtemp(prefix="engram-py-test-")
+    WORK = java_work_dir("engram-py-test-")
     # the package's lines (the selection, headers only) are checked where they matter, not printed everywhere
     logging.getLogger("engram_host").addHandler(QUIET)
     CKPT = generate(os.path.join(WORK, "sharded"), rows=ROWS, layers="1,14")

@@ -10,7 +10,6 @@ import os
 import shutil
 import struct
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -19,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
 from engram_host.digests import engram_digest_hex  # noqa: E402
-from support import (Daemon, generate, hf_snapshot, java_app_reason, run_cli, safetensors_tables,  # noqa: E402
+from support import (Daemon, generate, hf_snapshot, java_work_dir, run_cli, safetensors_tables,  # noqa: E402
                      table_names)
 
 ROWS = 2048
@@ -74,10 +73,7 @@ def record(directory: str) -> dict:
 
 def setUpModule():
     global WORK, M, MP, PLAIN2, REC1, REC2, BAD, SNAP, SNAP2, D, DP, DPLAIN2, DREC2, DSNAP, DBAD, RECORDS, BAD_RECORD
-    reason = java_app_reason()
-    if reason:
-        raise unittest.SkipTest(reason)
-    WORK = tempfile.mkdtemp(prefix="engram-py-model-")
+    WORK = java_work_dir("engram-py-model-")
     logging.getLogger("engram_host").addHandler(QUIET)
     M = generate(os.path.join(WORK, "m"), rows=ROWS, model=True)
     MP = generate(os.path.join(WORK, "mp"), rows=ROWS, model=True, prefix="model.")

@@ -8,13 +8,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from support import REPO, Daemon, generate, java_app_reason, run_cli  # noqa: E402
+from support import REPO, Daemon, generate, java_work_dir, run_cli  # noqa: E402
 
 SEED_PEER = os.path.join(REPO, "conformance", "seed_peer.py")
 ROWS = 280_000   # each weight 68.4 MiB: more than one 64 MiB range
@@ -22,10 +21,7 @@ ROWS = 280_000   # each weight 68.4 MiB: more than one 64 MiB range
 
 def setUpModule():
     global WORK, CKPT, RECORD, KEY, PORT, DAEMON
-    reason = java_app_reason()
-    if reason:
-        raise unittest.SkipTest(reason)
-    WORK = tempfile.mkdtemp(prefix="engram-py-seed-")
+    WORK = java_work_dir("engram-py-seed-")
     CKPT = generate(os.path.join(WORK, "ckpt"), rows=ROWS, layers="1,14")
     run_cli("inspect", "--write-digests", CKPT)
     RECORD = os.path.join(CKPT, "engram-digests.json")
@@ -83,7 +79,8 @@ class SeedPeerTest(unittest.TestCase):
             if daemon_fds() <= before:
                 break
             time.sleep(0.1)
-        self.assertLessEqual(daemon_fds(), before, f"the daemon holds more fds than before: {os.listdir(f'/proc/{DAEMON.pid}/fd')}")
+        self.assertLessEqual(daemon_fds(), before,
+                             f"the daemon holds more fds than before: {os.listdir(f'/proc/{DAEMON.pid}/fd')}")
         self.assertIsNone(DAEMON.proc.poll(), DAEMON.log()[-2000:])
 
 

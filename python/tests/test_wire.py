@@ -10,14 +10,13 @@ import os
 import shutil
 import struct
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
 import wireclient as w  # noqa: E402
-from support import Daemon, generate, java_app_reason, table_names  # noqa: E402
+from support import Daemon, generate, java_work_dir, table_names  # noqa: E402
 
 T = w.T
 MiB = 1 << 20
@@ -49,10 +48,7 @@ def many_tables(path: str, n: int) -> str:
 
 def setUpModule():
     global WORK, DAEMON, QUICK, MANY
-    reason = java_app_reason()
-    if reason:
-        raise unittest.SkipTest(reason)
-    WORK = tempfile.mkdtemp(prefix="engram-py-wire-")
+    WORK = java_work_dir("engram-py-wire-")
     os.chmod(WORK, 0o755)  # QUICK's socket directory is in it, reachable by the uid it admits
     ckpt = generate(os.path.join(WORK, "ck"), rows=1024, layers="0,1")
     # one daemon with the default limits; one with short deadlines, a per-uid limit of 2 and uid 65534 admitted;
