@@ -16,7 +16,12 @@ PEER=$ROOT/conformance/seed_peer.py
 [ -x "$EH" ] || { echo "gpu-seed-peer: no engram-host at $EH (scripts/gpu/gpu-bundle.sh makes .bundle; or EH=...)" >&2; exit 2; }
 mkdir -p "$OUT"
 W=$(mktemp -d /tmp/engram-seed-peer.XXXXXX)
-trap 'kill "${D:-0}" 2>/dev/null; rm -rf "$W"' EXIT
+D=""
+trap '[ -z "$D" ] || kill "$D" 2>/dev/null; rm -rf "$W"' EXIT
+# the gpu bundle's launcher runs the bundle's runtime, unpacked once into $WORK/jre (as gpu-test.sh does)
+if [ "$EH" = "$ROOT/.bundle/engram-host" ] && [ ! -x "${WORK:-/tmp/engram-gpu}/jre/bin/java" ]; then
+    mkdir -p "${WORK:-/tmp/engram-gpu}" && tar -C "${WORK:-/tmp/engram-gpu}" -xzf "$ROOT/.bundle/jre.tar.gz"
+fi
 "$EH" generate --out "$W/ckpt" --rows 280000 --layers 1,14 > "$OUT/generate.log" 2>&1 || { cat "$OUT/generate.log"; exit 1; }
 "$EH" inspect --write-digests "$W/ckpt" >> "$OUT/generate.log" 2>&1 || { tail -3 "$OUT/generate.log"; exit 1; }
 head -c 32 /dev/urandom > "$W/key"; chmod 600 "$W/key"
