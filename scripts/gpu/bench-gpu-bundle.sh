@@ -9,7 +9,8 @@
 #                    (bench-gpu.sh names it with -Dengram.python.path; PyTorch comes from the machine's python3)
 #   bench-gpu.sh     what to run there; bench-gpu-pass.sh runs the full GPU pass in parts
 #   test-classes/, lib-test/, bench-gpu-test.sh   the jmh module's gpu-tagged tests and the JUnit console
-# Usage: scripts/gpu/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB)
+# Usage: scripts/gpu/bench-gpu-bundle.sh [OUTPUT_DIR]   (default bench/tmp/gpu-bundle; must stay under 64 MiB; OUTPUT_DIR
+# new, empty or a bundle of these scripts, which it replaces: scripts/lib/own-dir.sh)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DEST=${1:-$ROOT/bench/tmp/gpu-bundle}

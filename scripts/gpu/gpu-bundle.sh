@@ -13,7 +13,8 @@
 #   engram-host     a launcher of the CLI on the bundle's runtime (the Python GPU tests start daemons with it)
 #   python/         the Python package and its tests (python/tests/gpu runs there, with PyTorch)
 #   gpu-test.sh     what to run there
-# Usage: scripts/gpu/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB)
+# Usage: scripts/gpu/gpu-bundle.sh [OUTPUT_DIR]   (default /work/main/.bundle; must stay under 64 MiB; OUTPUT_DIR new, empty
+# or a bundle of these scripts, which it replaces: scripts/lib/own-dir.sh)
 # MVN_ONLINE=1 lets Maven fetch the console launcher once if ~/.m2 lacks it.
 set -euo pipefail
 
