@@ -71,7 +71,7 @@ class SeedPeerTest(unittest.TestCase):
                               ("bad-ranges", r"BAD_REQUEST: RANGE of table 4: .*RANGE of table 'layers\."),
                               ("ahead", "five at once answered in order; six at once: ERROR BAD_REQUEST"),
                               ("silent", r"TIMED_OUT.* after [4-9]\.\d s"),
-                              ("busy", "BUSY.*an honest peer served after the 16 closed")):
+                              ("busy", "BUSY.*an honest peer served after the 17 closed")):
             with self.subTest(case=case):
                 self.passes(case, pattern=pattern)
         self.passes("fetch", RECORD)   # still serving, the same bytes
