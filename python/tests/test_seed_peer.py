@@ -69,7 +69,8 @@ class SeedPeerTest(unittest.TestCase):
                               ("reserved", "BAD_REQUEST"), ("bad-magic", "BAD_REQUEST"),
                               ("bad-version", "BAD_REQUEST"), ("early-range", "BAD_REQUEST: expected PROOF"),
                               ("bad-ranges", r"BAD_REQUEST: RANGE of table 4: .*RANGE of table 'layers\."),
-                              ("ahead", "five at once answered in order; six at once: ERROR BAD_REQUEST"),
+                              ("ahead", "five at once answered in order; six at once: "
+                                        "ERROR BAD_REQUEST: sent more than 128 bytes"),
                               ("silent", r"TIMED_OUT.* after [4-9]\.\d s"),
                               ("busy", "BUSY.*an honest peer served after the 17 closed")):
             with self.subTest(case=case):

@@ -505,7 +505,8 @@ final class SeedServer implements AutoCloseable {
                     return;
                 }
                 if (b.readableBytes() > in.remaining()) {
-                    fail("bad-request", SeedWire.BAD_REQUEST, "sent more than one request ahead of its answer");
+                    fail("bad-request", SeedWire.BAD_REQUEST, "sent more than " + in.capacity() + " bytes of requests"
+                            + " ahead of their answers: send at most one request ahead of the one being answered");
                     return;
                 }
                 byte[] bytes = new byte[b.readableBytes()];
