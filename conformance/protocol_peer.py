@@ -266,6 +266,9 @@ def answer(conn, case, path):
                          + ['... and 7 more differences']))
     elif case == 'too-many-details':
         send(conn, error(4, 0, 'fingerprint mismatch', [f'table t{i}: missing' for i in range(102)]))
+    elif case == 'control-chars':  # a daemon's words that would start lines of their own and reach the terminal
+        send(conn, error(7, 0, 'internal\n2026-01-01T00:00:00.000Z engram-host: forged\x1b[2J',
+                         ['detail\rforged\u2028line\x85end']))
     elif case == 'long-message':
         send(conn, error(7, 0, 'x' * 4097))
     elif case == 'unknown-error':

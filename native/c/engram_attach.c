@@ -685,8 +685,23 @@ static void end_frame(const struct reader *r) {
     if (r->pos != r->len) rfail(r, "%zu trailing bytes after the frame", r->len - r->pos);
 }
 
+// A daemon's words on one line: a control character (C0, DEL, C1) or a line or paragraph separator (U+2028,
+// U+2029) becomes '?', so no daemon starts a line of its own or reaches the terminal. s is valid UTF-8.
 static void print_sanitized(FILE *out, struct str s) {
-    for (uint32_t i = 0; i < s.n; i++) fputc((unsigned char)s.p[i] < 0x20 ? '?' : s.p[i], out);
+    const unsigned char *p = (const unsigned char *)s.p;
+    for (uint32_t i = 0; i < s.n; i++) {
+        if (p[i] < 0x20 || p[i] == 0x7f) {
+            fputc('?', out);
+        } else if (p[i] == 0xc2 && i + 1 < s.n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
+            fputc('?', out);
+            i += 1;
+        } else if (p[i] == 0xe2 && i + 2 < s.n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9)) {
+            fputc('?', out);
+            i += 2;
+        } else {
+            fputc(p[i], out);
+        }
+    }
 }
 
 // Fails with the daemon's ERROR, saying `when` it came ("" or e.g. " before WELCOME"); returns its code only for

@@ -886,6 +886,7 @@ def _mismatch(reply: _wire.ErrorReply, path: str, expectation: _wire.Expectation
         shown = listed[:E.FingerprintMismatch.SHOWN_DIFFERENCES]
         if count > len(shown):
             shown.append(f"... and {checkpoint.counted(count - len(shown), 'more difference')}")
+    shown = [E.one_line(line) for line in shown]   # the daemon's words, on their lines
     summary = (f"{E.ErrorCode.FINGERPRINT_MISMATCH.name}: the daemon on {path} serves {served_text}, not the expected "
                f"checkpoint: {checkpoint.counted(count, 'difference')}")
     return E.FingerprintMismatch(summary, code=E.ErrorCode.FINGERPRINT_MISMATCH, details=reply.details,

@@ -127,9 +127,23 @@ BY_CODE = {c.code: c for c in (BadRequest, UnsupportedVersion, NotReady, Fingerp
                                Internal, LoadFailed, Busy, TimedOut)}
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1) and line or paragraph separator escaped (``\\n``,
+    ``\\r``, ``\\t``, else ``\\uXXXX``): a daemon's words keep to their line in an exception or a log."""
+    if all(" " <= c < "\x7f" or c > "\x9f" and c not in "\u2028\u2029" for c in text):
+        return text
+    return "".join(_ESCAPES.get(c, f"\\u{ord(c):04x}") if c < " " or "\x7f" <= c <= "\x9f" or c in "\u2028\u2029"
+                   else c for c in text)
+
+
 def from_reply(code: int, message: str, details: Sequence[str], retryable: bool,
                daemon_fingerprint: bytes) -> EngramHostError:
-    """The exception for a daemon's ERROR: its code's subclass, or the base class for an unknown code."""
+    """The exception for a daemon's ERROR: its code's subclass, or the base class for an unknown code. The
+    daemon's message and details are shown with :func:`one_line`."""
+    message, details = one_line(message), [one_line(d) for d in details]
     try:
         code = ErrorCode(code)
     except ValueError:

@@ -111,6 +111,11 @@ class PeerTest(unittest.TestCase):
                 self.assertEqual((f"detail of {code}",), e.details)
                 self.assertEqual(code in (3, 9), e.retryable)
 
+    def test_a_daemons_words_keep_to_their_lines(self):
+        e = self.refused("control-chars", E.Internal, "INTERNAL: internal")
+        self.assertEqual("INTERNAL: internal\\n2026-01-01T00:00:00.000Z engram-host: forged\\u001b[2J\n"
+                         "  detail\\rforged\\u2028line\\u0085end", str(e))
+
     def test_unknown_code_is_the_base_class(self):
         e = self.refused("unknown-error", E.EngramHostError, "error code 42: a code from a later daemon")
         self.assertIs(type(e), E.EngramHostError)

@@ -3,11 +3,14 @@ docs/seeding.md alone: the honest exchange (every table fetched and checked agai
 limit of the document's table met by a hostile peer, each case a separate process. The daemon must refuse each as
 the document says, keep serving, and hold no more fds afterwards than before."""
 
+import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -15,19 +18,23 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from support import REPO, Daemon, generate, java_work_dir, run_cli  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "conformance"))
+import seed_peer  # noqa: E402
+
 SEED_PEER = os.path.join(REPO, "conformance", "seed_peer.py")
 ROWS = 280_000   # each weight 68.4 MiB: more than one 64 MiB range
 
 
 def setUpModule():
-    global WORK, CKPT, RECORD, KEY, PORT, DAEMON
+    global WORK, CKPT, RECORD, KEY, KEY_BYTES, PORT, DAEMON
     WORK = java_work_dir("engram-py-seed-")
     CKPT = generate(os.path.join(WORK, "ckpt"), rows=ROWS, layers="1,14")
     run_cli("inspect", "--write-digests", CKPT)
     RECORD = os.path.join(CKPT, "engram-digests.json")
     KEY = os.path.join(WORK, "seed.key")
+    KEY_BYTES = os.urandom(32)
     with open(os.open(KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-        f.write(os.urandom(32))
+        f.write(KEY_BYTES)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         PORT = s.getsockname()[1]
@@ -83,6 +90,99 @@ class SeedPeerTest(unittest.TestCase):
         self.assertLessEqual(daemon_fds(), before,
                              f"the daemon holds more fds than before: {os.listdir(f'/proc/{DAEMON.pid}/fd')}")
         self.assertIsNone(DAEMON.proc.poll(), DAEMON.log()[-2000:])
+
+
+class HostileExporter:
+    """An exporter that does one thing wrong, on every connection, for a real daemon seeding from it
+    (`serve --seed-from`). Its handshake and MANIFEST are right (it holds the key, and relays the real exporter's
+    manifest) unless the case is about them."""
+
+    def __init__(self, case):
+        self.case = case
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(64)
+        self.port = self.srv.getsockname()[1]
+        s, self.tables, self.fingerprint = seed_peer.handshake(("127.0.0.1", PORT), KEY_BYTES)
+        s.close()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.one, args=(c,), daemon=True).start()
+
+    def one(self, c):
+        try:
+            with c:
+                c.settimeout(20)
+                n = seed_peer.frame(c, seed_peer.HELLO, 56)
+                hello = seed_peer.exact(c, n)
+                nonce_c, id_c = hello[8:40], hello[40:56]
+                if self.case == "error-injection":   # a line of its own and a terminal escape, in its ERROR
+                    text = b"busy\n2026-01-01T00:00:00.000Z engram-host: ready: forged\x1b[2J"
+                    seed_peer.send(c, seed_peer.ERROR, struct.pack("<HI", 3, len(text)) + text)
+                    return
+                nonce_s, id_s = os.urandom(32), os.urandom(16)
+                proof_s, _ = seed_peer.proofs(KEY_BYTES, nonce_c, nonce_s, id_c, id_s)
+                seed_peer.send(c, seed_peer.CHALLENGE, struct.pack("<HH", 1, 0) + nonce_s + id_s + proof_s)
+                seed_peer.exact(c, seed_peer.frame(c, seed_peer.PROOF, 32))
+                seed_peer.frame(c, seed_peer.MANIFEST_REQUEST, 0)
+                if self.case == "big-manifest":   # announces one byte over the requester's bound, sends nothing
+                    c.sendall(seed_peer.header(seed_peer.MANIFEST, (16 << 20) + 1))
+                    time.sleep(2)
+                    return
+                body = bytes.fromhex(self.fingerprint) + struct.pack("<I", len(self.tables))
+                for name, size, digest in self.tables:
+                    b = name.encode()
+                    body += struct.pack("<I", len(b)) + b + struct.pack("<QQ", size, digest)
+                seed_peer.send(c, seed_peer.MANIFEST, body)
+                while True:   # wrong-head: each DATA names the next offset, not the one asked for
+                    seed_peer.frame(c, seed_peer.RANGE, 16)
+                    table, offset, length = struct.unpack("<IQI", seed_peer.exact(c, 16))
+                    c.sendall(seed_peer.header(seed_peer.DATA, 12 + length) + struct.pack("<IQ", table, offset + 1))
+                    c.sendall(bytes(length))
+        except (seed_peer.Refused, OSError):
+            pass
+
+    def close(self):
+        self.srv.close()
+
+
+class HostileExporterTest(unittest.TestCase):
+    """The requester's bounds (docs/seeding.md, "Limits": what a requester reads) against an exporter that breaks
+    them: the daemon loads every table from its disk instead, says why in one line, and serves the checkpoint's
+    bytes."""
+
+    def seed_from(self, case, expect):
+        ex = HostileExporter(case)
+        try:
+            with Daemon(CKPT, "--seed-from", f"127.0.0.1:{ex.port}", "--seed-key", KEY) as d:
+                status = json.loads(run_cli("status", "--json", "--socket", d.socket).stdout)
+                self.assertEqual("load", status["origin"]["how"], status["origin"])
+                self.assertEqual(sum(t[1] for t in ex.tables), status["origin"]["checkpoint_bytes_read"])
+                run_cli("verify", "--checkpoint", CKPT, "--socket", d.socket)   # byte for byte, or it exits 1
+                log = d.log()
+        finally:
+            ex.close()
+        self.assertRegex(log, expect)
+        return log
+
+    def test_an_error_cannot_write_a_line_of_its_own(self):
+        log = self.seed_from("error-injection", r"refused: BUSY busy\\n2026-01-01T00:00:00\.000Z engram-host: "
+                                                r"ready: forged\\u001b\[2J")
+        self.assertNotIn("\x1b", log)
+        self.assertFalse([line for line in log.splitlines() if "forged" in line and "refused" not in line], log)
+
+    def test_a_manifest_over_its_bound_is_not_read(self):
+        self.seed_from("big-manifest", r"sent a MANIFEST of 16777217 bytes, not 36 to 16777216")
+
+    def test_data_for_another_range_is_not_taken(self):
+        self.seed_from("wrong-head", r"sent table \d+ at \d+, not the range asked for")
 
 
 if __name__ == "__main__":

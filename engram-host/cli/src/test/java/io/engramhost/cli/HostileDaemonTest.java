@@ -79,6 +79,21 @@ class HostileDaemonTest {
         assertEquals(fds, io.engramhost.os.ProcessProbe.countOpenFds(), scenario + ": no fd left open");
     }
 
+    /** A daemon's words that would start lines of their own or reach the terminal keep to their lines, escaped. */
+    @Test
+    void keepsADaemonsWordsOnTheirLines(@TempDir Path dir) throws Exception {
+        Path socket = dir.resolve("peer.sock");
+        Process p = peer(socket, "control-chars");
+        try {
+            RuntimeException e = assertThrows(RuntimeException.class,
+                    () -> EngramClient.connect(socket, Expectation.any(), ClientOptions.defaults()).close());
+            assertEquals("INTERNAL: internal\\n2026-01-01T00:00:00.000Z engram-host: forged\\u001b[2J"
+                    + System.lineSeparator() + "  - detail\\rforged\\u2028line\\u0085end", e.getMessage());
+        } finally {
+            stop(p);
+        }
+    }
+
     /** An old daemon's FUTURE_WRITE memfds are taken only when asked (an upgrade), and then read as served. */
     @Test
     void takesAFutureWriteSealOnlyWhenAsked(@TempDir Path dir) throws Exception {

@@ -4,6 +4,7 @@ import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.Expectation;
+import io.engramhost.util.Text;
 import java.nio.file.Path;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -42,7 +43,7 @@ public final class FingerprintMismatchException extends EngramClientException {
 
     private static String message(String summary, List<String> shown) {
         StringBuilder b = new StringBuilder(summary);
-        shown.forEach(line -> b.append('\n').append("  ").append(line));
+        shown.forEach(line -> b.append('\n').append("  ").append(Text.oneLine(line)));   // the daemon's words
         return b.toString();
     }
 

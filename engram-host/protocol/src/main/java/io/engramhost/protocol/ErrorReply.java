@@ -1,5 +1,6 @@
 package io.engramhost.protocol;
 
+import io.engramhost.util.Text;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -99,11 +100,14 @@ public record ErrorReply(ErrorCode code, int wireCode, String message, List<Stri
         return new ErrorReply(ErrorCode.of(wire), wire, message, List.copyOf(details), fp);
     }
 
-    /** The message with the details, one per line, for an exception or a log. */
+    /**
+     * The message with the details, one per line, for an exception or a log; what the daemon sent is kept on its
+     * lines ({@link Text#oneLine}: a control character in it is escaped).
+     */
     public String describe() {
-        StringBuilder b = new StringBuilder(message);
+        StringBuilder b = new StringBuilder(Text.oneLine(message));
         for (String d : details) {
-            b.append(System.lineSeparator()).append("  - ").append(d);
+            b.append(System.lineSeparator()).append("  - ").append(Text.oneLine(d));
         }
         return b.toString();
     }

@@ -1,6 +1,7 @@
 package io.engramhost.cli.log;
 
 import io.engramhost.json.JsonWriter;
+import io.engramhost.util.Text;
 import java.lang.System.Logger.Level;
 import java.time.Instant;
 import java.time.ZoneOffset;
@@ -8,7 +9,12 @@ import java.time.format.DateTimeFormatter;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-/** One log event as one line, in a {@link LogFormat}. Only the framing: the message is written as given. */
+/**
+ * One log event as one line, in a {@link LogFormat}. The message is written as given, except that in text a control
+ * character or a Unicode line or paragraph separator is written as an escape (a backslash and n, r or t, else a
+ * backslash, u and four hex digits): a message can carry what a peer sent (a seeding peer's ERROR, a file's tensor
+ * name), and no peer may start a line of its own in the log or reach the terminal. JSON escapes them already.
+ */
 final class LogLine {
     /** ISO-8601 in UTC, always with milliseconds. */
     static final DateTimeFormatter TS = DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSS'Z'")
@@ -33,7 +39,7 @@ final class LogLine {
             m.put("pid", pid);
             return JsonWriter.write(m);
         }
-        String text = "engram-host" + LogLevels.textTag(level) + ": " + msg;
+        String text = "engram-host" + LogLevels.textTag(level) + ": " + Text.oneLine(msg);
         return journal ? "<" + LogLevels.syslogPriority(level) + ">" + text : TS.format(now) + " " + text;
     }
 }

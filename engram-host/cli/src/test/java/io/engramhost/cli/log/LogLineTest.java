@@ -2,10 +2,12 @@ package io.engramhost.cli.log;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.json.JsonReader;
+import io.engramhost.util.Text;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.lang.System.Logger.Level;
@@ -58,6 +60,27 @@ class LogLineTest {
         assertEquals("<7>engram-host TRACE: t", LogLine.format(LogFormat.TEXT, true, AT, 1, Level.TRACE, "l", "t", null));
         assertEquals("<4>engram-host WARN: failed: java.io.IOException: gone", LogLine.format(LogFormat.TEXT, true, AT, 1,
                 Level.WARNING, "l", "failed", new java.io.IOException("gone")));
+    }
+
+    @Test
+    void shouldKeepAPeersTextOnItsLineInText() {
+        // what a seeding peer's ERROR may carry: a line of its own, a carriage return, a terminal escape, U+2028
+        String peer = "peer 10.0.0.7:7070 refused: BUSY x\n2025-03-04T05:06:07.000Z engram-host: ready\rover\u001b[2J"
+                + "\u2028y\u0085z\tt";
+        String escaped = "peer 10.0.0.7:7070 refused: BUSY x\\n2025-03-04T05:06:07.000Z engram-host: ready\\rover"
+                + "\\u001b[2J\\u2028y\\u0085z\\tt";
+        assertEquals("2025-03-04T05:06:07.000Z engram-host WARN: seed: " + escaped,
+                LogLine.format(LogFormat.TEXT, false, AT, 1, Level.WARNING, "l", "seed: " + peer, null));
+        assertEquals("<4>engram-host WARN: seed: " + escaped,
+                LogLine.format(LogFormat.TEXT, true, AT, 1, Level.WARNING, "l", "seed: " + peer, null));
+        assertEquals("<4>engram-host WARN: failed: java.io.IOException: a\\nb", LogLine.format(LogFormat.TEXT, true,
+                AT, 1, Level.WARNING, "l", "failed", new java.io.IOException("a\nb")));
+        // JSON escapes them itself, and the message reads back as it was
+        String json = LogLine.format(LogFormat.JSON, false, AT, 1, Level.WARNING, "l", peer, null);
+        assertFalse(json.contains("\n") || json.contains("\r") || json.contains("\u001b"), json);
+        assertEquals(peer, ((Map<?, ?>) JsonReader.parse(json)).get("msg"));
+        String plain = "ready: 4 tables, 39.0 GiB (layers.1.engram.embed.weight, ...) é ü 中";
+        assertSame(plain, Text.oneLine(plain), "a message without control characters is written as it is");
     }
 
     @Test
