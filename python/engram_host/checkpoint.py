@@ -25,7 +25,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Sequence, Union
 
-from .errors import EngramHostError
+from .errors import EngramHostError, one_line
 
 __all__ = [
     "CheckpointError", "JsonError", "DTYPE_BITS", "MAX_HEADER_LENGTH", "FILE_SUFFIX", "INDEX_SUFFIX",
@@ -669,9 +669,12 @@ def _parse_header(where: str, header: bytes, data_offset: int, data_length: int)
         if name == "__metadata__":
             metadata = _metadata(where, value)
             continue
-        at = f"{where}: tensor '{name}': "
         if not name:
             raise CheckpointError(f"{where}: a tensor has an empty name")
+        if one_line(name) != name:   # printed in messages: refused here, once
+            raise CheckpointError(f"{where}: tensor '{one_line(name)}': its name holds a control character or a line "
+                                  f"separator, which no tensor name may; export the file again with printable names")
+        at = f"{where}: tensor '{name}': "
         if type(value) is not dict:
             raise CheckpointError(f"{at}entry is not an object but {_kind(value)}")
         for key in value:

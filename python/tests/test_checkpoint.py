@@ -217,6 +217,11 @@ class SafetensorsFileTest(TempDirTest):
                          + "y" * 40 + '..."', self.fail('{"t":"' + "y" * 50 + '"}'))
         self.assertEqual(self.at() + "a tensor has an empty name",
                          self.fail("{" + entry("", "U8", "[1]", 0, 1) + "}", 1))
+        for raw, shown in (("t\\n2026 engram-host: forged\\u001b[2J", "t\\n2026 engram-host: forged\\u001b[2J"),
+                           ("t\\u2028u", "t\\u2028u")):
+            self.assertEqual(self.at(shown) + "its name holds a control character or a line separator, which no tensor "
+                             "name may; export the file again with printable names",
+                             self.fail("{" + entry(raw, "U8", "[1]", 0, 1) + "}", 1))
         self.assertEqual(self.at("t") + "unexpected field 'extra' (expected dtype, shape, data_offsets)",
                          self.fail('{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"extra":0}}', 1))
         self.assertEqual(self.at("t") + "missing 'dtype'", self.fail('{"t":{"shape":[1],"data_offsets":[0,1]}}', 1))

@@ -2,6 +2,7 @@ package io.engramhost.checkpoint;
 
 import io.engramhost.json.JsonException;
 import io.engramhost.json.JsonReader;
+import io.engramhost.util.Text;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -63,10 +64,15 @@ final class SafetensorsHeader {
                 metadata = metadata(where, e.getValue());
                 continue;
             }
-            String at = where + ": tensor '" + name + "': ";
             if (name.isEmpty()) {
                 throw new CheckpointException(where + ": a tensor has an empty name");
             }
+            if (!Text.oneLine(name).equals(name)) {   // printed by inspect, status and the logs: refused here, once
+                throw new CheckpointException(where + ": tensor '" + Text.oneLine(name) + "': its name holds a control"
+                        + " character or a line separator, which no tensor name may; export the file again with"
+                        + " printable names");
+            }
+            String at = where + ": tensor '" + name + "': ";
             if (!(e.getValue() instanceof Map<?, ?> fields)) {
                 throw new CheckpointException(at + "entry is not an object but " + kind(e.getValue()));
             }

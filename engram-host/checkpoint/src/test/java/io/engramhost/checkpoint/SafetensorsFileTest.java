@@ -134,6 +134,13 @@ class SafetensorsFileTest {
     void shouldRefuseMalformedTensorEntries() {
         assertEquals(tensorAt("t") + "entry is not an object but the string \"x\"", fail("{\"t\":\"x\"}", 0));
         assertEquals(file() + ": a tensor has an empty name", fail("{" + tensor("", "U8", "[1]", 0, 1) + "}", 1));
+        // a name that would start a line of its own, or reach a terminal, wherever it is printed
+        assertEquals(tensorAt("t\\n2026 engram-host: forged\\u001b[2J") + "its name holds a control character or a"
+                + " line separator, which no tensor name may; export the file again with printable names",
+                fail("{" + tensor("t\\n2026 engram-host: forged\\u001b[2J", "U8", "[1]", 0, 1) + "}", 1));
+        assertEquals(tensorAt("t\\u2028u") + "its name holds a control character or a line separator, which no"
+                + " tensor name may; export the file again with printable names",
+                fail("{" + tensor("t\\u2028u", "U8", "[1]", 0, 1) + "}", 1));
         assertEquals(tensorAt("t") + "unexpected field 'extra' (expected dtype, shape, data_offsets)",
                 fail("{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"extra\":0}}", 1));
         assertEquals(tensorAt("t") + "missing 'dtype'", fail("{\"t\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 1));

@@ -3,6 +3,7 @@ package io.engramhost.cli;
 import io.engramhost.client.EngramClient;
 import io.engramhost.client.FingerprintMismatchException;
 import io.engramhost.hooks.DaemonHooks;
+import io.engramhost.util.Text;
 import java.io.PrintWriter;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -106,6 +107,6 @@ public final class Main extends RootCommand {
         if (m == null || m.isBlank()) {
             m = e.getClass().getSimpleName();
         }
-        return m.replace(System.lineSeparator(), " | ").replace("\n", " | ");
+        return Text.oneLine(m.replace(System.lineSeparator(), " | ").replace("\n", " | "));   // a file's or peer's text
     }
 }
