@@ -687,6 +687,17 @@ static void end_frame(const struct reader *r) {
 
 // A daemon's words on one line: a control character (C0, DEL, C1) or a line or paragraph separator (U+2028,
 // U+2029) becomes '?', so no daemon starts a line of its own or reaches the terminal. s is valid UTF-8.
+// Whether s (valid UTF-8) holds a control character (C0, DEL, C1) or U+2028 / U+2029.
+static int unsafe_text(struct str s) {
+    const unsigned char *p = (const unsigned char *)s.p;
+    for (uint32_t i = 0; i < s.n; i++) {
+        if (p[i] < 0x20 || p[i] == 0x7f) return 1;
+        if (p[i] == 0xc2 && i + 1 < s.n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) return 1;
+        if (p[i] == 0xe2 && i + 2 < s.n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9)) return 1;
+    }
+    return 0;
+}
+
 static void print_sanitized(FILE *out, struct str s) {
     const unsigned char *p = (const unsigned char *)s.p;
     for (uint32_t i = 0; i < s.n; i++) {
@@ -990,8 +1001,10 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
     for (uint32_t i = 0; i < mf->tables_n; i++) {
         struct table *t = &mf->tables[i];
         t->name = str16(r, "table name");
+        if (unsafe_text(t->name)) rfail(r, "table %u: its name holds a control character or a line separator", i);
         int nl = (int)t->name.n;
         t->dtype = str16(r, "dtype");
+        if (unsafe_text(t->dtype)) rfail(r, "table '%.*s': its dtype holds a control character", nl, t->name.p);
         unsigned bits = dtype_bits(t->dtype);
         if (!bits) rfail(r, "table '%.*s': unknown dtype '%.*s'", nl, t->name.p, (int)t->dtype.n, t->dtype.p);
         uint8_t rank = u8(r, "rank");

@@ -18,6 +18,8 @@ import struct
 import time
 from typing import Optional
 
+from .errors import one_line
+
 MAGIC = 0x4D524745  # "EGRM" in byte order
 MIN_VERSION = 1
 MAX_VERSION = 2
@@ -322,6 +324,9 @@ def decode_manifest(r: Reader, fd_count: int, base_page: int) -> Manifest:
     names = set()
     for i in range(table_count):
         name = r.str16(f"table {i} name")
+        if one_line(name) != name:   # the daemon refuses such names; an engine would print it
+            raise ProtocolError(f"MANIFEST: table {i} {name!r}: its name holds a control character or a line "
+                                f"separator")
         dtype = r.str16(f"table {name!r} dtype")
         if dtype not in DTYPE_BITS:
             raise ProtocolError(f"MANIFEST: table {name!r} has dtype {dtype!r}, not a safetensors dtype")

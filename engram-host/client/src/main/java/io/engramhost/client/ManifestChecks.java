@@ -5,6 +5,7 @@ import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.ProtocolException;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.util.Text;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.Set;
@@ -39,11 +40,16 @@ final class ManifestChecks {
         }
         Set<String> names = new HashSet<>();
         for (Manifest.Table t : m.tables()) {
+            if (!Text.oneLine(t.name()).equals(t.name())) {   // the daemon refuses such names; an engine would print it
+                throw fail("table '" + Text.oneLine(t.name()) + "': its name holds a control character or a line"
+                        + " separator");
+            }
             DType dtype;
             try {
                 dtype = DType.parse(t.dtype());
             } catch (IllegalArgumentException e) {
-                throw fail("table '" + t.name() + "' has dtype '" + t.dtype() + "', not a safetensors dtype");
+                throw fail("table '" + t.name() + "' has dtype '" + Text.oneLine(t.dtype())
+                        + "', not a safetensors dtype");
             }
             long[] shape = t.shape();
             long expected;
