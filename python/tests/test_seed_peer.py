@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from support import REPO, Daemon, generate, java_work_dir, run_cli  # noqa: E402
+from support import REPO, Daemon, generate, java_work_dir, run_cli, safetensors_tables  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "conformance"))
 import seed_peer  # noqa: E402
@@ -93,25 +93,29 @@ class SeedPeerTest(unittest.TestCase):
 
 
 class HostileExporter:
-    """An exporter that does one thing wrong, on every connection, for a real daemon seeding from it
-    (`serve --seed-from`). Its handshake and MANIFEST are right (it holds the key, and relays the real exporter's
-    manifest) unless the case is about them."""
+    """Exporters that do one thing wrong, on every connection, for a real daemon seeding from them
+    (`serve --seed-from`), on ``listeners`` ports. They hold the key, and their MANIFEST lists the tables of
+    ``checkpoint`` as its digest record gives them, unless the case is about the MANIFEST."""
 
-    def __init__(self, case):
+    def __init__(self, case, checkpoint, listeners=1):
         self.case = case
-        self.srv = socket.socket()
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(64)
-        self.port = self.srv.getsockname()[1]
-        s, self.tables, self.fingerprint = seed_peer.handshake(("127.0.0.1", PORT), KEY_BYTES)
-        s.close()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
+        with open(os.path.join(checkpoint, "engram-digests.json")) as f:
+            record = json.load(f)["tables"]
+        sizes = {n: len(t[2]) for n, t in safetensors_tables([checkpoint]).items()}
+        self.tables = [(n, sizes[n], int(record[n]["engram-digest-v1"], 16)) for n in sorted(record)]
+        self.servers = []
+        for _ in range(listeners):
+            srv = socket.socket()
+            srv.bind(("127.0.0.1", 0))
+            srv.listen(64)
+            self.servers.append(srv)
+            threading.Thread(target=self.serve, args=(srv,), daemon=True).start()
+        self.peers = ",".join(f"127.0.0.1:{srv.getsockname()[1]}" for srv in self.servers)
 
-    def serve(self):
+    def serve(self, srv):
         while True:
             try:
-                c, _ = self.srv.accept()
+                c, _ = srv.accept()
             except OSError:
                 return
             threading.Thread(target=self.one, args=(c,), daemon=True).start()
@@ -119,7 +123,7 @@ class HostileExporter:
     def one(self, c):
         try:
             with c:
-                c.settimeout(20)
+                c.settimeout(120)
                 n = seed_peer.frame(c, seed_peer.HELLO, 56)
                 hello = seed_peer.exact(c, n)
                 nonce_c, id_c = hello[8:40], hello[40:56]
@@ -131,55 +135,106 @@ class HostileExporter:
                 proof_s, _ = seed_peer.proofs(KEY_BYTES, nonce_c, nonce_s, id_c, id_s)
                 seed_peer.send(c, seed_peer.CHALLENGE, struct.pack("<HH", 1, 0) + nonce_s + id_s + proof_s)
                 seed_peer.exact(c, seed_peer.frame(c, seed_peer.PROOF, 32))
-                seed_peer.frame(c, seed_peer.MANIFEST_REQUEST, 0)
-                if self.case == "big-manifest":   # announces one byte over the requester's bound, sends nothing
-                    c.sendall(seed_peer.header(seed_peer.MANIFEST, (16 << 20) + 1))
-                    time.sleep(2)
-                    return
-                body = bytes.fromhex(self.fingerprint) + struct.pack("<I", len(self.tables))
-                for name, size, digest in self.tables:
-                    b = name.encode()
-                    body += struct.pack("<I", len(b)) + b + struct.pack("<QQ", size, digest)
-                seed_peer.send(c, seed_peer.MANIFEST, body)
-                while True:   # wrong-head: each DATA names the next offset, not the one asked for
-                    seed_peer.frame(c, seed_peer.RANGE, 16)
-                    table, offset, length = struct.unpack("<IQI", seed_peer.exact(c, 16))
-                    c.sendall(seed_peer.header(seed_peer.DATA, 12 + length) + struct.pack("<IQ", table, offset + 1))
-                    c.sendall(bytes(length))
+                while True:   # a stream's connection asks for RANGEs without a MANIFEST_REQUEST first
+                    t, _, _, n = struct.unpack("<BBHI", seed_peer.exact(c, 8))
+                    if t == seed_peer.MANIFEST_REQUEST:
+                        if not self.manifest(c):
+                            return
+                    elif t == seed_peer.RANGE and n == 16:
+                        if not self.range(c, *struct.unpack("<IQI", seed_peer.exact(c, 16))):
+                            return
+                    else:
+                        return
         except (seed_peer.Refused, OSError):
             pass
 
+    def manifest(self, c):
+        """Answers MANIFEST_REQUEST as the case says; False when the connection is to end."""
+        if self.case == "big-manifest":   # announces one byte over the requester's bound, sends nothing
+            c.sendall(seed_peer.header(seed_peer.MANIFEST, (16 << 20) + 1))
+            time.sleep(2)
+            return False
+        if self.case == "full-manifests":   # 16 MiB each, on every port at once: the requester's heap is 160 MiB
+            c.sendall(seed_peer.header(seed_peer.MANIFEST, 16 << 20) + bytes(32) + b"\xff" * ((16 << 20) - 32))
+            time.sleep(5)
+            return False
+        if self.case == "trickled-manifest":   # a byte a second: the MANIFEST would never end
+            c.sendall(seed_peer.header(seed_peer.MANIFEST, 4096))
+            for _ in range(60):
+                c.sendall(b"\0")
+                time.sleep(1)
+            return False
+        body = bytes(32) + struct.pack("<I", len(self.tables))
+        for name, size, digest in self.tables:
+            b = name.encode()
+            body += struct.pack("<I", len(b)) + b + struct.pack("<QQ", size, digest)
+        seed_peer.send(c, seed_peer.MANIFEST, body)
+        return True
+
+    def range(self, c, table, offset, length):
+        """Answers a RANGE as the case says; False when the connection is to end."""
+        if self.case == "wrong-head":   # the DATA names the next offset, not the one asked for
+            c.sendall(seed_peer.header(seed_peer.DATA, 12 + length) + struct.pack("<IQ", table, offset + 1))
+            c.sendall(bytes(length))
+            return True
+        # trickled-data: the DATA's head, then a byte a second
+        c.sendall(seed_peer.header(seed_peer.DATA, 12 + length) + struct.pack("<IQ", table, offset))
+        for _ in range(120):
+            c.sendall(b"\0")
+            time.sleep(1)
+        return False
+
     def close(self):
-        self.srv.close()
+        for srv in self.servers:
+            srv.close()
 
 
 class HostileExporterTest(unittest.TestCase):
-    """The requester's bounds (docs/seeding.md, "Limits": what a requester reads) against an exporter that breaks
-    them: the daemon loads every table from its disk instead, says why in one line, and serves the checkpoint's
-    bytes."""
+    """The requester's bounds (docs/seeding.md, "Limits": what a requester reads) against exporters that break them:
+    the daemon loads every table from its disk instead, says why in one line, and serves the checkpoint's bytes."""
 
-    def seed_from(self, case, expect):
-        ex = HostileExporter(case)
+    @classmethod
+    def setUpClass(cls):   # tables of 1 MiB and less: a range's deadline is 10 s and a second per MiB
+        cls.small = generate(os.path.join(WORK, "small"), rows=4096, layers="1,14")
+        run_cli("inspect", "--write-digests", cls.small)
+
+    def seed_from(self, case, expect, listeners=1, within=60):
+        ex = HostileExporter(case, self.small, listeners)
         try:
-            with Daemon(CKPT, "--seed-from", f"127.0.0.1:{ex.port}", "--seed-key", KEY) as d:
+            t0 = time.monotonic()
+            with Daemon(self.small, "--seed-from", ex.peers, "--seed-key", KEY, timeout=within) as d:
+                ready = time.monotonic() - t0
                 status = json.loads(run_cli("status", "--json", "--socket", d.socket).stdout)
                 self.assertEqual("load", status["origin"]["how"], status["origin"])
                 self.assertEqual(sum(t[1] for t in ex.tables), status["origin"]["checkpoint_bytes_read"])
-                run_cli("verify", "--checkpoint", CKPT, "--socket", d.socket)   # byte for byte, or it exits 1
+                run_cli("verify", "--checkpoint", self.small, "--socket", d.socket)   # byte for byte, or it exits 1
                 log = d.log()
         finally:
             ex.close()
         self.assertRegex(log, expect)
-        return log
+        return log, ready
 
     def test_an_error_cannot_write_a_line_of_its_own(self):
-        log = self.seed_from("error-injection", r"refused: BUSY busy\\n2026-01-01T00:00:00\.000Z engram-host: "
-                                                r"ready: forged\\u001b\[2J")
+        log, _ = self.seed_from("error-injection", r"refused: BUSY busy\\n2026-01-01T00:00:00\.000Z engram-host: "
+                                                   r"ready: forged\\u001b\[2J")
         self.assertNotIn("\x1b", log)
         self.assertFalse([line for line in log.splitlines() if "forged" in line and "refused" not in line], log)
 
     def test_a_manifest_over_its_bound_is_not_read(self):
         self.seed_from("big-manifest", r"sent a MANIFEST of 16777217 bytes, not 36 to 16777216")
+
+    def test_twelve_full_manifests_at_once_do_not_fill_the_heap(self):
+        # 12 x 16 MiB would be 192 MiB beside a 160 MiB heap (the daemon died of it before the budget); one at a time
+        log, _ = self.seed_from("full-manifests", r"peer 127\.0\.0\.1:\d+: MANIFEST: ", listeners=12)
+        self.assertNotIn("OutOfMemoryError", log)
+
+    def test_a_trickled_manifest_ends_at_its_deadline(self):
+        log, ready = self.seed_from("trickled-manifest", r"did not send 4096 bytes within 10000 ms \(\d+ arrived\)")
+        self.assertLess(ready, 30, log)
+
+    def test_a_trickled_range_ends_at_its_deadline(self):
+        log, ready = self.seed_from("trickled-data", r"did not send \d+ bytes within 1[01]\d\d\d ms \(\d+ arrived\)")
+        self.assertLess(ready, 40, log)
 
     def test_data_for_another_range_is_not_taken(self):
         self.seed_from("wrong-head", r"sent table \d+ at \d+, not the range asked for")

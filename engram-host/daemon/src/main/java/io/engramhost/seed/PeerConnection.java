@@ -14,14 +14,19 @@ import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.Set;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
 import javax.net.ssl.SSLException;
 import javax.net.ssl.SSLSocket;
 
 /**
  * One authenticated connection to an exporting peer, as the requester sees it: connect, the handshake, MANIFEST,
- * then ranges read straight into the caller's memory. Every read has a deadline ({@link #IDLE_MILLIS} without a
- * byte), every frame's length is checked at its header against what was asked, and anything amiss is a
- * {@link PeerException} whose message names the peer; the connection is then useless and closed by its owner.
+ * then ranges read straight into the caller's memory. Every read has a deadline for the whole of it (a frame's
+ * header and small payloads {@link #IDLE_MILLIS}, a MANIFEST's too; a DATA range {@link #IDLE_MILLIS} and one second
+ * per {@link #MIN_RANGE_RATE} bytes), every frame's length is checked at its header against what was asked, a
+ * MANIFEST is read only within {@link #MANIFEST_MEMORY} held by all peers' MANIFESTs at once, and anything amiss is
+ * a {@link PeerException} whose message names the peer; the connection is then useless and closed by its owner.
  *
  * <p>Without TLS the frames go over a non-blocking {@link SocketChannel}, a range read straight into the memory; with
  * TLS ({@link SeedTls}) over a JDK {@link SSLSocket}, TLS 1.3, whose decrypted bytes come in pieces of at most
@@ -30,8 +35,20 @@ import javax.net.ssl.SSLSocket;
 final class PeerConnection implements AutoCloseable {
     static final int CONNECT_MILLIS = 2000;
     static final int HANDSHAKE_MILLIS = 5000;
-    /** Without a byte from the peer for this long, a read fails. */
+    /** A frame's header, or a payload that is not a DATA range, arrives within this long in all, or the read fails. */
     static final int IDLE_MILLIS = 10_000;
+    /**
+     * A DATA range arrives at no less than this many bytes a second, after a first {@link #IDLE_MILLIS}: a peer that
+     * trickles is dropped (its tables go to another peer or the disk) instead of holding the load.
+     */
+    static final int MIN_RANGE_RATE = 1 << 20;
+    /**
+     * The most bytes of MANIFEST payload that the requesters of this process hold at once (one MANIFEST of the
+     * largest kind, or many small ones): more peers each announcing a large MANIFEST wait for it, at most
+     * {@link #IDLE_MILLIS}, instead of filling the heap.
+     */
+    static final int MANIFEST_MEMORY = SeedWire.MAX_MANIFEST;
+    private static final Semaphore MANIFEST_KIB = new Semaphore(MANIFEST_MEMORY >> 10);
     /** Under TLS, bytes read from the socket at a time into a buffer of the connection, then copied into memory. */
     static final int TLS_PIECE = 256 << 10;
 
@@ -47,6 +64,12 @@ final class PeerConnection implements AutoCloseable {
         }
     }
 
+    /** A read or write that did not end within its {@code millis}: {@code done} of {@code want} bytes. */
+    static PeerException late(String peer, boolean write, int millis, long done, long want) {
+        return new PeerException("peer " + peer + (write ? " did not take " : " did not send ") + want + " bytes within "
+                + millis + " ms (" + done + " " + (write ? "taken" : "arrived") + ")", false);
+    }
+
     /** Told of the bytes of a DATA range as they land: {@code n} bytes at {@code address}, in order. */
     @FunctionalInterface
     interface Landed {
@@ -59,17 +82,19 @@ final class PeerConnection implements AutoCloseable {
      */
     static final int LAND_PIECE = 1 << 20;
 
-    /** The bytes of one connection, both ways, with a deadline per read and write. */
+    /** The bytes of one connection, both ways, each read and write with a deadline for the whole of it. */
     private interface Link {
-        /** Fills {@code b}, within {@code millis} of each byte. */
+        /** Fills {@code b} within {@code millis} in all. */
         void read(ByteBuffer b, int millis) throws IOException;
 
         /**
-         * Reads {@code length} bytes into native memory at {@code address}, telling {@code landed} of each piece as
-         * it lands (in order, at most {@link #LAND_PIECE} bytes at a time), while the socket takes in the next.
+         * Reads {@code length} bytes into native memory at {@code address} within {@code millis} in all, telling
+         * {@code landed} of each piece as it lands (in order, at most {@link #LAND_PIECE} bytes at a time), while the
+         * socket takes in the next.
          */
         void readInto(long address, int length, int millis, Landed landed) throws IOException;
 
+        /** Writes all of {@code b} within {@code millis} in all. */
         void write(ByteBuffer b, int millis) throws IOException;
 
         void close();
@@ -152,19 +177,22 @@ final class PeerConnection implements AutoCloseable {
 
         @Override
         public void read(ByteBuffer b, int millis) throws IOException {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
+            int want = b.remaining();
             while (b.hasRemaining()) {
                 int n = channel.read(b);
                 if (n < 0) {
                     throw new PeerException("peer " + peer + " closed the connection", false);
                 }
                 if (n == 0) {
-                    await(SelectionKey.OP_READ, millis);
+                    await(SelectionKey.OP_READ, deadline, millis, want - b.remaining(), want);
                 }
             }
         }
 
         @Override
         public void readInto(long address, int length, int millis, Landed landed) throws IOException {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
             ByteBuffer b = RawMemory.buffer(address, length);
             for (int done = 0; done < length; ) {
                 b.limit(Math.min(length, done + LAND_PIECE));
@@ -173,7 +201,7 @@ final class PeerConnection implements AutoCloseable {
                     throw new PeerException("peer " + peer + " closed the connection", false);
                 }
                 if (n == 0) {
-                    await(SelectionKey.OP_READ, millis);
+                    await(SelectionKey.OP_READ, deadline, millis, done, length);
                     continue;
                 }
                 landed.landed(address + done, n);
@@ -183,22 +211,29 @@ final class PeerConnection implements AutoCloseable {
 
         @Override
         public void write(ByteBuffer b, int millis) throws IOException {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
+            int want = b.remaining();
             while (b.hasRemaining()) {
                 if (channel.write(b) == 0) {
-                    await(SelectionKey.OP_WRITE, millis);
+                    await(SelectionKey.OP_WRITE, deadline, millis, want - b.remaining(), want);
                 }
             }
         }
 
-        private void await(int op, int millis) throws IOException {
+        /** Waits for {@code op} until {@code deadline}; past it, fails saying how much of {@code want} was done. */
+        private void await(int op, long deadline, int millis, long done, long want) throws IOException {
+            long left = (deadline - System.nanoTime()) / 1_000_000;
+            if (left <= 0) {
+                throw late(peer, op == SelectionKey.OP_WRITE, millis, done, want);
+            }
             SelectionKey k = channel.keyFor(selector);
             if (k == null) {
                 k = channel.register(selector, op);
             } else {
                 k.interestOps(op);
             }
-            if (selector.select(millis) == 0) {
-                throw new PeerException("peer " + peer + " sent nothing for " + millis + " ms", false);
+            if (selector.select(left) == 0) {
+                throw late(peer, op == SelectionKey.OP_WRITE, millis, done, want);
             }
             selector.selectedKeys().clear();
         }
@@ -260,14 +295,22 @@ final class PeerConnection implements AutoCloseable {
             }
         }
 
-        /** Reads up to {@code n} bytes into {@code dst[off...]}: at least one. */
-        private int some(byte[] dst, int off, int n, int millis) throws IOException {
-            socket.setSoTimeout(millis);
+        /**
+         * Reads up to {@code n} bytes into {@code dst[off...]}, at least one, before {@code deadline}; {@code done}
+         * of {@code want} were read before, for the message.
+         */
+        private int some(byte[] dst, int off, int n, long deadline, int millis, long done, long want)
+                throws IOException {
+            long left = (deadline - System.nanoTime()) / 1_000_000;
+            if (left <= 0) {
+                throw late(peer, false, millis, done, want);
+            }
+            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, left));
             int got;
             try {
                 got = in.read(dst, off, n);
             } catch (SocketTimeoutException e) {
-                throw new PeerException("peer " + peer + " sent nothing for " + millis + " ms", false);
+                throw late(peer, false, millis, done, want);
             }
             if (got < 0) {
                 throw new PeerException("peer " + peer + " closed the connection", false);
@@ -277,17 +320,22 @@ final class PeerConnection implements AutoCloseable {
 
         @Override
         public void read(ByteBuffer b, int millis) throws IOException {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
+            int want = b.remaining();
             while (b.hasRemaining()) {
-                int n = some(piece, 0, Math.min(piece.length, b.remaining()), millis);
+                int n = some(piece, 0, Math.min(piece.length, b.remaining()), deadline, millis,
+                        want - b.remaining(), want);
                 b.put(piece, 0, n);
             }
         }
 
         @Override
         public void readInto(long address, int length, int millis, Landed landed) throws IOException {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
             RawMemory.checkRange(address, length);
             for (int done = 0; done < length; ) {
-                int n = some(piece, 0, Math.min(Math.min(piece.length, LAND_PIECE), length - done), millis);
+                int n = some(piece, 0, Math.min(Math.min(piece.length, LAND_PIECE), length - done), deadline, millis,
+                        done, length);
                 RawMemory.copy(piece, RawMemory.BYTE_ARRAY_BASE, null, address + done, n);
                 landed.landed(address + done, n);
                 done += n;
@@ -344,14 +392,35 @@ final class PeerConnection implements AutoCloseable {
         write(mine.flip(), HANDSHAKE_MILLIS);
     }
 
-    /** Asks for the peer's MANIFEST. */
-    SeedWire.Manifest manifest() throws IOException {
+    /**
+     * Asks for the peer's MANIFEST, and keeps of it the tables named in {@code wanted}. Its payload is read only once
+     * {@link #MANIFEST_MEMORY} has room for it beside the other peers' (waiting {@link #IDLE_MILLIS} at most), and
+     * held only until it is decoded.
+     */
+    SeedWire.Manifest manifest(Set<String> wanted) throws IOException {
         write(SeedWire.frame(SeedWire.MANIFEST_REQUEST, 0).flip(), IDLE_MILLIS);
-        ByteBuffer p = expect(SeedWire.MANIFEST, 36, SeedWire.MAX_MANIFEST, IDLE_MILLIS);
+        int n = (int) readHeader(SeedWire.MANIFEST, 36, SeedWire.MAX_MANIFEST, IDLE_MILLIS);
+        int kib = (n + 1023) >> 10;
+        boolean held;
         try {
-            return SeedWire.readManifest(p);
+            held = MANIFEST_KIB.tryAcquire(kib, IDLE_MILLIS, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new PeerException("peer " + peer + ": interrupted while its MANIFEST waited", false);
+        }
+        if (!held) {
+            throw new PeerException("peer " + peer + " announced a MANIFEST of " + n + " bytes, and other peers'"
+                    + " MANIFESTs held the " + (MANIFEST_MEMORY >> 20) + " MiB they may hold at once for "
+                    + IDLE_MILLIS + " ms", false);
+        }
+        try {
+            ByteBuffer p = ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
+            read(p, IDLE_MILLIS);
+            return SeedWire.readManifest(p.flip(), wanted);
         } catch (IllegalArgumentException e) {
             throw new PeerException("peer " + peer + ": " + e.getMessage(), false);
+        } finally {
+            MANIFEST_KIB.release(kib);
         }
     }
 
@@ -381,7 +450,7 @@ final class PeerConnection implements AutoCloseable {
             throw new PeerException("peer " + peer + " sent table " + t + " at " + o + ", not the range asked for"
                     + " (table " + table + " at " + offset + ")", false);
         }
-        link.readInto(address, length, IDLE_MILLIS, landed);
+        link.readInto(address, length, IDLE_MILLIS + (int) (1000L * length / MIN_RANGE_RATE), landed);
     }
 
     /** The payload of a frame of {@code type}, of {@code min} to {@code max} bytes; an ERROR becomes its line. */

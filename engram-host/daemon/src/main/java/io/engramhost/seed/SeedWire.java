@@ -1,5 +1,6 @@
 package io.engramhost.seed;
 
+import io.engramhost.util.Text;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.CharacterCodingException;
@@ -8,6 +9,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The seeding protocol's frames and their bounds (docs/seeding.md, "Wire format"). Every frame is an 8-byte header,
@@ -128,12 +130,24 @@ public final class SeedWire {
         return b.flip();
     }
 
-    /** A decoded MANIFEST. */
-    public record Manifest(String fingerprintSha256, List<Table> tables) {
+    /**
+     * A decoded MANIFEST: {@code tables} those kept, {@code indices} each one's index in the MANIFEST (what a RANGE
+     * names).
+     */
+    public record Manifest(String fingerprintSha256, List<Table> tables, List<Integer> indices) {
     }
 
-    /** Decodes a MANIFEST payload strictly: counts bounded by the bytes left, valid UTF-8, nothing left over. */
+    /** Decodes a MANIFEST payload strictly, keeping every table. */
     public static Manifest readManifest(ByteBuffer p) {
+        return readManifest(p, null);
+    }
+
+    /**
+     * Decodes a MANIFEST payload strictly (counts bounded by the bytes left, valid UTF-8, nothing left over), keeping
+     * only the tables named in {@code wanted} (all when null): a requester holds no more of a peer's MANIFEST than the
+     * tables it loads.
+     */
+    public static Manifest readManifest(ByteBuffer p, Set<String> wanted) {
         p.order(ByteOrder.LITTLE_ENDIAN);
         if (p.remaining() < 36) {
             throw new IllegalArgumentException("MANIFEST of " + p.remaining() + " bytes, shorter than its head");
@@ -146,6 +160,7 @@ public final class SeedWire {
                     + " bytes");
         }
         List<Table> out = new ArrayList<>();
+        List<Integer> indices = new ArrayList<>();
         for (long i = 0; i < count; i++) {
             if (p.remaining() < 4) {
                 throw new IllegalArgumentException("MANIFEST: table " + i + " is cut short");
@@ -166,13 +181,16 @@ public final class SeedWire {
             long bytes = p.getLong();
             long digest = p.getLong();
             if (bytes < 0) {
-                throw new IllegalArgumentException("MANIFEST: table '" + s + "' of " + bytes + " bytes");
+                throw new IllegalArgumentException("MANIFEST: table '" + Text.oneLine(s) + "' of " + bytes + " bytes");
             }
-            out.add(new Table(s, bytes, digest));
+            if (wanted == null || wanted.contains(s)) {
+                out.add(new Table(s, bytes, digest));
+                indices.add((int) i);
+            }
         }
         if (p.hasRemaining()) {
             throw new IllegalArgumentException("MANIFEST: " + p.remaining() + " bytes left over");
         }
-        return new Manifest(HexFormat.of().formatHex(fp), out);
+        return new Manifest(HexFormat.of().formatHex(fp), List.copyOf(out), List.copyOf(indices));
     }
 }

@@ -230,21 +230,18 @@ public final class Seeder {
                             settings.tls());
                     SeedWire.Manifest m;
                     try {
-                        m = c.manifest();
+                        m = c.manifest(wanted.keySet());
                     } catch (IOException | RuntimeException e) {
                         c.close();
                         throw e;
                     }
                     int matching = 0;
                     String firstDifference = null;
-                    for (int i = 0; i < m.tables().size(); i++) {
-                        SeedWire.Table st = m.tables().get(i);
+                    for (int k = 0; k < m.tables().size(); k++) {   // only the tables this daemon loads
+                        SeedWire.Table st = m.tables().get(k);
                         Table w = wanted.get(st.name());
-                        if (w == null) {
-                            continue;
-                        }
                         if (st.bytes() == w.bytes() && st.digest() == w.expectedDigest()) {
-                            p.index.put(st.name(), i);
+                            p.index.put(st.name(), m.indices().get(k));
                             p.tables.put(st.name(), st);
                             matching++;
                         } else if (firstDifference == null) {
