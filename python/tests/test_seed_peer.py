@@ -236,6 +236,11 @@ class HostileExporterTest(unittest.TestCase):
         log, ready = self.seed_from("trickled-data", r"did not send \d+ bytes within 1[01]\d\d\d ms \(\d+ arrived\)")
         self.assertLess(ready, 40, log)
 
+    def test_at_most_64_peers_are_asked(self):
+        log, _ = self.seed_from("error-injection", r"seed: 70 peers listed; asking 64 of them, chosen at random",
+                                listeners=70)
+        self.assertEqual(64, log.count("refused: BUSY busy"), log)
+
     def test_data_for_another_range_is_not_taken(self):
         self.seed_from("wrong-head", r"sent table \d+ at \d+, not the range asked for")
 

@@ -150,6 +150,11 @@ public final class Seeder {
     private StagingPool pool;
     /** How often a stream with nothing to do but wait for a region looks for staged ranges it can copy. */
     private static final long STAGING_POLL_MILLIS = 10;
+    /**
+     * The most peers one seed asks: a longer list (a headless service of a large fleet) is cut to this many, chosen at
+     * random, so that the new nodes of a fleet spread over its daemons instead of all asking the first ones.
+     */
+    static final int MAX_PEERS = 64;
 
     /** Seeds {@code tables}; never throws for a peer's fault (that table goes back to the caller). */
     public Result seed(List<Table> tables) throws InterruptedException {
@@ -217,6 +222,12 @@ public final class Seeder {
                 continue;
             }
             all.add(p);
+        }
+        if (all.size() > MAX_PEERS) {
+            log.accept("seed: " + all.size() + " peers listed; asking " + MAX_PEERS + " of them, chosen at random (at"
+                    + " most " + MAX_PEERS + " a seed)");
+            Collections.shuffle(all);
+            all = new ArrayList<>(all.subList(0, MAX_PEERS));
         }
         Map<String, Table> wanted = new HashMap<>();
         tables.forEach(t -> wanted.put(t.name(), t));
