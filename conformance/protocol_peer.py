@@ -217,6 +217,8 @@ def answer(conn, case, path):
              memfds(1))
     elif case == 'control-name':  # a table name that would start a line of its own and reach the terminal
         send(conn, manifest([(0, PAGE, 0, -1)], [('t\n2026 forged\x1b[2J', 'U8', [16], 16, 0, 0, 0)]), memfds(1))
+    elif case == 'control-dtype':  # a dtype that would reach the terminal, in the message that refuses it
+        send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8\x1b[2J', [16], 16, 0, 0, 0)]), memfds(1))
     elif case == 'kind-mismatch':  # a table that says memfd-hugetlb in a memfd region
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE], PAGE, 0, 0, 1)]), memfds(1))
     elif case == 'fewer-fds':  # the header announces 2 fds, 1 rides on it, and no filler follows

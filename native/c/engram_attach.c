@@ -685,33 +685,30 @@ static void end_frame(const struct reader *r) {
     if (r->pos != r->len) rfail(r, "%zu trailing bytes after the frame", r->len - r->pos);
 }
 
-// A daemon's words on one line: a control character (C0, DEL, C1) or a line or paragraph separator (U+2028,
-// U+2029) becomes '?', so no daemon starts a line of its own or reaches the terminal. s is valid UTF-8.
-// Whether s (valid UTF-8) holds a control character (C0, DEL, C1) or U+2028 / U+2029.
-static int unsafe_text(struct str s) {
+// The bytes of the character at s.p[i] when it is a control character (C0, DEL, C1) or U+2028 / U+2029, else 0.
+// s is valid UTF-8.
+static uint32_t unsafe_at(struct str s, uint32_t i) {
     const unsigned char *p = (const unsigned char *)s.p;
-    for (uint32_t i = 0; i < s.n; i++) {
-        if (p[i] < 0x20 || p[i] == 0x7f) return 1;
-        if (p[i] == 0xc2 && i + 1 < s.n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) return 1;
-        if (p[i] == 0xe2 && i + 2 < s.n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9)) return 1;
-    }
+    if (p[i] < 0x20 || p[i] == 0x7f) return 1;
+    if (p[i] == 0xc2 && i + 1 < s.n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) return 2;
+    if (p[i] == 0xe2 && i + 2 < s.n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9)) return 3;
     return 0;
 }
 
+// Whether s holds a character unsafe_at finds.
+static int unsafe_text(struct str s) {
+    for (uint32_t i = 0; i < s.n; i++)
+        if (unsafe_at(s, i)) return 1;
+    return 0;
+}
+
+// A daemon's words on one line: each character unsafe_at finds becomes '?', so no daemon starts a line of its own
+// or reaches the terminal.
 static void print_sanitized(FILE *out, struct str s) {
-    const unsigned char *p = (const unsigned char *)s.p;
     for (uint32_t i = 0; i < s.n; i++) {
-        if (p[i] < 0x20 || p[i] == 0x7f) {
-            fputc('?', out);
-        } else if (p[i] == 0xc2 && i + 1 < s.n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f) {
-            fputc('?', out);
-            i += 1;
-        } else if (p[i] == 0xe2 && i + 2 < s.n && p[i + 1] == 0x80 && (p[i + 2] == 0xa8 || p[i + 2] == 0xa9)) {
-            fputc('?', out);
-            i += 2;
-        } else {
-            fputc(p[i], out);
-        }
+        uint32_t k = unsafe_at(s, i);
+        fputc(k ? '?' : s.p[i], out);
+        if (k) i += k - 1;
     }
 }
 

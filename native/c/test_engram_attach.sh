@@ -405,6 +405,7 @@ peer huge-shape 1 "table 't': \[0, 0 \+ 281474976710656\) is outside region 0 of
 peer unknown-dtype 1 "table 't': unknown dtype 'F9_E9M9'"
 peer duplicate-name 1 "table 't' is listed twice"
 peer control-name 1 'table 0: its name holds a control character or a line separator'
+peer control-dtype 1 "table 't': its dtype holds a control character"
 peer bad-fingerprint-sha 1 'fingerprint_sha256 is not the SHA-256 of the fingerprint it carries'
 peer kind-mismatch 1 "table 't': kind/numa_node/device 1/0/-1 differ from its region 0's 0/0/-1"
 # fds: fewer than the header announces are refused at once, not after a wait for fillers.

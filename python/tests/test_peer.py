@@ -169,6 +169,7 @@ class PeerTest(unittest.TestCase):
             "bad-fingerprint-sha": "fingerprint_sha256 is not the SHA-256 of the fingerprint it carries",
             "duplicate-name": "table 't' is listed twice",
             "control-name": r"table 0 't\\n2026 forged\\x1b\[2J': its name holds a control character or a line separator",
+            "control-dtype": r"has dtype 'U8\\x1b\[2J', not a safetensors dtype",
             "kind-mismatch": "table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
             "trailing": "1 trailing bytes after the last field",
             "bad-magic": "bad magic 0x12345678",

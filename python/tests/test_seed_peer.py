@@ -155,8 +155,10 @@ class HostileExporter:
             time.sleep(2)
             return False
         if self.case == "full-manifests":   # 16 MiB each, on every port at once: the requester's heap is 160 MiB
-            c.sendall(seed_peer.header(seed_peer.MANIFEST, 16 << 20) + bytes(32) + b"\xff" * ((16 << 20) - 32))
-            time.sleep(5)
+            c.sendall(seed_peer.header(seed_peer.MANIFEST, 16 << 20) + bytes(32) + b"\xff" * ((16 << 20) - 33))
+            time.sleep(1)   # every buffer the requester made for them is held meanwhile, all but one byte read
+            c.sendall(b"\xff")
+            time.sleep(2)
             return False
         if self.case == "trickled-manifest":   # a byte a second: the MANIFEST would never end
             c.sendall(seed_peer.header(seed_peer.MANIFEST, 4096))

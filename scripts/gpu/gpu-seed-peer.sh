@@ -14,7 +14,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 EH=${EH:-$ROOT/.bundle/engram-host}
 PEER=$ROOT/conformance/seed_peer.py
 [ -x "$EH" ] || { echo "gpu-seed-peer: no engram-host at $EH (scripts/gpu/gpu-bundle.sh makes .bundle; or EH=...)" >&2; exit 2; }
-mkdir -p "$OUT"
+. "$ROOT/scripts/lib/own-dir.sh"
+own_dir "$OUT" gpu-seed-peer   # results.txt is appended to: an earlier run's lines would count
+rm -f "$OUT"/results.txt "$OUT"/daemon-*.log "$OUT"/generate.log
 W=$(mktemp -d /tmp/engram-seed-peer.XXXXXX)
 D=""
 trap '[ -z "$D" ] || kill "$D" 2>/dev/null; rm -rf "$W"' EXIT

@@ -74,8 +74,10 @@
 # peer, nothing from the disk, digests verified), version.txt and files.tar.gz (every log, STATUS and import line).
 set -uo pipefail
 OUT=${1:?usage: gpu-seed-run.sh OUT_DIR}
-mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/scripts/lib/own-dir.sh"
+own_dir "$OUT" gpu-seed-run   # checks.txt and summary.txt are appended to: an earlier run's lines would count
+rm -f "$OUT"/checks.txt "$OUT"/summary.txt "$OUT"/env.txt "$OUT"/version.txt "$OUT"/files.tar.gz
 GIB=${GIB:-39}
 SEEDS=${SEEDS:-2}
 IMPORTS=${IMPORTS:-5}
@@ -103,7 +105,6 @@ read -ra B_EXTRA <<< "$B_FLAGS"
 W=${WORK_DIR:-/var/tmp/engram-seed}   # another for a second run on a shared machine (the ports stay 7070, 7071)
 R=$W/run
 # it removes its own run/, model-* and unpacked release under W: only in a directory it made (or an empty one)
-. "$ROOT/scripts/lib/own-dir.sh"
 own_dir "$W" gpu-seed-run
 rm -rf "$R"
 mkdir -p "$R"

@@ -13,10 +13,7 @@ public final class Text {
      * or t, else a backslash, u and four hex digits. A string without them is returned as it is.
      */
     public static String oneLine(String s) {
-        int i = 0;
-        while (i < s.length() && !unsafe(s.charAt(i))) {
-            i++;
-        }
+        int i = firstUnsafe(s);
         if (i == s.length()) {
             return s;
         }
@@ -37,6 +34,19 @@ public final class Text {
             }
         }
         return b.toString();
+    }
+
+    /** Whether {@code s} holds no control character and no line or paragraph separator: {@link #oneLine} keeps it. */
+    public static boolean isOneLine(String s) {
+        return firstUnsafe(s) == s.length();
+    }
+
+    private static int firstUnsafe(String s) {
+        int i = 0;
+        while (i < s.length() && !unsafe(s.charAt(i))) {
+            i++;
+        }
+        return i;
     }
 
     private static boolean unsafe(char c) {

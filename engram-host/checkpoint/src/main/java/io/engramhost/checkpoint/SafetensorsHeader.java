@@ -67,7 +67,7 @@ final class SafetensorsHeader {
             if (name.isEmpty()) {
                 throw new CheckpointException(where + ": a tensor has an empty name");
             }
-            if (!Text.oneLine(name).equals(name)) {   // printed by inspect, status and the logs: refused here, once
+            if (!Text.isOneLine(name)) {   // printed by inspect, status and the logs: refused here, once
                 throw new CheckpointException(where + ": tensor '" + Text.oneLine(name) + "': its name holds a control"
                         + " character or a line separator, which no tensor name may; export the file again with"
                         + " printable names");

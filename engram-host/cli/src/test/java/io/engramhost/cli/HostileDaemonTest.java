@@ -59,6 +59,7 @@ class HostileDaemonTest {
         "unknown-dtype|table 't' has dtype 'F9_E9M9', not a safetensors dtype",
         "duplicate-name|table 't' is listed twice",
         "control-name|table 't\\n2026 forged\\u001b[2J': its name holds a control character or a line separator",
+        "control-dtype|table 't' has dtype 'U8\\u001b[2J', not a safetensors dtype",
         "bad-fingerprint-sha|fingerprint_sha256 is not the SHA-256 of the fingerprint it carries",
         "kind-mismatch|table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
         "future-write|missing WRITE (FUTURE_WRITE leaves writable a mapping made before it)",

@@ -40,7 +40,7 @@ final class ManifestChecks {
         }
         Set<String> names = new HashSet<>();
         for (Manifest.Table t : m.tables()) {
-            if (!Text.oneLine(t.name()).equals(t.name())) {   // the daemon refuses such names; an engine would print it
+            if (!Text.isOneLine(t.name())) {   // the daemon refuses such names; an engine would print it
                 throw fail("table '" + Text.oneLine(t.name()) + "': its name holds a control character or a line"
                         + " separator");
             }

@@ -81,6 +81,9 @@ class LogLineTest {
         assertEquals(peer, ((Map<?, ?>) JsonReader.parse(json)).get("msg"));
         String plain = "ready: 4 tables, 39.0 GiB (layers.1.engram.embed.weight, ...) é ü 中";
         assertSame(plain, Text.oneLine(plain), "a message without control characters is written as it is");
+        assertTrue(Text.isOneLine(plain));
+        assertFalse(Text.isOneLine(peer));
+        assertFalse(Text.isOneLine("x\u0085"), "NEL, a C1 control");
     }
 
     @Test
