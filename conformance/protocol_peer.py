@@ -24,6 +24,7 @@ HELLO, WELCOME, IMPORT, MANIFEST, ERROR, BYE, PART = 1, 2, 3, 4, 9, 10, 11
 CONTINUED = 0x8000
 PIECE = 1 << 20  # version 2: the most body bytes in one message
 PAGE = os.sysconf('SC_PAGE_SIZE')
+VMM_GRANULE = 2 << 20  # the CUDA allocation granularity the daemon's cuda-vmm regions are multiples of
 F_ADD_SEALS, F_GET_SEALS = 1033, 1034
 SEAL, SHRINK, GROW, WRITE, FUTURE_WRITE = 0x1, 0x2, 0x4, 0x8, 0x10
 DAEMON_SEALS = SEAL | SHRINK | GROW | WRITE  # what the daemon sets
@@ -204,6 +205,17 @@ def answer(conn, case, path):
         send(conn, manifest(regions, tables), memfds(2))
     elif case == 'outside-region':
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE - 96], PAGE - 96, 0, 100, 0)]), memfds(1))
+    elif case == 'span-memfd':  # a memfd table running on into the next region: only kind 2 tables span regions
+        send(conn, manifest([(0, PAGE, 0, -1)] * 2, [('t', 'U8', [2 * PAGE], 2 * PAGE, 0, 0, 0)]), memfds(2))
+    elif case == 'span-past-end':  # a kind 2 table of 5 MiB over a run of two 2 MiB regions, the last ones
+        send(conn, manifest([(2, VMM_GRANULE, 0, -1)] * 2, [('t', 'U8', [5 << 20], 5 << 20, 0, 0, 2)]),
+             memfds(2, size=VMM_GRANULE))
+    elif case == 'span-node':  # a kind 2 table over two regions, the second on another node
+        send(conn, manifest([(2, VMM_GRANULE, 0, -1), (2, VMM_GRANULE, 1, -1)],
+                            [('t', 'U8', [4 << 20], 4 << 20, 0, 0, 2)]), memfds(2, size=VMM_GRANULE))
+    elif case == 'span-kind':  # a kind 2 table running on into a memfd region
+        send(conn, manifest([(2, VMM_GRANULE, 0, -1), (0, VMM_GRANULE, 0, -1)],
+                            [('t', 'U8', [4 << 20], 4 << 20, 0, 0, 2)]), memfds(2, size=VMM_GRANULE))
     elif case == 'wrong-bytes':
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'F16', [100], 100, 0, 0, 0)]), memfds(1))
     elif case == 'huge-shape':  # F8 [2^40, 256], its bytes right for the shape, in a region of one page

@@ -64,6 +64,10 @@ class HostileDaemonTest {
         "kind-mismatch|table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
         "future-write|missing WRITE (FUTURE_WRITE leaves writable a mapping made before it)",
         "outside-region|lies outside its region",
+        "span-memfd|lies outside its region of",
+        "span-past-end|table t [0, +5242880) runs past the last region: the run from region 0 lacks 1048576 bytes",
+        "span-node|table t says kind 2, node 0, device -1 but region 1 of its run has 2, 1, -1",
+        "span-kind|table t says kind 2, node 0, device -1 but region 1 of its run has 0, 0, -1",
     })
     void refusesAManifestThatLies(String scenario, String says, @TempDir Path dir) throws Exception {
         Path socket = dir.resolve("peer.sock");

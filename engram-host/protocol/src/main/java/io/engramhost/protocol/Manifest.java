@@ -57,7 +57,10 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
         return w.toBuffer();
     }
 
-    /** Decodes and validates: every table lies inside its region, every region index is in range. */
+    /**
+     * Decodes and validates: every table lies inside its region (a cuda-vmm host table, inside its run of regions),
+     * every region index is in range.
+     */
     public static Manifest decode(FrameReader r) {
         byte[] sha = r.raw(32, "fingerprint_sha256");
         byte[] fp = r.blob("fingerprint", ProtocolDescriptor.MAX_FINGERPRINT);
@@ -73,6 +76,7 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
         }
         int tableCount = r.count("table_count", ProtocolDescriptor.MAX_TABLES);
         List<Table> tables = new ArrayList<>(tableCount);
+        Runs[] runs = new Runs[1]; // made for the first table over several regions
         for (int i = 0; i < tableCount; i++) {
             String name = r.shortString("table name");
             String dtype = r.shortString("table dtype");
@@ -87,7 +91,7 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
             Table t = new Table(name, dtype, shape, r.i64("table bytes"), r.i32("table region"), r.i64("table offset"),
                     r.i64("table digest"), kind(r, "table kind"), r.i32("table numa_node"),
                     r.i32("table device"));
-            checkPlacement(t, regions);
+            checkPlacement(t, regions, runs);
             tables.add(t);
         }
         r.end();
@@ -103,7 +107,7 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
         return RegionKind.of(code);
     }
 
-    private static void checkPlacement(Table t, List<Region> regions) {
+    private static void checkPlacement(Table t, List<Region> regions, Runs[] runs) {
         if (t.bytes() < 0 || t.offset() < 0) {
             throw new ProtocolException("MANIFEST: table " + t.name() + " has negative bytes or offset");
         }
@@ -117,10 +121,124 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
             throw new ProtocolException("MANIFEST: table " + t.name() + " names region " + t.region() + " of "
                     + regions.size());
         }
-        long size = regions.get(t.region()).size();
-        if (t.offset() > size || t.bytes() > size - t.offset()) {
+        Region first = regions.get(t.region());
+        long size = first.size();
+        boolean spans = t.offset() <= size && t.bytes() > size - t.offset();
+        if (t.offset() > size || (t.offset() == size && t.bytes() > 0)
+                || spans && (t.kind() != RegionKind.VMM_HOST || first.kind() != RegionKind.VMM_HOST)) {
             throw new ProtocolException("MANIFEST: table " + t.name() + " [" + t.offset() + ", +" + t.bytes()
                     + ") lies outside its region of " + size + " bytes");
         }
+        if (!spans) {
+            return;
+        }
+        if (first.numaNode() != t.numaNode() || first.device() != t.device()) {
+            throw mismatch(t, t.region(), first);
+        }
+        if (runs[0] == null) {
+            runs[0] = new Runs(regions);
+        }
+        // the run's regions are found by bisection, not a walk: a lying peer's million tables over 65536 regions cost
+        // no more than their count
+        int last = runs[0].last(t.region(), t.offset(), t.bytes());
+        int other = runs[0].other[t.region()];
+        if (other < regions.size() && (last < 0 || other <= last)) {
+            throw mismatch(t, other, regions.get(other));
+        }
+        if (last < 0) {
+            throw new ProtocolException("MANIFEST: table " + t.name() + " [" + t.offset() + ", +" + t.bytes()
+                    + ") runs past the last region: the run from region " + t.region() + " lacks "
+                    + runs[0].lacking(t.region(), t.offset(), t.bytes()) + " bytes");
+        }
+    }
+
+    private static ProtocolException mismatch(Table t, int i, Region r) {
+        return new ProtocolException("MANIFEST: table " + t.name() + " says kind " + t.kind().code() + ", node "
+                + t.numaNode() + ", device " + t.device() + " but region " + i + " of its run has " + r.kind().code()
+                + ", " + r.numaNode() + ", " + r.device());
+    }
+
+    /**
+     * The regions laid back to back, for the check of runs: where each ends (saturating at Long.MAX_VALUE), and the
+     * first region after each whose kind, node or device differs from its own (the count when none).
+     */
+    private static final class Runs {
+        final long[] ends;
+        final int[] other;
+
+        Runs(List<Region> regions) {
+            int n = regions.size();
+            ends = new long[n];
+            other = new int[n];
+            long at = 0;
+            for (int i = 0; i < n; i++) {
+                long size = regions.get(i).size();
+                at = at > Long.MAX_VALUE - size ? Long.MAX_VALUE : at + size;
+                ends[i] = at;
+            }
+            if (n > 0) {
+                other[n - 1] = n;
+            }
+            for (int i = n - 2; i >= 0; i--) {
+                Region a = regions.get(i);
+                Region b = regions.get(i + 1);
+                other[i] = a.kind() != b.kind() || a.numaNode() != b.numaNode() || a.device() != b.device() ? i + 1
+                        : other[i + 1];
+            }
+        }
+
+        /** Where the table's bytes end, counted from the first region's start; Long.MAX_VALUE when past it. */
+        private long end(int region, long offset, long bytes) {
+            long start = (region == 0 ? 0 : ends[region - 1]);
+            start = start > Long.MAX_VALUE - offset ? Long.MAX_VALUE : start + offset;
+            return start > Long.MAX_VALUE - bytes ? Long.MAX_VALUE : start + bytes;
+        }
+
+        /** The last region the table reaches, or -1 when it runs past the last region. */
+        int last(int region, long offset, long bytes) {
+            long end = end(region, offset, bytes);
+            if (end > ends[ends.length - 1] || end == Long.MAX_VALUE) {
+                return -1;
+            }
+            int lo = region;
+            int hi = ends.length - 1;
+            while (lo < hi) { // the first region whose end is at or past the table's
+                int mid = (lo + hi) >>> 1;
+                if (ends[mid] >= end) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            return lo;
+        }
+
+        /** The bytes of a table that runs past the last region which no region holds. */
+        long lacking(int region, long offset, long bytes) {
+            long start = (region == 0 ? 0 : ends[region - 1]) + offset; // within the first region: no overflow
+            return bytes - (ends[ends.length - 1] - start);
+        }
+    }
+
+    /**
+     * How many regions {@code t} lies in: 0 for an empty table, 1 for most, more for a cuda-vmm host table over a run
+     * of regions (docs/protocol.md), which are {@code t.region()} and those after it. {@code t} must have passed the
+     * decode's check against these regions.
+     */
+    public static int runLength(Table t, List<Region> regions) {
+        if (t.region() < 0) {
+            return 0;
+        }
+        long left = t.bytes() - (regions.get(t.region()).size() - t.offset());
+        int n = 1;
+        for (int i = t.region() + 1; left > 0; i++, n++) {
+            left -= regions.get(i).size();
+        }
+        return n;
+    }
+
+    /** {@link #runLength(Table, List)} in this manifest. */
+    public int runLength(Table t) {
+        return runLength(t, regions);
     }
 }
