@@ -4,8 +4,9 @@
 // daemon process, check every memfd's seals, attach every region, release, BYE.
 //
 //   cuda-vmm regions (kind 2 host, 3 device): cuMemImportFromShareableHandle, one cuMemAddressReserve
-//     for all of them, cuMemMap each at its offset, cuMemSetAccess(GPU, read) and, with --cpu-view,
-//     cuMemSetAccess(HOST_NUMA, read) for host regions.
+//     for all of them, cuMemMap each at its offset (back to back, in region order, so that a kind 2 table over a
+//     run of regions is one range), cuMemSetAccess(GPU, read) and, with --cpu-view, cuMemSetAccess(HOST_NUMA, read)
+//     for host regions.
 //   memfd regions (kind 0, 1): F_GET_SEALS and fstat checked, mmap PROT_READ MAP_SHARED; with --register
 //     cuMemHostRegister_v2 (READ_ONLY|DEVICEMAP|PORTABLE, chunks of at most 64 GiB) and cuMemHostGetDevicePointer_v2.
 //
@@ -869,7 +870,28 @@ struct manifest {
     uint32_t att_regions, att_vmm_regions, att_tables;
     uint64_t att_bytes, att_vmm_bytes, att_table_bytes;
     uint64_t va_bytes;                 // the VA range reserved for the attached cuda-vmm regions (attach_vmm)
+    // The regions laid back to back, for runs (parse_manifest): where region i ends, and the first region after i
+    // whose kind, numa_node or device differs from its own (regions_n when none). A run's end is found by bisection.
+    uint64_t *ends;
+    uint32_t *other;
 };
+
+// The last region that `bytes` from `offset` in `region` reach, the regions laid back to back (mf->ends); when they run
+// past the last region, that region, and *short_by says how many bytes no region holds (else 0). offset is at most
+// the region's size, and the region sizes' sum fits 64 bits (both checked first).
+static uint32_t run_end(const struct manifest *mf, uint32_t region, uint64_t offset, uint64_t bytes, uint64_t *short_by) {
+    uint64_t start = (region ? mf->ends[region - 1] : 0) + offset, total = mf->ends[mf->regions_n - 1];
+    *short_by = bytes > total - start ? bytes - (total - start) : 0;
+    if (*short_by) return mf->regions_n - 1;
+    uint64_t end = start + bytes;
+    uint32_t lo = region, hi = mf->regions_n - 1;
+    while (lo < hi) {  // the first region whose end is at or past the table's
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (mf->ends[mid] >= end) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
 
 static const struct { const char *name; unsigned bits; } DTYPES[] = {
     {"BOOL", 8}, {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8},
@@ -990,6 +1012,14 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
         if (g->kind >= K_VMM_HOST) mf->vmm_bytes += g->size, mf->vmm_regions++;
         else mf->memfd_bytes += g->size;
     }
+    mf->ends = xcalloc(mf->regions_n + 1, sizeof *mf->ends);
+    mf->other = xcalloc(mf->regions_n + 1, sizeof *mf->other);
+    for (uint32_t i = 0; i < mf->regions_n; i++) mf->ends[i] = (i ? mf->ends[i - 1] : 0) + mf->regions[i].size;
+    for (uint32_t i = mf->regions_n; i-- > 0;) {
+        const struct region *a = &mf->regions[i], *b = i + 1 < mf->regions_n ? &mf->regions[i + 1] : NULL;
+        mf->other[i] = !b ? mf->regions_n
+                     : a->kind != b->kind || a->numa != b->numa || a->device != b->device ? i + 1 : mf->other[i + 1];
+    }
     mf->tables_n = u32(r, "table_count");
     if (mf->tables_n > MAX_TABLES) rfail(r, "table_count %u exceeds the limit of %u", mf->tables_n, MAX_TABLES);
     if (mf->tables_n > (r->len - r->pos) / 42)  // a table takes at least 42 bytes
@@ -1031,10 +1061,42 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
         if (t->region < 0 || (uint32_t)t->region >= mf->regions_n)
             rfail(r, "table '%.*s': region %d is not -1 or 0..%u", nl, t->name.p, t->region, mf->regions_n - 1);
         const struct region *g = &mf->regions[t->region];
-        if (t->offset > g->size || t->bytes > g->size - t->offset)
-            rfail(r, "table '%.*s': [%llu, %llu + %llu) is outside region %d of %llu bytes", nl, t->name.p,
-                  (unsigned long long)t->offset, (unsigned long long)t->offset, (unsigned long long)t->bytes, t->region,
-                  (unsigned long long)g->size);
+        if (t->offset > g->size || t->bytes > g->size - t->offset) {  // past its region's end: a run, or refused
+            int next = (uint32_t)t->region + 1 < mf->regions_n;
+            if (t->offset >= g->size || (kind != K_VMM_HOST && !next))
+                rfail(r, "table '%.*s': [%llu, %llu + %llu) is outside region %d of %llu bytes", nl, t->name.p,
+                      (unsigned long long)t->offset, (unsigned long long)t->offset, (unsigned long long)t->bytes,
+                      t->region, (unsigned long long)g->size);
+            if (kind != K_VMM_HOST)
+                rfail(r, "table '%.*s': [%llu, %llu + %llu) is outside region %d of %llu bytes: a table of kind %u (%s) "
+                         "lies in one region; only a cuda-vmm host table (kind 2) runs on into the regions after it",
+                      nl, t->name.p, (unsigned long long)t->offset, (unsigned long long)t->offset,
+                      (unsigned long long)t->bytes, t->region, (unsigned long long)g->size, kind,
+                      kind <= K_VMM_DEVICE ? KIND_NAMES[kind] : "not a kind");
+            // docs/protocol.md, "A table over several regions": the regions after it, as many as its remaining bytes
+            // need, exist and have kind 2 and the table's numa_node and device (region `region` is checked below).
+            // Found by bisection (run_end), not a walk: a lying peer's million tables over 65536 regions cost no more
+            // than their count.
+            uint64_t short_by;
+            uint32_t last = run_end(mf, (uint32_t)t->region, t->offset, t->bytes, &short_by);
+            uint32_t j = mf->other[t->region];
+            if (j < mf->regions_n && (short_by || j <= last)) {
+                const struct region *h = &mf->regions[j];
+                if (h->kind != K_VMM_HOST)
+                    rfail(r, "table '%.*s': its run from region %d goes on into region %u, which is kind %u (%s), not 2 "
+                             "(cuda-vmm host): a table runs on only into cuda-vmm host regions", nl, t->name.p,
+                          t->region, j, h->kind, KIND_NAMES[h->kind]);
+                rfail(r, "table '%.*s': kind/numa_node/device %u/%d/%d differ from region %u's %u/%d/%d, which its "
+                         "run from region %d goes on into", nl, t->name.p, kind, numa, device, j, h->kind, h->numa,
+                      h->device, t->region);
+            }
+            if (short_by)
+                rfail(r, "table '%.*s': [%llu, %llu + %llu) runs on from region %d past the last region, %u: the "
+                         "run of regions %d..%u holds %llu of its bytes, %llu short", nl, t->name.p,
+                      (unsigned long long)t->offset, (unsigned long long)t->offset, (unsigned long long)t->bytes,
+                      t->region, mf->regions_n - 1, t->region, mf->regions_n - 1,
+                      (unsigned long long)(t->bytes - short_by), (unsigned long long)short_by);
+        }
         if (kind != g->kind || numa != g->numa || device != g->device)
             rfail(r, "table '%.*s': kind/numa_node/device %u/%d/%d differ from its region %d's %u/%d/%d", nl, t->name.p,
                   kind, numa, device, t->region, g->kind, g->numa, g->device);
@@ -1044,6 +1106,29 @@ static void parse_manifest(struct message *m, struct reader *r, struct manifest 
     check_names_unique(r, mf);
     for (uint32_t i = 0; i < mf->regions_n; i++)
         if (mf->regions[i].kind <= K_MEMFD_HUGETLB) check_memfd(m, i, &mf->regions[i]);
+}
+
+// The last region of a checked table's place (parse_manifest): its region, or for a kind 2 table over a run of
+// regions the last of the run. Not for an empty table (region -1).
+static uint32_t run_last(const struct manifest *mf, const struct table *t) {
+    uint64_t short_by;
+    return run_end(mf, (uint32_t)t->region, t->offset, t->bytes, &short_by);
+}
+
+// The CPU address of a table's first byte, or NULL when it is not CPU-readable (a cuda-vmm region without
+// --cpu-view, a device region). A table over a run of regions is one range from its first region's view + offset:
+// attach_vmm maps the attached cuda-vmm regions back to back in region order, and select_tables attaches every
+// region of a selected table's run; that each region of the run follows the one before is checked here all the same.
+static const uint8_t *table_host(const struct manifest *mf, const struct table *t) {
+    if (t->region < 0) return (const uint8_t *)"";
+    const struct region *g = &mf->regions[t->region];
+    if (!g->host) return NULL;
+    uint64_t at = g->size;  // where region j's view must start, from region `region`'s
+    for (uint32_t j = (uint32_t)t->region + 1, last = run_last(mf, t); j <= last; at += mf->regions[j++].size)
+        if (mf->regions[j].host != g->host + at)
+            fail("table '%.*s': region %u of its run from region %d is not mapped right after region %u", (int)t->name.n,
+                 t->name.p, j, t->region, j - 1);
+    return g->host + t->offset;
 }
 
 // ---------------------------------------------------------------------------------------------- the digest sidecar
@@ -1612,10 +1697,10 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
 }
 
 // --table: after the whole MANIFEST is checked (parse_manifest: every region and table, named or not), marks what
-// is not to be attached (skip) and closes the fd of every region that holds none of the named tables, unimported
-// and unmapped; its slot in m->fds becomes -1, so that message_free closes each fd exactly once. A name the
-// manifest lacks fails (after closing every fd, as fail_msg does). Without --table everything is attached. Fills
-// the att_* totals either way.
+// is not to be attached (skip) and closes the fd of every region that holds none of the named tables (a kind 2 table
+// over a run of regions holds every region of its run), unimported and unmapped; its slot in m->fds becomes -1, so
+// that message_free closes each fd exactly once. A name the manifest lacks fails (after closing every fd, as
+// fail_msg does). Without --table everything is attached. Fills the att_* totals either way.
 static void select_tables(const struct options *o, struct message *m, struct manifest *mf) {
     if (o->tables_n) {
         for (uint32_t i = 0; i < mf->regions_n; i++) mf->regions[i].skip = 1;
@@ -1631,7 +1716,10 @@ static void select_tables(const struct options *o, struct message *m, struct man
                             "them all", shown(b, sizeof b, o->tables[k], n, 80), o->socket, mf->tables_n, o->socket);
             }
             mf->tables[i].skip = 0;
-            if (mf->tables[i].region >= 0) mf->regions[mf->tables[i].region].skip = 0;
+            if (mf->tables[i].region < 0) continue;
+            // every region of its place: one, or a kind 2 table's run of regions (mapped back to back, attach_vmm)
+            for (uint32_t j = (uint32_t)mf->tables[i].region, last = run_last(mf, &mf->tables[i]); j <= last; j++)
+                mf->regions[j].skip = 0;
         }
     }
     for (uint32_t i = 0; i < mf->regions_n; i++) {
@@ -1765,9 +1853,10 @@ static uint32_t verify_tables(const struct manifest *mf) {
     uint32_t checked = 0;
     for (uint32_t i = 0; i < mf->tables_n; i++) {
         const struct table *t = &mf->tables[i];
-        const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
-        if (!base || t->skip) continue;
-        uint64_t d = engram_digest(base + (t->region < 0 ? 0 : t->offset), t->bytes);
+        if (t->skip) continue;
+        const uint8_t *base = table_host(mf, t);
+        if (!base) continue;
+        uint64_t d = engram_digest(base, t->bytes);
         if (d != t->digest)
             fail("table '%.*s': the mapped bytes digest to %016llx but the manifest says %016llx", (int)t->name.n,
                  t->name.p, (unsigned long long)d, (unsigned long long)t->digest);
@@ -1793,12 +1882,12 @@ static void verify_content(const struct options *o, const struct manifest *mf, s
         if (t->skip) continue;  // --table did not name it
         uint32_t i = cr->n++;
         cr->index[i] = k;
-        const uint8_t *base = t->region < 0 ? (const uint8_t *)"" : mf->regions[t->region].host;
+        const uint8_t *base = table_host(mf, t);
         const struct trusted *want = trusted_digest(&o->content, t->name);
         char *name = xcalloc(t->name.n + 1, 1);
         cr->names[i] = (struct str){memcpy(name, t->name.p, t->name.n), t->name.n};
         if (base) {
-            tree_digest(base + (t->region < 0 ? 0 : t->offset), t->bytes, cr->hex[i]);
+            tree_digest(base, t->bytes, cr->hex[i]);
             cr->bytes += t->bytes;
         }
         cr->status[i] = !want ? C_MISSING : !base ? C_NOT_CHECKED : strcmp(want->hex, cr->hex[i]) ? C_MISMATCH : C_OK;
@@ -1851,6 +1940,8 @@ static void release(struct manifest *mf, CUdeviceptr va) {
     }
     free(mf->regions);
     free(mf->tables);
+    free(mf->ends);
+    free(mf->other);
 }
 
 static void json_str(const char *s) {

@@ -408,6 +408,12 @@ peer control-name 1 'table 0: its name holds a control character or a line separ
 peer control-dtype 1 "table 't': its dtype holds a control character"
 peer bad-fingerprint-sha 1 'fingerprint_sha256 is not the SHA-256 of the fingerprint it carries'
 peer kind-mismatch 1 "table 't': kind/numa_node/device 1/0/-1 differ from its region 0's 0/0/-1"
+# Only a kind 2 table runs on into the regions after it, and only into kind 2 regions of its node and device, as many
+# as its bytes need; refused before any import (the peer's "kind 2" regions are memfds).
+peer span-memfd 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': \[0, 0 \+ $((2 * page))\) is outside region 0 of $page bytes: a table of kind 0 \(memfd\) lies in one region; only a cuda-vmm host table \(kind 2\) runs on into the regions after it$"
+peer span-past-end 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': \[0, 0 \+ 5242880\) runs on from region 0 past the last region, 1: the run of regions 0\.\.1 holds 4194304 of its bytes, 1048576 short$"
+peer span-node 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': kind/numa_node/device 2/0/-1 differ from region 1's 2/1/-1, which its run from region 0 goes on into$"
+peer span-kind 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': its run from region 0 goes on into region 1, which is kind 0 \(memfd\), not 2 \(cuda-vmm host\): a table runs on only into cuda-vmm host regions$"
 # fds: fewer than the header announces are refused at once, not after a wait for fillers.
 peer fewer-fds 1 'fd_count is 2 but only 1 fds arrived with the header and 0 fillers'
 # An answer in parts is bounded as a whole: a PART every 2 s keeps each read in time, not the answer.
