@@ -231,6 +231,8 @@ def _describe(imported: client.ImportedTables, args) -> list:
         if t.gpu_address:
             m["gpu_address"] = f"0x{t.gpu_address:x}"
         m["region"] = t.region
+        if len(t.regions) > 1:  # a cuda-vmm host table over a run of regions
+            m["regions"] = list(t.regions)
         if t.region >= 0 and t.region < len(imported.region_timings):
             m["attach"] = imported.region_timings[t.region]
         m["digest"] = t.digest_hex

@@ -209,17 +209,21 @@ class _Attachment:
 class Table:
     """One imported table: ``name``, ``dtype`` (the safetensors dtype string), ``shape``, ``nbytes``,
     ``digest`` (the daemon's engram digest v1), ``backend``, ``numa_node``, ``device`` (the GPU the table's
-    memory lives on, or None for host memory), and its views: ``cpu_address``/``gpu_address`` (0 when it has
+    memory lives on, or None for host memory), ``region`` (its first region, -1 for none) and ``regions`` (every
+    region it lies in: more than one for a cuda-vmm host table over a run of regions, docs/protocol.md, mapped
+    back to back so that its bytes are contiguous), and its views: ``cpu_address``/``gpu_address`` (0 when it has
     none), :meth:`to_torch`, :meth:`to_numpy`, :meth:`buffer`."""
 
     def __init__(self, imported: "ImportedTables", entry: _wire.TableEntry, cpu_address: int, gpu_address: int,
-                 digest: Optional[int], backend: str):
+                 digest: Optional[int], backend: str, regions: Optional[range] = None):
         self._imported = imported
         self.name = entry.name
         self.dtype = entry.dtype
         self.shape = tuple(entry.shape)
         self.nbytes = entry.nbytes
         self.region = entry.region
+        self.regions = tuple(regions if regions is not None else
+                             (range(entry.region, entry.region + 1) if entry.region >= 0 else ()))
         self.offset = entry.offset
         self.backend = backend
         self.numa_node = entry.numa_node
@@ -1173,12 +1177,13 @@ def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], c
         token.release(c.channel.sock)  # the connection is the lease now: a cancel no longer shuts it down
         imported = ImportedTables("daemon", manifest.fingerprint_sha256.hex(), attachment, device, cpu_view,
                                   c.channel, c.welcome, c.peer_pid, timings, region_timings)
-        for e in manifest.tables:
+        for e, run in zip(manifest.tables, _wire.table_runs(manifest)):
             base_cpu = cpu[e.region] if e.region >= 0 else 0
             base_gpu = gpu_addr[e.region] if e.region >= 0 else 0
+            # a run of regions is mapped back to back (one VmmImport, in region order): its bytes are contiguous
             imported.tables[e.name] = Table(imported, e, base_cpu + e.offset if base_cpu else 0,
                                             base_gpu + e.offset if base_gpu else 0, e.digest,
-                                            _wire.KIND_BACKENDS[e.kind])
+                                            _wire.KIND_BACKENDS[e.kind], run)
         return imported
     except _wire.ProtocolError as e:
         _abandon(c, fds, attachment, gpu, token)
@@ -1202,10 +1207,23 @@ def _abandon(c: _Connected, fds: list, attachment: _Attachment, gpu: Optional[_G
 
 def _region_what(manifest: _wire.Manifest, i: int) -> str:
     r = manifest.regions[i]
-    names = [t.name for t in manifest.tables if t.region == i]
+    names = [t.name for t in manifest.tables if t.region == i]  # a memfd region's: no run reaches into one
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
     label = "no tables" if not names else ("table " if len(names) == 1 else "tables ") + shown
     return f"region {i} ({_wire.KIND_BACKENDS[r.kind]}, {r.size} bytes; {label})"
+
+
+def _check_runs_contiguous(manifest: _wire.Manifest, addresses: list) -> None:
+    """Every run of regions a table lies in is mapped back to back, so that the table's bytes are one range from its
+    first region's address plus its offset (docs/protocol.md, "How to map a region"). VmmImport maps the regions in
+    order at offsets rounded to their granularity, of which every region size is a multiple: this holds unless the
+    import changed."""
+    for t, run in zip(manifest.tables, _wire.table_runs(manifest)):
+        for i in run[1:]:
+            if addresses[i] != addresses[i - 1] + manifest.regions[i - 1].size:
+                raise E.EngramHostError(f"table {t.name}: region {i} of its run is mapped at 0x{addresses[i]:x}, not "
+                                        f"right after region {i - 1} (0x{addresses[i - 1]:x} + "
+                                        f"{manifest.regions[i - 1].size}); refused")
 
 
 def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device: Optional[int], cpu_view: bool,
@@ -1272,6 +1290,8 @@ def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device
                 gpu[i] = imp.address_of(j)
                 if with_cpu:
                     cpu[i] = imp.address_of(j)
+            if label == "vmm":
+                _check_runs_contiguous(manifest, gpu)
             for k, v in imp.timings.items():
                 timings[f"{label}_{k}"] = _ms(v) if isinstance(v, int) else v
             for i in which:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import struct
 import tempfile
 import unittest
 
@@ -193,6 +194,72 @@ class TypedCodesTest(unittest.TestCase):
         self.assertIs(type(unknown), E.EngramHostError)
         with self.assertRaises(ValueError):
             _wire.Expectation(3)
+
+
+MIB = 1 << 20
+
+
+def manifest_body(regions, tables) -> bytes:
+    """A MANIFEST body (docs/protocol.md): regions (kind, size, numa_node, device), tables (name, bytes, region,
+    offset, kind, numa_node, device), every table U8 of shape [bytes]."""
+    fp = b"fingerprint"
+    out = [hashlib.sha256(fp).digest(), struct.pack("<I", len(fp)), fp, struct.pack("<I", len(regions))]
+    out += [struct.pack("<BQii", *r) for r in regions]
+    out.append(struct.pack("<I", len(tables)))
+    for name, nbytes, region, offset, kind, node, device in tables:
+        n = name.encode()
+        out += [struct.pack("<H", len(n)), n, struct.pack("<H2s", 2, b"U8"), struct.pack("<Bq", 1, nbytes),
+                struct.pack("<QiQQBii", nbytes, region, offset, 0, kind, node, device)]
+    return b"".join(out)
+
+
+def decode(regions, tables) -> _wire.Manifest:
+    return _wire.decode_manifest(_wire.Reader(manifest_body(regions, tables), "MANIFEST"), len(regions), 4096)
+
+
+class RegionRunTest(unittest.TestCase):
+    """A cuda-vmm host table (kind 2) over a run of regions (docs/protocol.md, "A table over several regions"),
+    checked when the MANIFEST is decoded, before anything is mapped."""
+
+    VMM = (2, 2 * MIB, 0, -1)
+
+    def test_a_sound_run_is_accepted_and_its_regions_are_the_run(self) -> None:
+        m = decode([self.VMM, self.VMM, (2, 4 * MIB, 0, -1), (0, 4096, 0, -1)],
+                   [("a", 3 * MIB, 0, 0, 2, 0, -1), ("b", 4 * MIB, 2, 0, 2, 0, -1), ("c", 100, 3, 0, 0, 0, -1),
+                    ("d", 0, -1, 0, 2, -1, -1)])
+        self.assertEqual([[0, 1], [2], [3], []], [list(r) for r in _wire.table_runs(m)])
+        m = decode([self.VMM] * 3, [("a", 5 * MIB, 0, MIB, 2, 0, -1)])  # from an offset, to the last byte
+        self.assertEqual([[0, 1, 2]], [list(r) for r in _wire.table_runs(m)])
+
+    def test_a_run_must_be_mapped_back_to_back(self) -> None:
+        m = decode([self.VMM] * 3, [("a", 3 * MIB, 0, 0, 2, 0, -1), ("b", MIB, 2, 0, 2, 0, -1)])
+        base = 1 << 40
+        client._check_runs_contiguous(m, [base, base + 2 * MIB, base + 8 * MIB])  # b's region may lie anywhere
+        with self.assertRaisesRegex(E.EngramHostError, "table a: region 1 of its run is mapped at 0x[0-9a-f]+, not "
+                                                       "right after region 0"):
+            client._check_runs_contiguous(m, [base, base + 4 * MIB, base + 8 * MIB])
+
+    def test_a_run_too_short_or_not_all_alike_is_refused(self) -> None:
+        cases = [
+            ([(0, 4096, 0, -1)] * 2, [("t", 8192, 0, 0, 0, 0, -1)],
+             r"table 't' \[0, \+8192\) does not fit in region 0 of 4096 bytes; only a cuda-vmm host table"),
+            ([self.VMM] * 2, [("t", 5 * MIB, 0, 0, 2, 0, -1)],
+             r"table 't' \[0, \+5242880\) at region 0 runs past the last region, 1, with 1048576 bytes left"),
+            ([self.VMM, (2, 2 * MIB, 1, -1)], [("t", 4 * MIB, 0, 0, 2, 0, -1)],
+             "table 't' says kind 2, node 0, device -1 but region 1 of its run from region 0 has 2, 1, -1"),
+            ([self.VMM, (0, 2 * MIB, 0, -1)], [("t", 4 * MIB, 0, 0, 2, 0, -1)],
+             "table 't' says kind 2, node 0, device -1 but region 1 of its run from region 0 has 0, 0, -1"),
+            ([self.VMM, self.VMM, (2, 2 * MIB, 1, -1)], [("t", 5 * MIB, 0, 0, 2, 0, -1)],
+             "but region 2 of its run from region 0 has 2, 1, -1"),
+            ([self.VMM] * 2, [("t", 1, 0, 2 * MIB, 2, 0, -1)],
+             r"table 't' \[2097152, \+1\) does not fit in region 0 of 2097152 bytes$"),
+        ]
+        for regions, tables, pattern in cases:
+            with self.subTest(pattern=pattern):
+                with self.assertRaises(_wire.ProtocolError) as cm:
+                    decode(regions, tables)
+                self.assertRegex(str(cm.exception), pattern)
+                self.assertNotIn("\n", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -171,6 +171,12 @@ class PeerTest(unittest.TestCase):
             "control-name": r"table 0 't\\n2026 forged\\x1b\[2J': its name holds a control character or a line separator",
             "control-dtype": r"has dtype 'U8\\x1b\[2J', not a safetensors dtype",
             "kind-mismatch": "table 't' says kind 1, node 0, device -1 but its region 0 has 0, 0, -1",
+            "span-memfd": r"table 't' \[0, \+\d+\) does not fit in region 0 of \d+ bytes; only a cuda-vmm host table "
+                          r"\(kind 2\) runs on into the regions after it",
+            "span-past-end": r"table 't' \[0, \+5242880\) at region 0 runs past the last region, 1, with 1048576 "
+                             r"bytes left to place",
+            "span-node": "table 't' says kind 2, node 0, device -1 but region 1 of its run from region 0 has 2, 1, -1",
+            "span-kind": "table 't' says kind 2, node 0, device -1 but region 1 of its run from region 0 has 0, 0, -1",
             "trailing": "1 trailing bytes after the last field",
             "bad-magic": "bad magic 0x12345678",
             "too-many-details": "detail_count 102 is over the limit of 101",

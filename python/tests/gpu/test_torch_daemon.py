@@ -219,6 +219,34 @@ class CudaVmmTest(BackendCase, unittest.TestCase):
     backend = "cuda-vmm"
 
 
+class CudaVmmRunTest(BackendCase, unittest.TestCase):
+    """cuda-vmm host tables over 64 MiB, each split by the daemon into a run of 64 MiB regions (--region-max), which
+    the client maps back to back: the inherited tests check them byte-exact on the GPU (docs/protocol.md, "A table
+    over several regions")."""
+    backend = "cuda-vmm"
+    REGION_MAX = 64 << 20
+    extra = ("--region-max", "64M")
+
+    def test_large_tables_lie_in_runs(self):
+        with Daemon(CKPT, *self.extra, backend=self.backend) as d:
+            with engram_host.connect(d.socket, device=0, cpu_view=True) as imported:
+                large = [t for t in imported.tables.values() if t.nbytes > self.REGION_MAX]
+                if not large:
+                    self.skipTest(f"no table over 64 MiB with ENGRAM_GPU_ROWS={ROWS}")
+                for t in imported.tables.values():
+                    want = -(-t.nbytes // self.REGION_MAX) if t.nbytes > self.REGION_MAX else 1
+                    self.assertEqual(want, len(t.regions), f"{t.name}: {t.nbytes} bytes in regions {t.regions}")
+                for t in large:
+                    self.assertEqual(0, t.offset, t.name)
+                    self.assertEqual(list(range(t.region, t.region + len(t.regions))), list(t.regions), t.name)
+                    g = t.to_torch()
+                    self.assertTrue(torch.equal(u8(g), u8(REF[t.name]).cuda()), f"{t.name}: GPU view differs")
+                    c = t.to_torch(cpu=True)
+                    self.assertTrue(torch.equal(u8(c), u8(REF[t.name])), f"{t.name}: CPU view differs")
+                    del g, c
+                print(f"\nGPU-RESULT {json.dumps({'runs': {t.name: len(t.regions) for t in large}})}", flush=True)
+
+
 class DeviceTensorsTest(BackendCase, unittest.TestCase):
     """cuda-vmm host tables, and layer 14's tensors held in GPU memory by the daemon (--device-tensors)."""
     backend = "cuda-vmm"
