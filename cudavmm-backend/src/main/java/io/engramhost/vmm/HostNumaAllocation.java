@@ -2,7 +2,10 @@ package io.engramhost.vmm;
 
 import io.engramhost.cuda.Cuda;
 import io.engramhost.cuda.Location;
+import io.engramhost.cuda.MemHandle;
+import io.engramhost.cuda.VaRange;
 import io.engramhost.os.Fd;
+import io.engramhost.util.Bytes;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -39,6 +42,16 @@ public final class HostNumaAllocation implements AutoCloseable {
      * @throws VmmUnsupportedException when the GPU cannot do HOST_NUMA VMM with fd handles
      */
     public static HostNumaAllocation create(long bytes, int numaNode, String name, int device) {
+        return createIn(null, 0, bytes, numaNode, name, device);
+    }
+
+    /**
+     * As {@link #create(long, int, String, int)}, mapped at {@code offset} of {@code range} (reserved by the caller,
+     * who frees it after closing this), so that allocations made one after another lie back to back in one range
+     * ({@link #reserveRun}); null: a range of its own.
+     */
+    public static HostNumaAllocation createIn(VaRange range, long offset, long bytes, int numaNode, String name,
+            int device) {
         if (numaNode < 0) {
             throw new IllegalArgumentException("HOST_NUMA allocation " + name + ": NUMA node must be >= 0, was "
                     + numaNode + " (use 0 on a machine without NUMA)");
@@ -49,8 +62,18 @@ public final class HostNumaAllocation implements AutoCloseable {
         VmmSupport.check(Cuda.device(device));
         Location node = Location.hostNuma(numaNode);
         long t0 = System.nanoTime();
-        MappedAllocation a = MappedAllocation.create(bytes, node, node, device, name);
+        MappedAllocation a = MappedAllocation.createIn(range, offset, bytes, node, node, device, name);
         return new HostNumaAllocation(a, numaNode, name, System.nanoTime() - t0);
+    }
+
+    /**
+     * A VA range of {@code bytes} (rounded up to the granularity of HOST_NUMA memory on {@code numaNode}) for
+     * allocations made into it with {@link #createIn}; the caller owns it and closes it after them.
+     */
+    public static VaRange reserveRun(long bytes, int numaNode, String name, int device) {
+        VmmSupport.check(Cuda.device(device));
+        long g = MemHandle.granularity(Location.hostNuma(numaNode), true, device, false);
+        return VaRange.reserve(Bytes.roundUp(bytes, g), g, device, name);
     }
 
     /** The CPU address of the first byte, read-write. Throws once closed. */

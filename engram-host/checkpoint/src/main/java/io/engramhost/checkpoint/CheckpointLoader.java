@@ -207,7 +207,10 @@ public final class CheckpointLoader {
      * One tensor's part in a load: its file (the threads reach it here, never through the session's map, which
      * only the adding thread touches), its destination and the XXH64 of each of its digest chunks.
      */
-    private record Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes) {
+    private record Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes, boolean[] added) {
+        Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes) {
+            this(tensor, file, address, chunkHashes, new boolean[chunkHashes.length]);
+        }
     }
 
     /**
@@ -283,6 +286,8 @@ public final class CheckpointLoader {
         private final long start = System.nanoTime();
         private final LinkedBlockingQueue<Task> queue = new LinkedBlockingQueue<>();
         private final List<Target> targets = new ArrayList<>();
+        /** The targets of non-empty tensors, by tensor: the parts of one share it. */
+        private final Map<TensorInfo, Target> parts = new IdentityHashMap<>();
         private final Map<Fd, FileAccess> files = new IdentityHashMap<>();
         private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
         private final AtomicLong done = new AtomicLong();
@@ -317,39 +322,74 @@ public final class CheckpointLoader {
                     targets.add(new Target(t, null, 0, new long[0]));
                     continue;
                 }
-                long address = destination.applyAsLong(t);
-                if (address == 0) {
-                    throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': destination address is 0");
-                }
+                addUnits(t, destination.applyAsLong(t), 0, t.length(), batch);
+            }
+            queue.addAll(batch);
+        }
+
+        /**
+         * Adds the bytes {@code [from, to)} of {@code t}, read into {@code address + from} ({@code address} is where
+         * the whole tensor goes): a tensor whose memory comes to exist piece by piece is read as each piece does.
+         * {@code from} and {@code to} are multiples of {@link ContentDigest#CHUNK} ({@code to} may be the tensor's
+         * length); each part of a tensor is added once, at the same {@code address}, and all of it before
+         * {@link #finish}.
+         */
+        public void addPart(TensorInfo t, long address, long from, long to) {
+            throwIfFailed();
+            if (from < 0 || from >= to || to > t.length() || from % ContentDigest.CHUNK != 0
+                    || to % ContentDigest.CHUNK != 0 && to != t.length()) {
+                throw new IllegalArgumentException("tensor '" + t.name() + "': part [" + from + ", " + to + ") is not"
+                        + " whole digest chunks of its " + t.length() + " bytes");
+            }
+            List<Task> batch = new ArrayList<>();
+            addUnits(t, address, from, to, batch);
+            queue.addAll(batch);
+        }
+
+        private void addUnits(TensorInfo t, long address, long from, long to, List<Task> batch) {
+            if (address == 0) {
+                throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': destination address is 0");
+            }
+            Target target = parts.get(t);
+            if (target == null) {
                 Fd fd = fdOf.apply(t);
                 FileAccess file = files.computeIfAbsent(fd, FileAccess::new);
                 checkSize(fd, t);
                 file.prepare(mode);
                 int n = Math.toIntExact((t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
-                Target target = new Target(t, file, address, new long[n]);
+                target = new Target(t, file, address, new long[n], new boolean[n]);
                 targets.add(target);
-                for (int i = 0; i < n; i++) {
-                    long off = i * ContentDigest.CHUNK;
-                    long len = Math.min(ContentDigest.CHUNK, t.length() - off);
-                    long fileOffset = t.offset() + off;
-                    boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
-                            || file.residency.residentPages(fileOffset, len) * 2 * Posix.pageSize() < len);
-                    if (!useDirect) {
-                        batch.add(new Task(new Unit(target, i, fileOffset, address + off, len, null), 0, len));
-                        continue;
-                    }
-                    Unit u = new Unit(target, i, fileOffset, address + off, len, new AtomicLong(len));
-                    // pieces end on file offsets that are multiples of DIRECT_PIECE: the requests do not overlap
-                    // (only a unit's edges share a block) and most are exactly one aligned DIRECT_PIECE
-                    for (long p = 0; p < len; ) {
-                        long end = Math.min(len, (fileOffset + p) / DIRECT_PIECE * DIRECT_PIECE + DIRECT_PIECE - fileOffset);
-                        batch.add(new Task(u, p, end - p));
-                        p = end;
-                    }
-                }
-                units += n;
+                parts.put(t, target);
+            } else if (target.address != address) {
+                throw new IllegalArgumentException("tensor '" + t.name() + "': a part at another address");
             }
-            queue.addAll(batch);
+            FileAccess file = target.file;
+            int first = Math.toIntExact(from / ContentDigest.CHUNK);
+            int last = Math.toIntExact((to + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
+            for (int i = first; i < last; i++) {
+                if (target.added[i]) {
+                    throw new IllegalArgumentException("tensor '" + t.name() + "': chunk " + i + " added twice");
+                }
+                target.added[i] = true;
+                long off = i * ContentDigest.CHUNK;
+                long len = Math.min(ContentDigest.CHUNK, t.length() - off);
+                long fileOffset = t.offset() + off;
+                boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
+                        || file.residency.residentPages(fileOffset, len) * 2 * Posix.pageSize() < len);
+                if (!useDirect) {
+                    batch.add(new Task(new Unit(target, i, fileOffset, address + off, len, null), 0, len));
+                    continue;
+                }
+                Unit u = new Unit(target, i, fileOffset, address + off, len, new AtomicLong(len));
+                // pieces end on file offsets that are multiples of DIRECT_PIECE: the requests do not overlap
+                // (only a unit's edges share a block) and most are exactly one aligned DIRECT_PIECE
+                for (long p = 0; p < len; ) {
+                    long end = Math.min(len, (fileOffset + p) / DIRECT_PIECE * DIRECT_PIECE + DIRECT_PIECE - fileOffset);
+                    batch.add(new Task(u, p, end - p));
+                    p = end;
+                }
+            }
+            units += last - first;
         }
 
         /** Waits for every unit added to be read and hashed; throws the first failure. */
@@ -359,6 +399,12 @@ public final class CheckpointLoader {
             Map<TensorInfo, Long> digests = new LinkedHashMap<>();
             long bytes = 0;
             for (Target t : targets) {
+                for (int i = 0; i < t.added.length; i++) {
+                    if (!t.added[i]) {
+                        throw new IllegalStateException("tensor '" + t.tensor.name() + "': chunk " + i + " of "
+                                + t.added.length + " was never added to the load");
+                    }
+                }
                 ByteBuffer hashes = ByteBuffer.allocate(8 * t.chunkHashes.length).order(ByteOrder.LITTLE_ENDIAN);
                 for (long h : t.chunkHashes) {
                     hashes.putLong(h);

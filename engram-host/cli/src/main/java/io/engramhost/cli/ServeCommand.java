@@ -56,6 +56,13 @@ final class ServeCommand implements Callable<Integer> {
                     + " (or KiB, MiB, GiB, TiB; powers of 1024): 120G, 512M. Not for huge pages (default: none).")
     Long memoryBudget;
 
+    @Option(names = "--region-max", paramLabel = "SIZE", converter = SizeConverter.class,
+            description = "cuda-vmm only: a table larger than SIZE (a multiple of 64M) is made as a run of allocations"
+                    + " of SIZE, so that each is filled, from the disk or a peer, while the next is created"
+                    + " (cuMemCreate commits a few GiB/s); clients map a run back to back (docs/protocol.md)."
+                    + " 0: one allocation per table (default: 2G).")
+    Long regionMax;
+
     /** {@code --memory-budget}: {@link Bytes#parse}, refused as a usage error (exit 2) naming the option. */
     static final class SizeConverter implements ITypeConverter<Long> {
         @Override
@@ -190,7 +197,7 @@ final class ServeCommand implements Callable<Integer> {
                 .allowUids(new HashSet<>(allowUids)).threads(threads)
                 .limits(new ConnectionLimits(maxConnections, maxPerUid, helloTimeoutMillis, requestTimeoutMillis,
                         idleTimeoutMillis, requestMemory, workers))
-                .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).takeover(takeover, verifyDigests)
+                .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).regionMax(regionMax).takeover(takeover, verifyDigests)
                 .metrics(metricsPort == 0 ? null : metricsAddress(metricsAddress), metricsPort)
                 .seed(seedSettings())
                 .build(VersionInfo.version(), VersionInfo.commit()).logProgress(!drawsProgress).ownsProcess(true)

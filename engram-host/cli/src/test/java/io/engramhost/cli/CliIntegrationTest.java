@@ -223,6 +223,14 @@ class CliIntegrationTest {
         assertEquals(2, usage.exit(), usage.err());
         assertTrue(usage.err().contains("'--backend'") && usage.err().contains("'tape' is not one of memfd, "
                 + "memfd-hugetlb, cuda-vmm"), usage.err());
+        CliRun memfdRuns = CliRun.of("serve", "--backend", "memfd", "--region-max", "1G", "--checkpoint",
+                bad.toString());
+        assertEquals(2, memfdRuns.exit(), memfdRuns.err());
+        assertTrue(memfdRuns.err().contains("--region-max applies to --backend cuda-vmm only"), memfdRuns.err());
+        CliRun odd = CliRun.of("serve", "--backend", "cuda-vmm", "--region-max", "100M", "--checkpoint",
+                bad.toString());
+        assertEquals(2, odd.exit(), odd.err());
+        assertTrue(odd.err().contains("--region-max 104857600: a multiple of 64 MiB (e.g. 2G), or 0"), odd.err());
         picocli.CommandLine cli = new picocli.CommandLine(new Main());
         for (String command : List.of("serve", "inspect", "demo")) {
             String help = cli.getSubcommands().get(command).getUsageMessage();

@@ -50,6 +50,46 @@ class SeedGpuTest {
     }
 
     /**
+     * Tables over runs of regions ({@code --region-max 64M}: weights of about 244 MiB, each in four cuda-vmm
+     * allocations mapped back to back): A loads them from the disk, B seeds them from A region by region, and a
+     * successor takes A over with {@code --verify-digests}; all three serve the checkpoint's bytes, each table one
+     * contiguous range in the client's view (docs/protocol.md).
+     */
+    @Test
+    void shouldServeSeedAndHandOverTablesOverRunsOfRegionsByteForByte(@TempDir Path dir) throws Exception {
+        GpuIntegrationTest.assumeGpuFor("cuda-vmm");
+        Path model = SeedProcessTest.generate(dir, "m", "44", 1_000_000);
+        Path key = SeedProcessTest.keyFile(dir.resolve("key"), 32);
+        int pa = SeedProcessTest.freePort();
+        try (DaemonProcess a = SeedProcessTest.serve(dir, "a", model, "--backend", "cuda-vmm", "--region-max", "64M",
+                "--seed-listen", "127.0.0.1:" + pa, "--seed-key", key.toString());
+                DaemonProcess b = SeedProcessTest.serve(dir, "b", model, "--backend", "cuda-vmm", "--region-max",
+                        "64M", "--seed-from", "127.0.0.1:" + pa, "--seed-key", key.toString())) {
+            Map<String, Object> o = SeedProcessTest.origin(b);
+            assertEquals("seed", o.get("how"), o.toString());
+            assertEquals(0L, o.get("checkpoint_bytes_read"), o.toString());
+            assertTrue(b.log().contains("seed: 4 of 4 tables ("), b.log());
+            assertEquals(9L, regions(a), "two weights in four regions each, the scales packed in one");
+            assertEquals(9L, regions(b));
+            Map<String, String> fromA = SeedProcessTest.imported(a, model, CPU_VIEW);
+            assertEquals(4, fromA.size(), fromA.toString());
+            assertEquals(fromA, SeedProcessTest.imported(b, model, CPU_VIEW), "both serve the checkpoint's bytes");
+            try (DaemonProcess a2 = DaemonProcess.start(a.socket, dir.resolve("a2.log"), "--checkpoint",
+                    model.toString(), "--threads", "2", "--backend", "cuda-vmm", "--takeover", "--verify-digests")
+                    .awaitReady()) {
+                assertEquals(9L, regions(a2));
+                assertEquals(fromA, SeedProcessTest.imported(a2, model, CPU_VIEW), "the successor serves them too");
+            }
+        }
+    }
+
+    private static long regions(DaemonProcess d) throws Exception {
+        CliRun s = CliRun.of("status", "--socket", d.socket.toString(), "--json");
+        assertEquals(0, s.exit(), s.err());
+        return ((Number) ContentVerifyTest.json(s.out()).get("regions")).longValue();
+    }
+
+    /**
      * The same with {@code --seed-staging}: ranges that arrive while their region is created are held in staging
      * buffers and copied into the cuda-vmm region through the daemon's own mapping of it; what B serves is still the
      * checkpoint's bytes. Larger weights (about 244 MiB each, created at the driver's rate) leave the streams time to

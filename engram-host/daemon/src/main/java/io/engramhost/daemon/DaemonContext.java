@@ -36,6 +36,7 @@ public final class DaemonContext {
     private List<String> deviceTensors = List.of();
     private List<Integer> gpus;
     private Long memoryBudget;
+    private Long regionMax;
     private boolean takeover;
     private boolean verifyDigests;
     private InetAddress metricsAddress;
@@ -134,6 +135,20 @@ public final class DaemonContext {
         return this;
     }
 
+    /**
+     * {@code --region-max} in bytes (null: {@link #DEFAULT_REGION_MAX} for cuda-vmm): the largest cuda-vmm host region;
+     * a larger table lies in a run of regions of this size (docs/protocol.md). 0: one region per table.
+     */
+    public DaemonContext regionMax(Long bytes) {
+        set().regionMax = bytes;
+        return this;
+    }
+
+    /** {@code --region-max}'s default for cuda-vmm. */
+    public static final long DEFAULT_REGION_MAX = 2L << 30;
+    /** What {@code --region-max} must be a multiple of: the digest chunk, which is a multiple of CUDA's 2 MiB. */
+    public static final long REGION_MAX_UNIT = 64L << 20;
+
     /** Take over from the daemon on the socket ({@code --takeover}), rehashing what it hands over when asked. */
     public DaemonContext takeover(boolean on, boolean verify) {
         set().takeover = on;
@@ -218,6 +233,14 @@ public final class DaemonContext {
         if (metricsPort > 0 && metricsAddress == null) {
             throw new IllegalArgumentException("--metrics-address: an address is needed with --metrics-port");
         }
+        if (regionMax != null && backend != Backend.CUDA_VMM) {
+            throw new IllegalArgumentException("--region-max applies to --backend cuda-vmm only (a memfd region's"
+                    + " pages come at the first write, so its creation is not waited for); remove it");
+        }
+        if (regionMax != null && (regionMax < 0 || regionMax % REGION_MAX_UNIT != 0)) {
+            throw new IllegalArgumentException("--region-max " + regionMax + ": a multiple of 64 MiB (e.g. 2G), or 0"
+                    + " for one region per table");
+        }
         if (verifyDigests && !takeover) {
             throw new IllegalArgumentException("--verify-digests needs --takeover");
         }
@@ -228,7 +251,7 @@ public final class DaemonContext {
     /** What the store needs to prepare the load ({@code CatalogFactory.prepare}). */
     public StoreSettings store() {
         return new StoreSettings(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget,
-                hooks, seed);
+                hooks, seed, regionMax != null ? regionMax : backend == Backend.CUDA_VMM ? DEFAULT_REGION_MAX : 0);
     }
 
     public String instanceName() {

@@ -61,7 +61,7 @@ public final class Seeder {
      * made ({@code stageable}; the caller says which: staging helps only where the table's fill cannot hide behind
      * the creation of what comes after it).
      */
-    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address,
+    public record Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Memory memory,
             boolean stageable) {
         public Table {
             if (expectedTree.length != 32) {
@@ -69,9 +69,54 @@ public final class Seeder {
             }
         }
 
+        /** A table whose memory is one piece, at {@code address} once that completes. */
+        public Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address,
+                boolean stageable) {
+            this(name, bytes, expectedDigest, expectedTree, chunk -> new Shifted(address, chunk * ContentDigest.CHUNK),
+                    stageable);
+        }
+
         /** A table whose ranges may be staged. */
         public Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address) {
             this(name, bytes, expectedDigest, expectedTree, address, true);
+        }
+    }
+
+    /**
+     * Where a table's bytes go: the address of its chunk {@code index} (the {@link ContentDigest#CHUNK} bytes from
+     * {@code index * CHUNK}), once the memory holding it exists. A table over several regions has its chunks' memory
+     * made one region at a time.
+     */
+    public interface Memory {
+        Future<Long> chunk(int index);
+    }
+
+    /** A future address {@code by} bytes further on. */
+    private record Shifted(Future<Long> base, long by) implements Future<Long> {
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            return base.cancel(mayInterruptIfRunning);
+        }
+
+        @Override
+        public boolean isCancelled() {
+            return base.isCancelled();
+        }
+
+        @Override
+        public boolean isDone() {
+            return base.isDone();
+        }
+
+        @Override
+        public Long get() throws InterruptedException, ExecutionException {
+            return base.get() + by;
+        }
+
+        @Override
+        public Long get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException,
+                TimeoutException {
+            return base.get(timeout, unit) + by;
         }
     }
 
@@ -386,10 +431,10 @@ public final class Seeder {
         }
     }
 
-    /** {@code t}'s address, once its memory exists; 0 (and seeding stops) when it never will. */
-    private long addressOf(Table t) throws InterruptedException {
+    /** The address of {@code t}'s chunk {@code index}, once its memory exists; 0 (and seeding stops) when it never will. */
+    private long addressOf(Table t, int index) throws InterruptedException {
         try {
-            return t.address().get();
+            return t.memory().chunk(index).get();
         } catch (ExecutionException | CancellationException e) {
             aborted = true;
             return 0;
@@ -428,7 +473,8 @@ public final class Seeder {
                 stage = nextStage;
                 nextStage = 0;
                 if (stage == 0 && pool != null && t.stageable()) {
-                    stage = bufferOrMemory(p, t, staged, tables, digests, from, refusedFor, liars, treeRefused);
+                    stage = bufferOrMemory(p, t, k.index, staged, tables, digests, from, refusedFor, liars,
+                            treeRefused);
                     if (stage < 0) {
                         stage = 0;
                         return;
@@ -438,11 +484,10 @@ public final class Seeder {
                 if (stage != 0) {
                     into = stage;
                 } else {
-                    long base = addressOf(t);
-                    if (base == 0) {
+                    into = addressOf(t, k.index);
+                    if (into == 0) {
                         return;
                     }
-                    into = base + off;
                 }
                 if (c == null) {
                     c = PeerConnection.open(p.address, settings.key(), settings.instanceId(), settings.tls());
@@ -456,10 +501,11 @@ public final class Seeder {
                 asked = false;
                 if (n != null) {
                     Table nt = tables.get(n.job.table);
-                    if (!nt.address().isDone() && pool != null && nt.stageable()) {
+                    boolean exists = nt.memory().chunk(n.index).isDone();
+                    if (!exists && pool != null && nt.stageable()) {
                         nextStage = pool.take();
                     }
-                    if (nt.address().isDone() || nextStage != 0) {
+                    if (exists || nextStage != 0) {
                         long noff = n.index * ContentDigest.CHUNK;
                         c.ask(p.index.get(nt.name()), noff, (int) Math.min(ContentDigest.CHUNK, nt.bytes() - noff));
                         asked = true;
@@ -513,16 +559,16 @@ public final class Seeder {
             AtomicInteger liars, Set<Integer> treeRefused) throws InterruptedException {
         while (!p.dead && !aborted) {
             for (Staged s : staged) { // weakly consistent: each one is copied by the stream whose remove succeeds
-                Future<Long> memory = tables.get(s.chunk.job.table).address();
+                Future<Long> memory = tables.get(s.chunk.job.table).memory().chunk(s.chunk.index);
                 if (!memory.isDone() || !staged.remove(s)) {
                     continue;
                 }
-                long base = addressOf(tables.get(s.chunk.job.table));
-                if (base == 0) {
+                long into = addressOf(tables.get(s.chunk.job.table), s.chunk.index);
+                if (into == 0) {
                     pool.give(s.buffer, 0);
                     return false;
                 }
-                RawMemory.copy(null, s.buffer, null, base + s.chunk.index * ContentDigest.CHUNK, s.length);
+                RawMemory.copy(null, s.buffer, null, into, s.length);
                 pool.give(s.buffer, s.length);
                 p.lastNanos.accumulateAndGet(System.nanoTime(), Math::max);
                 if (!counted(p, s.chunk, tables, digests, from, refusedFor, liars, treeRefused)) {
@@ -533,7 +579,7 @@ public final class Seeder {
             if (!all || first == null) {
                 return true;
             }
-            if (!awaitMemory(tables.get(first.chunk.job.table))) {
+            if (!awaitMemory(tables.get(first.chunk.job.table), first.chunk.index)) {
                 return false;
             }
         }
@@ -541,9 +587,9 @@ public final class Seeder {
     }
 
     /** Waits up to {@link #STAGING_POLL_MILLIS} for {@code t}'s memory; false when it will never exist. */
-    private boolean awaitMemory(Table t) throws InterruptedException {
+    private boolean awaitMemory(Table t, int index) throws InterruptedException {
         try {
-            t.address().get(STAGING_POLL_MILLIS, TimeUnit.MILLISECONDS);
+            t.memory().chunk(index).get(STAGING_POLL_MILLIS, TimeUnit.MILLISECONDS);
             return true;
         } catch (TimeoutException e) {
             return true;
@@ -560,10 +606,10 @@ public final class Seeder {
      * waiting for one region never holds up the ranges of another that exists. -1: stop (a refused table, a dead
      * peer, or memory that will never exist).
      */
-    private long bufferOrMemory(Peer p, Table t, ConcurrentLinkedQueue<Staged> staged, List<Table> tables,
+    private long bufferOrMemory(Peer p, Table t, int index, ConcurrentLinkedQueue<Staged> staged, List<Table> tables,
             Map<Integer, Long> digests, Map<Integer, String> from, Map<Integer, Set<Peer>> refusedFor,
             AtomicInteger liars, Set<Integer> treeRefused) throws InterruptedException {
-        while (!t.address().isDone()) {
+        while (!t.memory().chunk(index).isDone()) {
             if (!copyStaged(p, staged, false, tables, digests, from, refusedFor, liars, treeRefused) || p.dead
                     || aborted) {
                 return -1;
@@ -572,7 +618,7 @@ public final class Seeder {
             if (b != 0) {
                 return b;
             }
-            if (!awaitMemory(t)) {
+            if (!awaitMemory(t, index)) {
                 return -1;
             }
         }

@@ -152,7 +152,7 @@ public final class CatalogFactory {
                 VmmSupport.check(d);
                 int node = vmmNode(spec, topology, d);
                 policy = NumaPolicy.bind(node);
-                factory = HostRegionFactory.vmm(node, gpu);
+                factory = HostRegionFactory.vmm(node, gpu, ctx.regionMax());
                 placement = "HOST_NUMA node " + node + " (made in " + d.label() + "'s context)";
             }
             default -> throw new IllegalStateException("no store for backend " + ctx.backend());

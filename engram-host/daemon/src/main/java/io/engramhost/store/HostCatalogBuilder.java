@@ -1,6 +1,7 @@
 package io.engramhost.store;
 
 import io.engramhost.checkpoint.CheckpointLoader;
+import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
@@ -78,8 +79,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         this.deviceTensors = deviceTensors;
         this.threads = threads;
         this.hooks = hooks;
+        if (factory.maxRegion() % ContentDigest.CHUNK != 0) {
+            throw new IllegalArgumentException("the largest region must be a multiple of "
+                    + Bytes.format(ContentDigest.CHUNK) + ", was " + factory.maxRegion());
+        }
         this.plan = RegionPlan.plan(this.tensors.stream().map(TensorInfo::length).toList(), OWN_REGION_BYTES,
-                PACK_LIMIT_BYTES, (int) Posix.pageSize(), factory.granule());
+                PACK_LIMIT_BYTES, (int) Posix.pageSize(), factory.granule(), factory.maxRegion());
     }
 
     long plannedBytes() {
@@ -151,14 +156,15 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                     + tensors.size() + " tensors into them with " + threads + " threads", total);
             List<HostRegion> regions = new ArrayList<>();
             Map<TensorInfo, Long> address = new LinkedHashMap<>();
+            Runs runs = reserveRuns(owned);
             long createNanos = 0;
             Map<TensorInfo, Long> seeded = Map.of();
             List<TensorInfo> treeCheck = new ArrayList<>();
             if (seed != null) {
                 // the regions are created one after another on a thread of their own, and the peers fill each one as
                 // soon as it exists; then the disk reads what they did not give, region by region as below
-                creator = new RegionCreator(factory, sizes, creationOrder(), owned);
-                seeded = seedFromPeers(creator, progress, treeCheck);
+                creator = new RegionCreator(runs::create, sizes, creationOrder(), owned);
+                seeded = seedFromPeers(creator, runs, progress, treeCheck);
                 long rest = total - seeded.keySet().stream().mapToLong(TensorInfo::length).sum();
                 progress.phase(LoadProgress.READ, "loading " + (tensors.size() - seeded.size()) + " tensors from the"
                         + " checkpoint with " + threads + " threads", rest);
@@ -172,11 +178,12 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 sizes.forEach(size -> byRegion.add(new ArrayList<>()));
                 List<TensorInfo> empty = new ArrayList<>();
                 for (int i = 0; i < tensors.size(); i++) {
-                    int r = plan.slots().get(i).region();
-                    if (r < 0) {
+                    RegionPlan.Slot slot = plan.slots().get(i);
+                    if (slot.region() < 0) {
                         empty.add(tensors.get(i));
-                    } else {
-                        byRegion.get(r).add(i);
+                    }
+                    for (int k = 0; k < slot.regions(); k++) { // a table over a run is read as each region comes
+                        byRegion.get(slot.region() + k).add(i);
                     }
                 }
                 session.add(empty, t -> 0);
@@ -189,7 +196,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                         regions.add(region);
                     } else {
                         long c0 = System.nanoTime();
-                        region = owned.add(factory.create(i, sizes.get(i)));
+                        region = owned.add(runs.create(i));
                         createNanos += System.nanoTime() - c0;
                         regions.add(region);
                     }
@@ -198,9 +205,20 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                             + " created: " + Bytes.format(region.size()));
                     List<TensorInfo> in = new ArrayList<>();
                     for (int t : byRegion.get(i)) {
-                        address.put(tensors.get(t), region.address() + plan.slots().get(t).offset());
-                        if (!fromPeers.containsKey(tensors.get(t))) {
-                            in.add(tensors.get(t));
+                        TensorInfo tensor = tensors.get(t);
+                        RegionPlan.Slot slot = plan.slots().get(t);
+                        if (slot.regions() <= 1) {
+                            address.put(tensor, region.address() + slot.offset());
+                            if (!fromPeers.containsKey(tensor)) {
+                                in.add(tensor);
+                            }
+                            continue;
+                        }
+                        long at = runs.tableAddress(slot, region);
+                        address.put(tensor, at);
+                        long from = (i - slot.region()) * factory.maxRegion();
+                        if (!fromPeers.containsKey(tensor)) {
+                            session.addPart(tensor, at, from, Math.min(tensor.length(), from + factory.maxRegion()));
                         }
                     }
                     session.add(in, address::get);
@@ -217,6 +235,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             long t2 = System.nanoTime();
             progress.phase(LoadProgress.VERIFY, "verifying placement and sealing", 0);
             int[] regionNode = verifyPlacementAndSeal(regions, progress);
+            sameNodeInRuns(regionNode);
             long t3 = System.nanoTime();
             LoadTimings timings = new LoadTimings(createNanos, plan.totalBytes(), Math.round(read.readSeconds() * 1e9),
                     readTotal, read.directBytes(), t3 - t2);
@@ -263,13 +282,18 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      * with its error; {@link #stop} cancels the ones not begun and waits for the one under way.
      */
     private static final class RegionCreator {
+        /** Makes region {@code i}. */
+        interface Maker {
+            HostRegion create(int i);
+        }
+
         private final List<CompletableFuture<HostRegion>> regions = new ArrayList<>();
         private final Thread thread;
         private volatile boolean stopped;
         /** Written by the thread, read after it has ended. */
         private long nanos;
 
-        RegionCreator(HostRegionFactory factory, List<Long> sizes, List<Integer> order, Closer<AutoCloseable> owned) {
+        RegionCreator(Maker factory, List<Long> sizes, List<Integer> order, Closer<AutoCloseable> owned) {
             sizes.forEach(size -> regions.add(new CompletableFuture<>()));
             thread = new Thread(() -> {
                 Throwable failed = null;
@@ -283,7 +307,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                     }
                     try {
                         long c0 = System.nanoTime();
-                        HostRegion r = owned.add(factory.create(i, sizes.get(i)));
+                        HostRegion r = owned.add(factory.create(i));
                         nanos += System.nanoTime() - c0;
                         int index = i;
                         LOG.log(System.Logger.Level.DEBUG, () -> "region " + (index + 1) + " of " + sizes.size()
@@ -374,7 +398,7 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      * Fills from the peers every non-empty table that has a digest to be checked against (docs/seeding.md): the
      * tables whose bytes arrived with the record's digest, and that digest. STATUS's origin gets each source's share.
      */
-    private Map<TensorInfo, Long> seedFromPeers(RegionCreator creator, LoadProgress progress,
+    private Map<TensorInfo, Long> seedFromPeers(RegionCreator creator, Runs runs, LoadProgress progress,
             List<TensorInfo> treeCheck) throws InterruptedException {
         List<TensorInfo> candidates = new ArrayList<>();
         List<Seeder.Table> wanted = new ArrayList<>();
@@ -405,8 +429,10 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 continue;
             }
             candidates.add(t);
+            long maxRegion = factory.maxRegion();
             wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t),
-                    creator.region(slot.region()).thenApply(r -> r.address() + slot.offset()),
+                    chunk -> creator.region(slot.regionAt(chunk * ContentDigest.CHUNK, maxRegion))
+                            .thenApply(r -> runs.tableAddress(slot, r) + chunk * ContentDigest.CHUNK),
                     stageable[slot.region()]));
         }
         if (uncovered > 0) {
@@ -451,12 +477,89 @@ public final class HostCatalogBuilder implements CatalogBuilder {
      */
     private List<Integer> creationOrder() {
         List<Long> sizes = plan.regionSizes();
+        long[] group = new long[sizes.size()]; // a region's size, or for a region of a run the run's: a run stays whole
+        for (int i = 0; i < sizes.size(); i++) {
+            group[i] = sizes.get(i);
+        }
+        for (RegionPlan.Slot slot : plan.slots()) {
+            if (slot.regions() > 1) {
+                long run = 0;
+                for (int k = 0; k < slot.regions(); k++) {
+                    run += sizes.get(slot.region() + k);
+                }
+                for (int k = 0; k < slot.regions(); k++) {
+                    group[slot.region() + k] = run;
+                }
+            }
+        }
         List<Integer> order = new ArrayList<>();
         for (int i = 0; i < sizes.size(); i++) {
             order.add(i);
         }
-        order.sort(Comparator.comparingLong((Integer i) -> sizes.get(i)).reversed());
+        order.sort(Comparator.comparingLong((Integer i) -> group[i]).reversed());
         return order;
+    }
+
+    /**
+     * The address ranges of the plan's runs (a table larger than the factory's largest region lies in several, back to
+     * back), reserved before any region is made and owned by the build's {@code owned}, which closes them after the
+     * regions it holds (it closes in the reverse order of adding).
+     */
+    private Runs reserveRuns(Closer<AutoCloseable> owned) {
+        List<Long> sizes = plan.regionSizes();
+        HostRegionFactory.Run[] run = new HostRegionFactory.Run[sizes.size()];
+        long[] offset = new long[sizes.size()];
+        for (int t = 0; t < tensors.size(); t++) {
+            RegionPlan.Slot slot = plan.slots().get(t);
+            if (slot.regions() <= 1) {
+                continue;
+            }
+            long bytes = 0;
+            for (int k = 0; k < slot.regions(); k++) {
+                offset[slot.region() + k] = bytes;
+                bytes += sizes.get(slot.region() + k);
+            }
+            HostRegionFactory.Run r = owned.add(factory.reserveRun(bytes, "table " + tensors.get(t).name()));
+            for (int k = 0; k < slot.regions(); k++) {
+                run[slot.region() + k] = r;
+            }
+        }
+        return new Runs(factory, sizes, run, offset);
+    }
+
+    /** Each region's run (null: a region alone) and its offset in it; makes the regions in their places. */
+    private record Runs(HostRegionFactory factory, List<Long> sizes, HostRegionFactory.Run[] run, long[] offset) {
+        HostRegion create(int i) {
+            return run[i] == null ? factory.create(i, sizes.get(i))
+                    : factory.createInRun(i, sizes.get(i), run[i], offset[i]);
+        }
+
+        /** Where the table of {@code slot} starts, given its region {@code r} or, for a run, any region of it. */
+        long tableAddress(RegionPlan.Slot slot, HostRegion r) {
+            return slot.regions() > 1 ? run[slot.region()].address() + slot.offset() : r.address() + slot.offset();
+        }
+    }
+
+    /**
+     * A table over a run has one node in the manifest, and a client checks every region of the run against it: where
+     * the placement check found the run's regions on different nodes (HOST_NUMA memory is made on one), the run's
+     * regions and table say -1, unknown, with a warning.
+     */
+    private void sameNodeInRuns(int[] regionNode) {
+        for (int t = 0; t < tensors.size(); t++) {
+            RegionPlan.Slot slot = plan.slots().get(t);
+            boolean same = true;
+            for (int k = 1; k < slot.regions(); k++) {
+                same &= regionNode[slot.region() + k] == regionNode[slot.region()];
+            }
+            if (!same) {
+                LOG.log(System.Logger.Level.WARNING, "table '" + tensors.get(t).name() + "': its " + slot.regions()
+                        + " regions are not all on one NUMA node; the manifest gives its node as -1 (unknown)");
+                for (int k = 0; k < slot.regions(); k++) {
+                    regionNode[slot.region() + k] = -1;
+                }
+            }
+        }
     }
 
     /**

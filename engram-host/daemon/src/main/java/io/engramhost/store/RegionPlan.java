@@ -11,8 +11,20 @@ import java.util.List;
  * of fds follows the number of regions rather than the number of tensors. Empty items get no region.
  */
 public final class RegionPlan {
-    /** An item's place: region index (-1 for an empty item) and byte offset in it. */
-    public record Slot(int region, long offset, long length) {
+    /**
+     * An item's place: region index (-1 for an empty item), byte offset in it, and how many regions it lies in: 1, or
+     * for an item over a run of regions (longer than the plan's {@code maxRegion}) the count of consecutive regions
+     * from {@code region} on, each {@code maxRegion} bytes but the last, the item at offset 0 (docs/protocol.md).
+     */
+    public record Slot(int region, long offset, long length, int regions) {
+        public Slot(int region, long offset, long length) {
+            this(region, offset, length, region < 0 ? 0 : 1);
+        }
+
+        /** The region holding byte {@code at} of the item, for an item over a run of regions of {@code maxRegion}. */
+        public int regionAt(long at, long maxRegion) {
+            return regions <= 1 ? region : region + (int) (at / maxRegion);
+        }
     }
 
     private final List<Long> regionSizes;
@@ -37,8 +49,20 @@ public final class RegionPlan {
 
     /** As above, with region sizes rounded up to a multiple of {@code granule} (e.g. CUDA's 2 MiB). */
     public static RegionPlan plan(List<Long> lengths, long ownRegionAbove, long packLimit, long alignment, long granule) {
+        return plan(lengths, ownRegionAbove, packLimit, alignment, granule, 0);
+    }
+
+    /**
+     * As above, and an item longer than {@code maxRegion} (when it is above 0; a multiple of {@code granule}) lies in a
+     * run of regions of {@code maxRegion} bytes, the last one its rest rounded up to the granule.
+     */
+    public static RegionPlan plan(List<Long> lengths, long ownRegionAbove, long packLimit, long alignment, long granule,
+            long maxRegion) {
         if (granule <= 0) {
             throw new IllegalArgumentException("granule must be positive, was " + granule);
+        }
+        if (maxRegion < 0 || maxRegion > 0 && maxRegion % granule != 0) {
+            throw new IllegalArgumentException("maxRegion must be 0 or a multiple of " + granule + ", was " + maxRegion);
         }
         if (Long.bitCount(alignment) != 1) {
             throw new IllegalArgumentException("alignment must be a power of two, was " + alignment);
@@ -53,6 +77,12 @@ public final class RegionPlan {
             }
             if (length == 0) {
                 slots.add(new Slot(-1, 0, 0));
+            } else if (maxRegion > 0 && length > maxRegion) {
+                int first = sizes.size();
+                for (long at = 0; at < length; at += maxRegion) {
+                    sizes.add(roundUp(Math.min(maxRegion, length - at), granule));
+                }
+                slots.add(new Slot(first, 0, length, sizes.size() - first));
             } else if (length >= ownRegionAbove) {
                 sizes.add(roundUp(length, granule));
                 slots.add(new Slot(sizes.size() - 1, 0, length));

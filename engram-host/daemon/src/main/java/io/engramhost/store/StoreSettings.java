@@ -19,9 +19,12 @@ import java.util.Objects;
  *                      use where the policy puts them, checked instead of MemFree + file cache (null: none)
  * @param hooks         where the load lets its starter step in ({@link DaemonHooks#NONE}: nowhere)
  * @param seed          the peers the host tables may come from ({@code --seed-from}; {@link SeedSettings#NONE}: none)
+ * @param regionMax     the largest cuda-vmm host region ({@code --region-max}): a larger table lies in a run of
+ *                      regions of this size; 0: one region per table
  */
 public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
-        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks, SeedSettings seed) {
+        int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks, SeedSettings seed,
+        long regionMax) {
 
     public StoreSettings {
         Objects.requireNonNull(backend, "backend");
@@ -37,6 +40,6 @@ public record StoreSettings(List<Path> checkpoints, List<String> tables, Backend
     public StoreSettings(List<Path> checkpoints, List<String> tables, Backend backend, String numa, Integer device,
             int threads, List<String> deviceTensors, List<Integer> gpus, Long memoryBudget, DaemonHooks hooks) {
         this(checkpoints, tables, backend, numa, device, threads, deviceTensors, gpus, memoryBudget, hooks,
-                SeedSettings.NONE);
+                SeedSettings.NONE, 0);
     }
 }
