@@ -55,6 +55,7 @@
 #      importing from A again: B's creation rate (load.create_gib_s) against the probe's (the issue: at least 0.9).
 #      A stays memfd: `--seed-listen` with cuda-vmm is refused in this build (docs/seeding.md)
 #      VMM_STAGING="0 20G" [VMM_SEEDS=2]: B as cuda-vmm once per --seed-staging size (0: none) and round, interleaved;
+#      VMM_REGION_MAX="2G 0": and once per --region-max value (default: no flag, the daemon's own);
 #      with EXPORTERS=cuda-vmm, A's own cuda-vmm load from the page cache is the cuda-vmm fill path's stage alone
 #      PROBE_EACH=1: the probe in one process alone right before each cuda-vmm B as well, and each B's creation
 #      against the probe just before it (the driver's rate moved by up to 19% between two probes of one call)
@@ -352,19 +353,25 @@ if [ $GPU = 1 ] && [ "${VMM:-1}" = 1 ]; then
         say "probe: not run ($( [ -s "$R/probe-build.txt" ] && head -1 "$R/probe-build.txt" || echo "time: $SECONDS s used"))"
     fi
     # VMM_STAGING="0 20G": B once per value and round (VMM_SEEDS rounds, interleaved), --seed-staging of that size
+    # VMM_REGION_MAX="2G 0": and once per --region-max value (default: the daemon's own, no flag)
     for i in $(seq "${VMM_SEEDS:-1}"); do
         for st in ${VMM_STAGING:-0}; do
+          for rm in ${VMM_REGION_MAX:-default}; do
             lab=cuda-vmm; [ "$st" != 0 ] && lab=cuda-vmm-staging-$st
+            [ "$rm" != default ] && lab=$lab-rm$rm
             [ "${VMM_SEEDS:-1}" -gt 1 ] && lab=$lab-$i
             if [ $SECONDS -ge $(( BUDGET_S - 60 )) ]; then say "B $lab: not run ($SECONDS s used of $BUDGET_S)"; continue; fi
             STAGE_FLAGS=(); [ "$st" != 0 ] && STAGE_FLAGS=(--seed-staging "$st")
+            [ "$rm" != default ] && STAGE_FLAGS+=(--region-max "$rm")
             if [ "${PROBE_EACH:-0}" = 1 ] && [ -x "$W/probe" ]; then   # the driver's rate right before this B
                 "$W/probe" "$W/probe-each.bin" "$PROBE_GIB" 1 4 vmm-procs > "$R/probe-before-$lab.txt" 2>&1
                 say "probe right before B $lab: $(grep 'create' "$R/probe-before-$lab.txt" | awk '{printf "%s GiB/s", $(NF-1)}')"
             fi
             seed_b "$lab" cuda-vmm || continue
-            [ "$i" = 1 ] && [ "$st" != 0 ] && verify_b "$lab"
+            [ "$i" = 1 ] && { [ "$st" != 0 ] || [ "$rm" != default ]; } && verify_b "$lab"
+            say "  B $lab: $(field "$R/b-$lab.json" '"%d regions for %d tables" % (d["regions"], len(d["tables"]))')"
             stop_daemon "$W/b.sock" "$B"
+          done
         done
     done
     STAGE_FLAGS=()
@@ -597,6 +604,12 @@ for p in sorted(glob.glob(f"{R}/probe-before-*.txt")):  # PROBE_EACH: each B's c
     if bv and pr:
         print(f"cuda-vmm {lab}: B's creation {bv['load']['create_gib_s']:.2f} GiB/s against the probe just before it"
               f" {pr:.2f} GiB/s (one process): {bv['load']['create_gib_s'] / pr:.2f} (target 0.9)")
+        sd = bv["origin"]["seeded"]
+        if sd["seconds"] > 0:   # the seed as a whole, first region created to last table verified
+            g = sd["bytes"] / sd["seconds"] / 2**30
+            print(f"cuda-vmm {lab}: the seed as a whole {g:.2f} GiB/s ({sd['bytes'] / 2**30:.1f} GiB in"
+                  f" {sd['seconds']:.2f} s; {bv['regions']} regions) against the probe just before it: {g / pr:.2f}"
+                  f" (target 0.9); ready_s {bv['ready_s']:.2f}")
 c = load(f"{R}/cold.json")
 if c:
     print(f"cold-disk load: ready_s {c['ready_s']:.3f}, read_gib_s {c['load']['read_gib_s']:.3f}")

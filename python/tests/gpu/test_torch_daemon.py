@@ -239,7 +239,7 @@ class CudaVmmRunTest(BackendCase, unittest.TestCase):
                 for t in large:
                     self.assertEqual(0, t.offset, t.name)
                     self.assertEqual(list(range(t.region, t.region + len(t.regions))), list(t.regions), t.name)
-                    g = t.to_torch()
+                    g = t.to_torch(cpu=False)
                     self.assertTrue(torch.equal(u8(g), u8(REF[t.name]).cuda()), f"{t.name}: GPU view differs")
                     c = t.to_torch(cpu=True)
                     self.assertTrue(torch.equal(u8(c), u8(REF[t.name])), f"{t.name}: CPU view differs")

@@ -56,7 +56,7 @@ final class ServeCommand implements Callable<Integer> {
                     + " (or KiB, MiB, GiB, TiB; powers of 1024): 120G, 512M. Not for huge pages (default: none).")
     Long memoryBudget;
 
-    @Option(names = "--region-max", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(names = "--region-max", paramLabel = "SIZE", converter = SizeOrZeroConverter.class,
             description = "cuda-vmm only: a table larger than SIZE (a multiple of 64M) is made as a run of allocations"
                     + " of SIZE, so that each is filled, from the disk or a peer, while the next is created"
                     + " (cuMemCreate commits a few GiB/s); clients map a run back to back (docs/protocol.md)."
@@ -72,6 +72,14 @@ final class ServeCommand implements Callable<Integer> {
             } catch (IllegalArgumentException e) {
                 throw new TypeConversionException(e.getMessage());
             }
+        }
+    }
+
+    /** A size as {@link SizeConverter}, or 0 ({@code --region-max 0}, {@code --seed-staging 0}: none). */
+    static final class SizeOrZeroConverter implements ITypeConverter<Long> {
+        @Override
+        public Long convert(String value) {
+            return value.trim().matches("0+") ? 0L : new SizeConverter().convert(value);
         }
     }
 
@@ -164,7 +172,7 @@ final class ServeCommand implements Callable<Integer> {
             description = "The CA certificates every peer's certificate must chain to (a CA of the fleet's own).")
     Path seedTlsCa;
 
-    @Option(names = "--seed-staging", paramLabel = "SIZE", converter = SizeConverter.class,
+    @Option(names = "--seed-staging", paramLabel = "SIZE", converter = SizeOrZeroConverter.class,
             description = "With --seed-from: ordinary memory (e.g. 20G; sizes as --memory-budget) in which ranges"
                     + " that arrive before their region exists are held and checked, then copied into it; for"
                     + " cuda-vmm, whose regions are committed as they are created. Checked with the tables against"
