@@ -8,9 +8,6 @@ import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.checkpoint.Limits;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
-import io.engramhost.memfd.PageKind;
-import io.engramhost.numa.NumaPolicy;
-import io.engramhost.protocol.RegionKind;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -31,39 +28,19 @@ class CreateWhileReadingTest {
         OpenCheckpoint open = OpenCheckpoint.open(ckpt);
         List<TensorInfo> tensors = open.checkpoint().select(List.of());
         Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "memfd");
-        HostRegionFactory memfd = HostRegionFactory.memfd(PageKind.SMALL, NumaPolicy.none());
         List<LoadProgress.Snapshot> seen = new ArrayList<>();
         long[] read0 = {-1};
         LoadProgress progress = new LoadProgress(line -> { });
-        HostRegionFactory watched = new HostRegionFactory() {
-            @Override
-            public RegionKind kind() {
-                return memfd.kind();
-            }
-
-            @Override
-            public long granule() {
-                return memfd.granule();
-            }
-
-            @Override
-            public int node() {
-                return memfd.node();
-            }
-
-            @Override
-            public HostRegion create(int index, long size) {
-                seen.add(progress.snapshot());
-                if (index == 1) { // bytes of the first region arrive before the second region exists
-                    long deadline = System.nanoTime() + 30_000_000_000L;
-                    while (progress.bytesDone() == 0 && System.nanoTime() < deadline) {
-                        Thread.onSpinWait();
-                    }
-                    read0[0] = progress.bytesDone();
+        HostRegionFactory watched = new WatchedMemfd(index -> {
+            seen.add(progress.snapshot());
+            if (index == 1) { // bytes of the first region arrive before the second region exists
+                long deadline = System.nanoTime() + 30_000_000_000L;
+                while (progress.bytesDone() == 0 && System.nanoTime() < deadline) {
+                    Thread.onSpinWait();
                 }
-                return memfd.create(index, size);
+                read0[0] = progress.bytesDone();
             }
-        };
+        });
         HostCatalogBuilder builder = new HostCatalogBuilder(open, tensors, fingerprint, RecordCheck.NONE, watched, "memfd", null, 2,
                 io.engramhost.hooks.DaemonHooks.NONE, null);
         try (Catalog c = builder.build(progress)) {

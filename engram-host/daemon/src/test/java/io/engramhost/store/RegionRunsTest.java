@@ -12,14 +12,10 @@ import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TableDigests;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.hooks.DaemonHooks;
-import io.engramhost.memfd.PageKind;
-import io.engramhost.numa.NumaPolicy;
-import io.engramhost.os.Fd;
 import io.engramhost.os.Mapping;
 import io.engramhost.os.Posix;
 import io.engramhost.os.RawMemory;
 import io.engramhost.protocol.Manifest;
-import io.engramhost.protocol.RegionKind;
 import io.engramhost.seed.SeedAuth;
 import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
@@ -27,7 +23,6 @@ import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -49,25 +44,11 @@ class RegionRunsTest {
     private static final SeedKey KEY = SeedKey.of(SeedAuth.random(32));
 
     /** memfd regions; those of a run are also mapped, shared, at their place in the run's reserved range. */
-    private static final class MemfdRuns implements HostRegionFactory {
-        final HostRegionFactory memfd = HostRegionFactory.memfd(PageKind.SMALL, NumaPolicy.none());
-        final IntConsumer beforeCreate;
-        final AtomicInteger open = new AtomicInteger();
+    private static final class MemfdRuns extends WatchedMemfd {
         final AtomicInteger runs = new AtomicInteger();
-        final List<Integer> created = Collections.synchronizedList(new ArrayList<>());
 
         MemfdRuns(IntConsumer beforeCreate) {
-            this.beforeCreate = beforeCreate;
-        }
-
-        @Override
-        public RegionKind kind() {
-            return memfd.kind();
-        }
-
-        @Override
-        public long granule() {
-            return memfd.granule();
+            super(beforeCreate);
         }
 
         @Override
@@ -78,14 +59,6 @@ class RegionRunsTest {
         @Override
         public long maxRegion() {
             return MAX;
-        }
-
-        @Override
-        public HostRegion create(int index, long size) {
-            beforeCreate.accept(index);
-            created.add(index);
-            open.incrementAndGet();
-            return counted(memfd.create(index, size), 0);
         }
 
         @Override
@@ -110,53 +83,12 @@ class RegionRunsTest {
 
         @Override
         public HostRegion createInRun(int index, long size, Run run, long offset) {
-            beforeCreate.accept(index);
-            created.add(index);
-            open.incrementAndGet();
-            HostRegion r = memfd.create(index, size);
+            HostRegion r = made(index, size);
             long at = run.address() + offset;
             Posix.mmapAt(at, size, Posix.PROT_READ | Posix.PROT_WRITE, Posix.MAP_SHARED | Posix.MAP_FIXED, r.fd(), 0);
-            return counted(r, at);
-        }
-
-        /** {@code r}, its address {@code at} (0: its own), counted until closed; at seal the view in a run goes. */
-        private HostRegion counted(HostRegion r, long at) {
-            return new HostRegion() {
-                private boolean closed;
-
-                @Override
-                public long address() {
-                    return at != 0 ? at : r.address();
-                }
-
-                @Override
-                public long size() {
-                    return r.size();
-                }
-
-                @Override
-                public Fd fd() {
-                    return r.fd();
-                }
-
-                @Override
-                public void seal() {
-                    if (at != 0) { // a writable shared view keeps F_SEAL_WRITE off: back to the reserved range
-                        Posix.mmapAt(at, r.size(), Posix.PROT_NONE, Posix.MAP_PRIVATE | Posix.MAP_ANONYMOUS
-                                | Posix.MAP_NORESERVE | Posix.MAP_FIXED, null, 0);
-                    }
-                    r.seal();
-                }
-
-                @Override
-                public void close() {
-                    r.close();
-                    if (!closed) {
-                        closed = true;
-                        open.decrementAndGet();
-                    }
-                }
-            };
+            // a writable shared view keeps F_SEAL_WRITE off: at the seal the place goes back to the reserved range
+            return counted(r, at, () -> Posix.mmapAt(at, size, Posix.PROT_NONE, Posix.MAP_PRIVATE
+                    | Posix.MAP_ANONYMOUS | Posix.MAP_NORESERVE | Posix.MAP_FIXED, null, 0));
         }
     }
 

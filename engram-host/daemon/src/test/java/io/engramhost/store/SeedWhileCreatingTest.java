@@ -15,11 +15,7 @@ import io.engramhost.checkpoint.TableDigests;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.checkpoint.TreeDigest;
 import io.engramhost.hooks.DaemonHooks;
-import io.engramhost.memfd.PageKind;
-import io.engramhost.numa.NumaPolicy;
-import io.engramhost.os.Fd;
 import io.engramhost.protocol.Manifest;
-import io.engramhost.protocol.RegionKind;
 import io.engramhost.seed.SeedAuth;
 import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
@@ -28,8 +24,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.IntConsumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -42,73 +36,6 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(120)
 class SeedWhileCreatingTest {
     private static final SeedKey KEY = SeedKey.of(SeedAuth.random(32));
-
-    /** The memfd factory, calling {@code beforeCreate} with each index first and counting the regions still open. */
-    private static final class Watched implements HostRegionFactory {
-        final HostRegionFactory memfd = HostRegionFactory.memfd(PageKind.SMALL, NumaPolicy.none());
-        final IntConsumer beforeCreate;
-        final AtomicInteger open = new AtomicInteger();
-        final List<Integer> created = Collections.synchronizedList(new ArrayList<>());
-
-        Watched(IntConsumer beforeCreate) {
-            this.beforeCreate = beforeCreate;
-        }
-
-        @Override
-        public RegionKind kind() {
-            return memfd.kind();
-        }
-
-        @Override
-        public long granule() {
-            return memfd.granule();
-        }
-
-        @Override
-        public int node() {
-            return memfd.node();
-        }
-
-        @Override
-        public HostRegion create(int index, long size) {
-            beforeCreate.accept(index);
-            HostRegion r = memfd.create(index, size);
-            open.incrementAndGet();
-            created.add(index);
-            return new HostRegion() {
-                private boolean closed;
-
-                @Override
-                public long address() {
-                    return r.address();
-                }
-
-                @Override
-                public long size() {
-                    return r.size();
-                }
-
-                @Override
-                public Fd fd() {
-                    return r.fd();
-                }
-
-                @Override
-                public void seal() {
-                    r.seal();
-                }
-
-                @Override
-                public void close() {
-                    r.close();
-                    if (!closed) {
-                        closed = true;
-                        open.decrementAndGet();
-                    }
-                }
-            };
-        }
-    }
 
     /**
      * Two tables of 64 MiB (regions 1 and 2) and their scales (packed, region 0): three regions, which a seeded load
@@ -184,7 +111,7 @@ class SeedWhileCreatingTest {
         Setup s = checkpoint(dir);
         try (FileExporter peer = exporter(s)) {
             List<Integer> sentBefore = Collections.synchronizedList(new ArrayList<>());
-            Watched factory = new Watched(i -> {
+            WatchedMemfd factory = new WatchedMemfd(i -> {
                 if (i == 2) { // the second made; with the old order (every region, then the transfer) no byte came first
                     awaitData(peer);
                 }
@@ -225,7 +152,7 @@ class SeedWhileCreatingTest {
             for (int pass = 0; pass < 2; pass++) {
                 long fdsBefore = openFds();
                 IllegalStateException refusal = new IllegalStateException("region 0: out of memory (test)");
-                Watched factory = new Watched(i -> {
+                WatchedMemfd factory = new WatchedMemfd(i -> {
                     if (i == 0) {
                         assertTrue(awaitData(peer, sent, 10_000), sent + " ranges came before region 0");
                         throw refusal;
@@ -258,7 +185,7 @@ class SeedWhileCreatingTest {
             // have: each could come only into a staging buffer (region 1 is staged as the first made: nothing else
             // could be asked for meanwhile; the others as no larger region follows them). Without staging the
             // first wait would end after 10 s with nothing sent. Four ranges at once, a 64 MiB buffer each.
-            Watched factory = new Watched(i -> {
+            WatchedMemfd factory = new WatchedMemfd(i -> {
                 if (i == 1) {
                     awaitData(peer, 1, 10_000);
                 } else if (i == 2) {
