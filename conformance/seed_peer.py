@@ -26,6 +26,11 @@ Cases (each prints `PASS CASE: ...` and exits 0, or `FAIL CASE: ...` and exits 1
                   there is one
   ahead           five RANGEs of one byte sent at once (120 bytes wait behind the first): five DATA in order; then
                   six at once (144 bytes): ERROR BAD_REQUEST
+  idle            authenticated, then no request: ERROR TIMED_OUT after the 60 s between requests (55-70 s)
+  no-read         asks for a range of its largest table (up to 64 MiB) on a socket with a small receive buffer and
+                  reads nothing for 62 s: the exporter has ended the connection (a range's answer must be taken
+                  within 60 s); what its kernel had buffered may arrive, nothing after it
+                  (idle and no-read take a minute each, so bin/test does not run them; bench/seed-runs.md has a run)
 
 Standard library only (python3 >= 3.9). Used by python/tests/test_seed_peer.py against a real daemon, and its wire
 helpers by scripts/bench/seed-sink.py.
@@ -101,8 +106,19 @@ def proofs(key, nonce_c, nonce_s, id_c, id_s):
     return server, client
 
 
-def connect(where, timeout=10):
-    s = socket.create_connection(where, timeout=timeout)
+def connect(where, timeout=10, rcvbuf=None):
+    """A TCP connection; with rcvbuf, the receive buffer set before the connect (so the window stays that small)."""
+    if rcvbuf is None:
+        s = socket.create_connection(where, timeout=timeout)
+    else:
+        s = socket.socket(socket.AF_INET6 if ":" in where[0] else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.settimeout(timeout)
+            s.connect(where)
+        except BaseException:
+            s.close()
+            raise
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
@@ -122,9 +138,9 @@ def challenge(s, key):
     return client, hmac.compare_digest(server, proof_s)
 
 
-def handshake(where, key, timeout=10):
+def handshake(where, key, timeout=10, rcvbuf=None):
     """A connection past PROOF and MANIFEST: (socket, [(name, bytes, engram digest v1)], fingerprint hex)."""
-    s = connect(where, timeout)
+    s = connect(where, timeout, rcvbuf)
     try:
         client, ok = challenge(s, key)
         if not ok:
@@ -367,10 +383,69 @@ def case_ahead(where, key, _):
     return f"five at once answered in order; six at once: {msg}"
 
 
+def case_idle(where, key, _):
+    """An authenticated peer that asks for nothing: the exporter ends it after 60 s between requests. Takes a minute:
+    not among bin/test's cases (docs/seeding.md, "Limits")."""
+    s, _, _ = handshake(where, key)
+    s.settimeout(75)
+    t0 = time.monotonic()
+    with s:
+        msg = expect_error(s, 5)
+    dt = time.monotonic() - t0
+    if not 55.0 <= dt <= 70.0:
+        raise Refused(f"TIMED_OUT after {dt:.1f} s without a request, the document says 60 s")
+    return f"{msg} after {dt:.1f} s"
+
+
+def case_no_read(where, key, _):
+    """A peer that asks for a range of its largest table and never reads: the exporter ends the connection once the
+    range has waited 60 s to be taken. What its kernel had already buffered may still arrive (on loopback all of it
+    can), but no more: the connection ends without the idle limit's ERROR, which would come only had the range been
+    taken. Takes a minute: not among bin/test's cases."""
+    s, tables, _ = handshake(where, key, rcvbuf=64 << 10)
+    with s:
+        i = max(range(len(tables)), key=lambda k: tables[k][1])
+        length = min(MAX_RANGE, tables[i][1])
+        ask(s, i, 0, length)
+        t0 = time.monotonic()
+        time.sleep(62)
+        got, ended, head, tail = 0, None, b"", b""
+        s.settimeout(5)
+        try:
+            while True:
+                b = s.recv(1 << 20)
+                if not b:
+                    ended = "closed"
+                    break
+                if len(head) < 20:
+                    head = (head + b)[:20]
+                past = got + len(b) - (20 + length)   # bytes beyond the DATA: a frame after it
+                if past > 0:
+                    tail += b[-past:] if past <= len(b) else b
+                got += len(b)
+        except socket.timeout:
+            ended = None
+        except OSError as e:
+            ended = f"reset ({e.strerror})"
+        if ended is None:
+            raise Refused(f"the connection is still open {time.monotonic() - t0:.0f} s after a range nobody read")
+        if len(head) < 20 or head[0] != DATA:
+            raise Refused(f"the exporter answered with {got} bytes, not a DATA: a refusal of the range?")
+        if tail:
+            raise Refused(f"{len(tail)} bytes came after the range ({tail[:60]!r}): the range was taken, and the"
+                          " connection ended by another limit")
+        if got >= 20 + length and length > 32 << 20:
+            raise Refused(f"all {length} bytes of the range came once this side read: the exporter held the"
+                          " connection until the range was taken, not 60 s")
+    return (f"{ended} {time.monotonic() - t0:.0f} s after a range of {length} bytes was asked and left unread; "
+            f"{got - 20} of its bytes had been sent (what the sockets held), nothing after them")
+
+
 CASES = {"fetch": case_fetch, "wrong-proof": case_wrong_proof, "other-key": case_other_key,
          "oversized": case_oversized, "reserved": case_reserved, "bad-magic": case_bad_magic,
          "bad-version": case_bad_version, "early-range": case_early_range, "silent": case_silent,
-         "busy": case_busy, "bad-ranges": case_bad_ranges, "ahead": case_ahead}
+         "busy": case_busy, "bad-ranges": case_bad_ranges, "ahead": case_ahead, "idle": case_idle,
+         "no-read": case_no_read}
 
 
 def main(argv):

@@ -92,6 +92,36 @@ class SeedPeerTest(unittest.TestCase):
         self.assertIsNone(DAEMON.proc.poll(), DAEMON.log()[-2000:])
 
 
+class MinuteLimitsTest(unittest.TestCase):
+    """The exporter's two 60 s limits (docs/seeding.md, "Limits"), both at once (a minute in all): an authenticated
+    peer that asks for nothing gets ERROR TIMED_OUT; one that asks for a range and never reads is closed at 60 s,
+    having got only what the sockets held (before, the exporter queued its ERROR behind the range and held the
+    connection until the peer read it all: 64 such peers would have held every place for ever)."""
+
+    def test_an_idle_peer_and_one_that_does_not_read_are_ended_after_60_s(self):
+        peer("fetch", RECORD)   # the exporter's CPU-side state made before the baseline
+        before = daemon_fds()
+        runs = {case: subprocess.Popen([sys.executable, SEED_PEER, f"127.0.0.1:{PORT}", KEY, case],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for case in ("idle", "no-read")}
+        outs = {case: p.communicate(timeout=120)[0].strip() for case, p in runs.items()}
+        self.assertEqual(0, runs["idle"].returncode, outs["idle"])
+        self.assertRegex(outs["idle"], r"^PASS idle: ERROR TIMED_OUT: sent no request for 60000 ms after (5[5-9]|6\d)\.\d s")
+        self.assertEqual(0, runs["no-read"].returncode, outs["no-read"])
+        self.assertRegex(outs["no-read"], r"^PASS no-read: (closed|reset .*) \d+ s after a range of 67108864 bytes")
+        rc, out = peer("fetch", RECORD)
+        self.assertEqual(0, rc, out)   # still serving, the same bytes
+        for _ in range(50):
+            if daemon_fds() <= before:
+                break
+            time.sleep(0.1)
+        self.assertLessEqual(daemon_fds(), before,
+                             f"the daemon holds more fds than before: {os.listdir(f'/proc/{DAEMON.pid}/fd')}")
+        log = DAEMON.log()
+        self.assertIn("refused: sent no request for 60000 ms", log)
+        self.assertIn("refused: did not take a range of 67108864 bytes within 60000 ms", log)
+
+
 class HostileExporter:
     """Exporters that do one thing wrong, on every connection, for a real daemon seeding from them
     (`serve --seed-from`), on ``listeners`` ports. They hold the key, and their MANIFEST lists the tables of

@@ -442,6 +442,8 @@ final class SeedServer implements AutoCloseable {
         private final ByteBuffer in = ByteBuffer.allocate(2 * FRAME_MAX).order(ByteOrder.LITTLE_ENDIAN);
         private Step step = Step.HELLO;
         private boolean answering;
+        /** A range is being written: what is written after it waits until the peer has taken it. */
+        private boolean sending;
         private boolean counted;
         private ScheduledFuture<?> deadline;
         private byte[] clientNonce;
@@ -693,9 +695,11 @@ final class SeedServer implements AutoCloseable {
             ch.config().setAutoRead(false);
             deadline(WRITE_MILLIS, "timed-out", "did not take a range of " + length + " bytes within " + WRITE_MILLIS
                     + " ms");
+            sending = true;
             ch.write(Unpooled.wrappedBuffer(head));
             ch.writeAndFlush(t.region().range(t.offset() + offset, length)).addListener(
                     (ChannelFutureListener) f -> {
+                        sending = false;
                         if (!f.isSuccess() && step != Step.CLOSED) {
                             step = Step.CLOSED;
                             refuse("error", "peer " + who + ": sending " + length + " bytes of table '" + t.name()
@@ -729,6 +733,10 @@ final class SeedServer implements AutoCloseable {
             }
             refuse(reason, "peer " + who + " refused: " + line);
             ch.config().setAutoRead(false);
+            if (sending) { // an ERROR would wait behind the range for a peer that does not read it: close at once
+                ch.close();
+                return;
+            }
             ch.writeAndFlush(Unpooled.wrappedBuffer(SeedWire.error(code, line))).addListener(ChannelFutureListener.CLOSE);
         }
     }
