@@ -3,7 +3,8 @@
 # backend given, on a GPU machine (a cuda-vmm exporter sends from a CPU view of its regions, which needs CUDA):
 # every table fetched and checked against the digest record, then each hostile case, then the fetch again, and the
 # exporter's fd count before and after. From the repository root, with the gpu bundle (.bundle) or a release:
-#   [EH=PATH/engram-host] bash scripts/gpu/gpu-seed-peer.sh OUT_DIR [BACKEND ...]   (default: cuda-vmm memfd)
+#   [EH=PATH/engram-host] [MINUTE=1] bash scripts/gpu/gpu-seed-peer.sh OUT_DIR [BACKEND ...]   (default: cuda-vmm memfd;
+#   MINUTE=1 adds the cases idle and no-read, the exporter's two 60 s limits, a minute per backend)
 # OUT_DIR gets results.txt (a PASS or FAIL line per case and backend) and the daemons' logs. Exit 1 on any FAIL.
 set -uo pipefail
 OUT=${1:?usage: gpu-seed-peer.sh OUT_DIR [BACKEND ...]}
@@ -39,6 +40,12 @@ for b in "${BACKENDS[@]}"; do
     fi
     python3 "$PEER" 127.0.0.1:$PORT "$W/key" fetch "$W/ckpt/engram-digests.json" | sed "s/^/$b: /" | tee -a "$OUT/results.txt"
     before=$(ls /proc/$D/fd | wc -l)
+    if [ "${MINUTE:-0}" = 1 ]; then   # the two 60 s limits, both at once (a minute)
+        python3 "$PEER" 127.0.0.1:$PORT "$W/key" idle > "$W/idle.txt" 2>&1 &
+        python3 "$PEER" 127.0.0.1:$PORT "$W/key" no-read > "$W/no-read.txt" 2>&1 &
+        wait %1 %2
+        sed "s/^/$b: /" "$W/idle.txt" "$W/no-read.txt" | tee -a "$OUT/results.txt"
+    fi
     for c in wrong-proof other-key oversized reserved bad-magic bad-version early-range bad-ranges ahead silent busy fetch; do
         extra=(); [ $c = fetch ] && extra=("$W/ckpt/engram-digests.json")
         python3 "$PEER" 127.0.0.1:$PORT "$W/key" $c "${extra[@]}" | sed "s/^/$b: /" | tee -a "$OUT/results.txt"
