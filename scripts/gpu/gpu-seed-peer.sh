@@ -42,8 +42,9 @@ for b in "${BACKENDS[@]}"; do
     before=$(ls /proc/$D/fd | wc -l)
     if [ "${MINUTE:-0}" = 1 ]; then   # the two 60 s limits, both at once (a minute)
         python3 "$PEER" 127.0.0.1:$PORT "$W/key" idle > "$W/idle.txt" 2>&1 &
+        p1=$!
         python3 "$PEER" 127.0.0.1:$PORT "$W/key" no-read > "$W/no-read.txt" 2>&1 &
-        wait %1 %2
+        wait $p1 $!
         sed "s/^/$b: /" "$W/idle.txt" "$W/no-read.txt" | tee -a "$OUT/results.txt"
     fi
     for c in wrong-proof other-key oversized reserved bad-magic bad-version early-range bad-ranges ahead silent busy fetch; do
