@@ -1218,12 +1218,22 @@ def _check_runs_contiguous(manifest: _wire.Manifest, addresses: list) -> None:
     first region's address plus its offset (docs/protocol.md, "How to map a region"). VmmImport maps the regions in
     order at offsets rounded to their granularity, of which every region size is a multiple: this holds unless the
     import changed."""
+    n = len(manifest.regions)
+    starts = [0] * (n + 1)   # each region checked once, whatever the tables (a run's regions after its first)
+    owner = [None] * n
     for t, run in zip(manifest.tables, _wire.table_runs(manifest)):
-        for i in run[1:]:
-            if addresses[i] != addresses[i - 1] + manifest.regions[i - 1].size:
-                raise E.EngramHostError(f"table {t.name}: region {i} of its run is mapped at 0x{addresses[i]:x}, not "
-                                        f"right after region {i - 1} (0x{addresses[i - 1]:x} + "
-                                        f"{manifest.regions[i - 1].size}); refused")
+        if len(run) > 1:
+            starts[run.start + 1] += 1
+            starts[run.stop] -= 1
+            owner[run.start + 1] = owner[run.start + 1] or t.name
+    inside, name = 0, None
+    for i in range(n):
+        inside += starts[i]
+        name = owner[i] or name
+        if inside > 0 and addresses[i] != addresses[i - 1] + manifest.regions[i - 1].size:
+            raise E.EngramHostError(f"table {name}: region {i} of its run is mapped at 0x{addresses[i]:x}, not "
+                                    f"right after region {i - 1} (0x{addresses[i - 1]:x} + "
+                                    f"{manifest.regions[i - 1].size}); refused")
 
 
 def _attach(manifest: _wire.Manifest, fds: list, attachment: _Attachment, device: Optional[int], cpu_view: bool,
