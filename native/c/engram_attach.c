@@ -874,6 +874,7 @@ struct manifest {
     // whose kind, numa_node or device differs from its own (regions_n when none). A run's end is found by bisection.
     uint64_t *ends;
     uint32_t *other;
+    uint32_t *gaps;  // table_host's, made at its first table over a run
 };
 
 // The last region that `bytes` from `offset` in `region` reach, the regions laid back to back (mf->ends); when they run
@@ -1119,15 +1120,21 @@ static uint32_t run_last(const struct manifest *mf, const struct table *t) {
 // --cpu-view, a device region). A table over a run of regions is one range from its first region's view + offset:
 // attach_vmm maps the attached cuda-vmm regions back to back in region order, and select_tables attaches every
 // region of a selected table's run; that each region of the run follows the one before is checked here all the same.
-static const uint8_t *table_host(const struct manifest *mf, const struct table *t) {
+static const uint8_t *table_host(struct manifest *mf, const struct table *t) {
     if (t->region < 0) return (const uint8_t *)"";
     const struct region *g = &mf->regions[t->region];
     if (!g->host) return NULL;
-    uint64_t at = g->size;  // where region j's view must start, from region `region`'s
-    for (uint32_t j = (uint32_t)t->region + 1, last = run_last(mf, t); j <= last; at += mf->regions[j++].size)
-        if (mf->regions[j].host != g->host + at)
-            fail("table '%.*s': region %u of its run from region %d is not mapped right after region %u", (int)t->name.n,
-                 t->name.p, j, t->region, j - 1);
+    uint32_t last = run_last(mf, t);
+    if (last == (uint32_t)t->region) return g->host + t->offset;
+    if (!mf->gaps) {  // once: gaps[j] counts the regions up to j whose view does not follow the one before's
+        mf->gaps = xcalloc(mf->regions_n, sizeof *mf->gaps);
+        for (uint32_t j = 1; j < mf->regions_n; j++)
+            mf->gaps[j] = mf->gaps[j - 1] + (!mf->regions[j].host || !mf->regions[j - 1].host
+                                             || mf->regions[j].host != mf->regions[j - 1].host + mf->regions[j - 1].size);
+    }
+    if (mf->gaps[last] != mf->gaps[t->region])  // checked in O(1) a table, whatever the runs' lengths
+        fail("table '%.*s': the regions %d..%u of its run are not mapped back to back", (int)t->name.n, t->name.p,
+             t->region, last);
     return g->host + t->offset;
 }
 
@@ -1849,7 +1856,7 @@ static void attach_memfd(const struct options *o, struct manifest *mf, struct ti
 }
 
 // Digests every table readable from the CPU and compares with the manifest; returns how many were checked.
-static uint32_t verify_tables(const struct manifest *mf) {
+static uint32_t verify_tables(struct manifest *mf) {
     uint32_t checked = 0;
     for (uint32_t i = 0; i < mf->tables_n; i++) {
         const struct table *t = &mf->tables[i];
@@ -1870,7 +1877,7 @@ static uint32_t verify_tables(const struct manifest *mf) {
 // sidecar lacks is "missing", whether readable or not. Single-threaded. With a version 2 record, every table it holds
 // (CPU-readable or not) also has its engram digest v1 compared with the manifest's `digest`, which the daemon
 // computed from the bytes at load: a difference means the daemon serves other bytes than the record describes.
-static void verify_content(const struct options *o, const struct manifest *mf, struct content_result *cr) {
+static void verify_content(const struct options *o, struct manifest *mf, struct content_result *cr) {
     memset(cr, 0, sizeof *cr);
     cr->index = xcalloc(mf->tables_n, sizeof *cr->index);
     cr->status = xcalloc(mf->tables_n, 1);
@@ -1942,6 +1949,7 @@ static void release(struct manifest *mf, CUdeviceptr va) {
     free(mf->tables);
     free(mf->ends);
     free(mf->other);
+    free(mf->gaps);
 }
 
 static void json_str(const char *s) {
