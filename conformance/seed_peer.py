@@ -30,7 +30,7 @@ Cases (each prints `PASS CASE: ...` and exits 0, or `FAIL CASE: ...` and exits 1
   no-read         asks for a range of its largest table (up to 64 MiB) on a socket with a small receive buffer and
                   reads nothing for 62 s: the exporter has ended the connection (a range's answer must be taken
                   within 60 s); what its kernel had buffered may arrive, nothing after it
-                  (idle and no-read take a minute each, so bin/test does not run them; bench/seed-runs.md has a run)
+                  (idle and no-read take a minute each: test_seed_peer.py runs the two at once)
 
 Standard library only (python3 >= 3.9). Used by python/tests/test_seed_peer.py against a real daemon, and its wire
 helpers by scripts/bench/seed-sink.py.
@@ -384,8 +384,8 @@ def case_ahead(where, key, _):
 
 
 def case_idle(where, key, _):
-    """An authenticated peer that asks for nothing: the exporter ends it after 60 s between requests. Takes a minute:
-    not among bin/test's cases (docs/seeding.md, "Limits")."""
+    """An authenticated peer that asks for nothing: the exporter ends it after 60 s between requests (docs/seeding.md,
+    "Limits"). Takes a minute: python/tests/test_seed_peer.py's MinuteLimitsTest runs it beside no-read."""
     s, _, _ = handshake(where, key)
     s.settimeout(75)
     t0 = time.monotonic()
@@ -401,7 +401,7 @@ def case_no_read(where, key, _):
     """A peer that asks for a range of its largest table and never reads: the exporter ends the connection once the
     range has waited 60 s to be taken. What its kernel had already buffered may still arrive (on loopback all of it
     can), but no more: the connection ends without the idle limit's ERROR, which would come only had the range been
-    taken. Takes a minute: not among bin/test's cases."""
+    taken. Takes a minute: MinuteLimitsTest runs it beside idle."""
     s, tables, _ = handshake(where, key, rcvbuf=64 << 10)
     with s:
         i = max(range(len(tables)), key=lambda k: tables[k][1])

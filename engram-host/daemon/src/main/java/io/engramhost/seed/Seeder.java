@@ -28,6 +28,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Consumer;
 import java.util.function.LongConsumer;
+import java.util.function.ToLongFunction;
 
 /**
  * Fills tables from peers (docs/seeding.md, "The requester"): asks each peer for its manifest, gives each table to
@@ -72,8 +73,8 @@ public final class Seeder {
         /** A table whose memory is one piece, at {@code address} once that completes. */
         public Table(String name, long bytes, long expectedDigest, byte[] expectedTree, Future<Long> address,
                 boolean stageable) {
-            this(name, bytes, expectedDigest, expectedTree, chunk -> new Shifted(address, chunk * ContentDigest.CHUNK),
-                    stageable);
+            this(name, bytes, expectedDigest, expectedTree,
+                    chunk -> new AddressOf<>(address, a -> a + chunk * ContentDigest.CHUNK), stageable);
         }
 
         /** A table whose ranges may be staged. */
@@ -91,11 +92,15 @@ public final class Seeder {
         Future<Long> chunk(int index);
     }
 
-    /** A future address {@code by} bytes further on. */
-    private record Shifted(Future<Long> base, long by) implements Future<Long> {
+    /**
+     * A future address made of another future's value ({@code at} of it), that registers nothing on that future: a
+     * stream asks for its chunk's address again and again while it waits, and a {@code thenApply} each time would pile
+     * up until the memory came. It cannot be cancelled: the memory is the caller's to make or to fail.
+     */
+    public record AddressOf<T>(Future<T> base, ToLongFunction<T> at) implements Future<Long> {
         @Override
         public boolean cancel(boolean mayInterruptIfRunning) {
-            return base.cancel(mayInterruptIfRunning);
+            return false;
         }
 
         @Override
@@ -110,13 +115,13 @@ public final class Seeder {
 
         @Override
         public Long get() throws InterruptedException, ExecutionException {
-            return base.get() + by;
+            return at.applyAsLong(base.get());
         }
 
         @Override
         public Long get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException,
                 TimeoutException {
-            return base.get(timeout, unit) + by;
+            return at.applyAsLong(base.get(timeout, unit));
         }
     }
 

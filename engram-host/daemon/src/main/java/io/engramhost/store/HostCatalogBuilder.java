@@ -31,11 +31,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.function.ToLongFunction;
 
 /**
  * Loads the selected host tables into one backend's regions and, when asked, the device tensors into
@@ -434,8 +431,8 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             candidates.add(t);
             long maxRegion = factory.maxRegion();
             wanted.add(new Seeder.Table(t.name(), t.length(), d, records.expectedTree(t),
-                    chunk -> new ChunkAddress(creator.region(slot.regionAt(chunk * ContentDigest.CHUNK, maxRegion)),
-                            r -> runs.tableAddress(slot, r) + chunk * ContentDigest.CHUNK),
+                    chunk -> new Seeder.AddressOf<>(creator.region(slot.regionAt(chunk * ContentDigest.CHUNK,
+                            maxRegion)), r -> runs.tableAddress(slot, r) + chunk * ContentDigest.CHUNK),
                     stageable[slot.region()]));
         }
         if (uncovered > 0) {
@@ -471,40 +468,6 @@ public final class HostCatalogBuilder implements CatalogBuilder {
                 + (r.stagingBuffers() == 0 ? "" : "; " + Bytes.format(r.stagedBytes()) + " of it held in "
                         + r.stagingBuffers() + " staging buffers of 64 MiB until its region existed"));
         return out;
-    }
-
-    /**
-     * Where a chunk of a table goes, once the region holding it exists: a view of that region's future that registers
-     * nothing on it (the seeder asks again and again while it waits, and a {@code thenApply} each time would pile up
-     * until the region came).
-     */
-    private record ChunkAddress(CompletableFuture<HostRegion> region, ToLongFunction<HostRegion> at)
-            implements Future<Long> {
-        @Override
-        public boolean cancel(boolean mayInterruptIfRunning) {
-            return false; // the region is the creator's to make or to fail, not a stream's to cancel
-        }
-
-        @Override
-        public boolean isCancelled() {
-            return region.isCancelled();
-        }
-
-        @Override
-        public boolean isDone() {
-            return region.isDone();
-        }
-
-        @Override
-        public Long get() throws InterruptedException, ExecutionException {
-            return at.applyAsLong(region.get());
-        }
-
-        @Override
-        public Long get(long timeout, TimeUnit unit) throws InterruptedException, ExecutionException,
-                TimeoutException {
-            return at.applyAsLong(region.get(timeout, unit));
-        }
     }
 
     /**
