@@ -119,14 +119,30 @@ public final class Limits {
     public static void checkRegions(long regions) {
         if (regions > MAX_REGIONS) {
             throw new CheckpointException("the tables need " + regions + " regions (fds), over the limit of "
-                    + MAX_REGIONS + " in one manifest (docs/checkpoints.md, Limits)");
+                    + MAX_REGIONS + " in one manifest: serve fewer tables (--tables), or with --backend cuda-vmm a"
+                    + " larger --region-max (docs/checkpoints.md, Limits)");
         }
     }
 
     /**
-     * An upper bound on the bytes of a manifest that lists {@code tables}: the fixed part, the fingerprint
-     * blob, one region per non-empty table (there are never more regions than that), and every table entry
-     * with its name, dtype and dims.
+     * Once the regions are planned: {@code regions} against the limit, and the manifest's bound with that many regions
+     * ({@link #manifestBytesBound} counts one a non-empty table; a cuda-vmm table over a run of regions has more).
+     */
+    public static void checkManifest(List<TensorInfo> tables, Fingerprint fingerprint, long regions) {
+        checkRegions(regions);
+        checkManifestBytes(manifestBytesBound(tables, fingerprint.canonicalBytes().length, regions), tables.size());
+    }
+
+    /** {@link #manifestBytesBound(List, long)} with {@code regions} regions where there are more than one a table. */
+    static long manifestBytesBound(List<TensorInfo> tables, long fingerprintBytes, long regions) {
+        long nonEmpty = tables.stream().filter(t -> t.length() > 0).count();
+        return manifestBytesBound(tables, fingerprintBytes) + Math.max(0, regions - nonEmpty) * MANIFEST_REGION_BYTES;
+    }
+
+    /**
+     * An upper bound on the bytes of a manifest that lists {@code tables}, with one region a non-empty table (the
+     * most there are unless a cuda-vmm table lies in a run of regions: {@link #checkManifest} adds those): the fixed
+     * part, the fingerprint blob, the regions, and every table entry with its name, dtype and dims.
      */
     public static long manifestBytesBound(List<TensorInfo> tables, long fingerprintBytes) {
         long n = MANIFEST_FIXED_BYTES + fingerprintBytes;

@@ -116,6 +116,9 @@ class LimitsTest {
                 + Limits.MANIFEST_REGION_BYTES + Limits.MANIFEST_TABLE_BYTES + 2 + 2 + 16
                 + Limits.MANIFEST_TABLE_BYTES + 5 + 2 + 8;
         assertEquals(expected, Limits.manifestBytesBound(t, 100), "an empty table has no region");
+        assertEquals(expected, Limits.manifestBytesBound(t, 100, 1), "one region: as many as the non-empty tables");
+        assertEquals(expected + 9 * Limits.MANIFEST_REGION_BYTES, Limits.manifestBytesBound(t, 100, 10),
+                "a table over a run of 10 regions: 9 more");
     }
 
     @Test
@@ -156,6 +159,9 @@ class LimitsTest {
     @Test
     void shouldRefuseMoreRegionsThanOneManifestCarries() {
         assertDoesNotThrow(() -> Limits.checkRegions(65536));
-        assertThrows(CheckpointException.class, () -> Limits.checkRegions(65537));
+        CheckpointException e = assertThrows(CheckpointException.class, () -> Limits.checkRegions(65537));
+        assertEquals("the tables need 65537 regions (fds), over the limit of 65536 in one manifest: serve fewer tables"
+                + " (--tables), or with --backend cuda-vmm a larger --region-max (docs/checkpoints.md, Limits)",
+                e.getMessage());
     }
 }

@@ -160,7 +160,7 @@ public final class CatalogFactory {
         HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, records, factory,
                 ctx.backend().wireName(), device, ctx.threads(), ctx.hooks(),
                 seedSource(ctx, chosen.identity(), records, selected));
-        Limits.checkRegions(builder.regionCount());
+        Limits.checkManifest(all, fingerprint, builder.regionCount());
         OptionalLong override = ctx.memoryBudget() == null ? OptionalLong.empty()
                 : OptionalLong.of(ctx.memoryBudget());
         String budget = builder.plannedBytes() == 0 ? "no host memory needed"

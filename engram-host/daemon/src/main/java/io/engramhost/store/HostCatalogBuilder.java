@@ -3,6 +3,7 @@ package io.engramhost.store;
 import io.engramhost.checkpoint.CheckpointLoader;
 import io.engramhost.checkpoint.ContentDigest;
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.checkpoint.Limits;
 import io.engramhost.checkpoint.OpenCheckpoint;
 import io.engramhost.checkpoint.TensorInfo;
 import io.engramhost.checkpoint.TreeDigest;
@@ -82,6 +83,13 @@ public final class HostCatalogBuilder implements CatalogBuilder {
         if (factory.maxRegion() % ContentDigest.CHUNK != 0) {
             throw new IllegalArgumentException("the largest region must be a multiple of "
                     + Bytes.format(ContentDigest.CHUNK) + ", was " + factory.maxRegion());
+        }
+        if (factory.maxRegion() > 0) { // counted before the plan lists them: a huge (sparse) file must not fill the heap
+            long regions = 0;
+            for (TensorInfo t : this.tensors) {
+                regions += t.length() > factory.maxRegion() ? (t.length() - 1) / factory.maxRegion() + 1 : 1;
+            }
+            Limits.checkRegions(regions);
         }
         this.plan = RegionPlan.plan(this.tensors.stream().map(TensorInfo::length).toList(), OWN_REGION_BYTES,
                 PACK_LIMIT_BYTES, (int) Posix.pageSize(), factory.granule(), factory.maxRegion());

@@ -188,6 +188,36 @@ class RegionRunsTest {
         assertEquals(fds, openFds(), "no fd left behind");
     }
 
+    /**
+     * A table of 4 TiB and a byte (a sparse file: a header can claim it at no cost) at 64 MiB a region would need
+     * 65,537 regions: refused in one line before the plan lists them, not after filling the heap with them.
+     */
+    @Test
+    void shouldRefuseATableThatWouldNeedMoreRegionsThanAManifestCarries(@TempDir Path dir) throws Exception {
+        long bytes = 65536 * MAX + 1;
+        byte[] header = ("{\"t\":{\"dtype\":\"U8\",\"shape\":[" + bytes + "],\"data_offsets\":[0," + bytes + "]}}")
+                .getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+        Path file = dir.resolve("huge.safetensors");
+        try (FileChannel f = FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE_NEW,
+                java.nio.file.StandardOpenOption.WRITE)) {
+            f.write(ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(0, header.length));
+            f.write(ByteBuffer.wrap(header));
+            f.truncate(8 + header.length + bytes); // grows it, sparse
+            f.position(8 + header.length + bytes - 1).write(ByteBuffer.wrap(new byte[1]));
+        }
+        OpenCheckpoint open = OpenCheckpoint.open(file);
+        List<TensorInfo> tensors = open.checkpoint().select(List.of());
+        Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "cuda-vmm");
+        io.engramhost.checkpoint.CheckpointException e = org.junit.jupiter.api.Assertions.assertThrows(
+                io.engramhost.checkpoint.CheckpointException.class, () -> new HostCatalogBuilder(open, tensors,
+                        fingerprint, RecordCheck.NONE, new MemfdRuns(i -> { }), "cuda-vmm", null, 2, DaemonHooks.NONE,
+                        null));
+        open.close();
+        assertEquals("the tables need 65537 regions (fds), over the limit of 65536 in one manifest: serve fewer tables"
+                + " (--tables), or with --backend cuda-vmm a larger --region-max (docs/checkpoints.md, Limits)",
+                e.getMessage());
+    }
+
     @Test
     void shouldSeedEachRegionOfARunAsItIsCreatedAndServeTheRecordsBytes(@TempDir Path dir) throws Exception {
         Path ckpt = checkpoint(dir);

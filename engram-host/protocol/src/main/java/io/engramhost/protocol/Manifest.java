@@ -229,12 +229,11 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
         if (t.region() < 0) {
             return 0;
         }
-        long left = t.bytes() - (regions.get(t.region()).size() - t.offset());
-        int n = 1;
-        for (int i = t.region() + 1; left > 0; i++, n++) {
-            left -= regions.get(i).size();
+        Region first = regions.get(t.region());
+        if (t.bytes() <= first.size() - t.offset()) {
+            return 1;
         }
-        return n;
+        return new Runs(regions).last(t.region(), t.offset(), t.bytes()) - t.region() + 1;
     }
 
     /** {@link #runLength(Table, List)} in this manifest. */
