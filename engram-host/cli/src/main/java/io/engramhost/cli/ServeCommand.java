@@ -79,7 +79,7 @@ final class ServeCommand implements Callable<Integer> {
     static final class SizeOrZeroConverter implements ITypeConverter<Long> {
         @Override
         public Long convert(String value) {
-            return value.trim().matches("0+") ? 0L : new SizeConverter().convert(value);
+            return value.trim().matches("0+([KMGT](iB)?)?") ? 0L : new SizeConverter().convert(value);
         }
     }
 

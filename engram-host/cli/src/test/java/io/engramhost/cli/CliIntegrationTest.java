@@ -230,12 +230,13 @@ class CliIntegrationTest {
         CliRun odd = CliRun.of("serve", "--backend", "cuda-vmm", "--region-max", "100M", "--checkpoint",
                 bad.toString());
         assertEquals(2, odd.exit(), odd.err());
-        assertTrue(odd.err().contains("--region-max 104857600: a multiple of 64 MiB (e.g. 2G), or 0"), odd.err());
+        assertTrue(odd.err().contains("--region-max 100.0 MiB: a multiple of 64 MiB (e.g. 2G), or 0"), odd.err());
         CliRun none = CliRun.of("serve", "--backend", "cuda-vmm", "--region-max", "0", "--checkpoint", bad.toString(),
                 "--socket", dir.resolve("c.sock").toString());
         assertEquals(1, none.exit(), "--region-max 0 is taken (one region per table); the checkpoint is refused: "
                 + none.err());
         assertEquals(0L, new ServeCommand.SizeOrZeroConverter().convert("0"));
+        assertEquals(0L, new ServeCommand.SizeOrZeroConverter().convert("0G"));
         assertEquals(2L << 30, new ServeCommand.SizeOrZeroConverter().convert("2G"));
         picocli.CommandLine cli = new picocli.CommandLine(new Main());
         for (String command : List.of("serve", "inspect", "demo")) {

@@ -3,6 +3,7 @@ package io.engramhost.daemon;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;
+import io.engramhost.util.Bytes;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.seed.SeedSettings;
 import io.engramhost.store.CatalogBuilder;
@@ -238,8 +239,8 @@ public final class DaemonContext {
                     + " pages come at the first write, so its creation is not waited for); remove it");
         }
         if (regionMax != null && (regionMax < 0 || regionMax % REGION_MAX_UNIT != 0)) {
-            throw new IllegalArgumentException("--region-max " + regionMax + ": a multiple of 64 MiB (e.g. 2G), or 0"
-                    + " for one region per table");
+            throw new IllegalArgumentException("--region-max " + Bytes.format(regionMax) + ": a multiple of 64 MiB"
+                    + " (e.g. 2G), or 0 for one region per table");
         }
         if (verifyDigests && !takeover) {
             throw new IllegalArgumentException("--verify-digests needs --takeover");
