@@ -84,10 +84,10 @@ public final class HostCatalogBuilder implements CatalogBuilder {
             throw new IllegalArgumentException("the largest region must be a multiple of "
                     + Bytes.format(ContentDigest.CHUNK) + ", was " + factory.maxRegion());
         }
-        if (factory.maxRegion() > 0) { // counted before the plan lists them: a huge (sparse) file must not fill the heap
-            long regions = 0;
+        if (factory.maxRegion() > 0) { // the runs' regions counted before the plan lists them: a huge (sparse) file's
+            long regions = 0;          // table must not fill the heap; the exact count is checked after (CatalogFactory)
             for (TensorInfo t : this.tensors) {
-                regions += t.length() > factory.maxRegion() ? (t.length() - 1) / factory.maxRegion() + 1 : 1;
+                regions += t.length() > factory.maxRegion() ? (t.length() - 1) / factory.maxRegion() + 1 : 0;
             }
             Limits.checkRegions(regions);
         }
