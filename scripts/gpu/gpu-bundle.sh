@@ -2,7 +2,7 @@
 # Builds, on this (GPU-less) machine, everything the GPU machine needs to run the gpu-tagged tests
 # without Java, Maven or network there (the benchmarks have their own bundle: scripts/gpu/bench-gpu-bundle.sh):
 #   jre.tar.gz      jlink runtime (scripts/release/jlink-runtime.sh: the modules of the jars, plus java.xml for the
-#                   XML reports), --compress=2
+#                   XML reports and jdk.jfr for profiles (JFR=1 of gpu-record-cost.sh)), --compress=2
 #   lib/            the project's jars (all modules but jmh) and their runtime dependencies
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
 #   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild); engram-host/
@@ -71,7 +71,7 @@ cp native/src/main/ptx/io/engramhost/cuda/engram_kernels.ptx "$STAGE/"
 mkdir -p "$STAGE/cuda" && cp native/cuda/*.cu "$STAGE/cuda/" && cp native/Makefile "$STAGE/"
 
 echo "== jlink runtime"
-scripts/release/jlink-runtime.sh --add java.xml --compress 2 "$STAGE/jre" "$STAGE"/lib/*.jar
+scripts/release/jlink-runtime.sh --add java.xml,jdk.jfr --compress 2 "$STAGE/jre" "$STAGE"/lib/*.jar
 tar -C "$STAGE" -czf "$STAGE/jre.tar.gz" jre
 rm -rf "$STAGE/jre"
 
