@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Seeding on loopback (docs/seeding.md, "Measured"): daemon A loads MODEL from the disk (the page cache after the
-# first run) and exports it (--seed-listen); daemon B then fills every table from A, once with Netty's epoll
+# Seeding on loopback (bench/seed-runs.md; docs/seeding.md, "What it costs"): daemon A loads MODEL from the disk
+# (the page cache after the first run) and exports it (--seed-listen); daemon B then fills every table from A, once with Netty's epoll
 # transport on A (sendfile from the memfds) and once with its NIO transport (-Dio.netty.transport.noNative=true,
 # FileChannel.transferTo), RUNS times each, interleaved. Prints, per run, A's own load from the page cache (the
 # fill path's rate from memory: read_gib_s) and B's seed rate (origin.seeded.gib_s, verified bytes over the time

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seeding across two network namespaces made here (issue 29; bench/seed-runs.md, docs/seeding.md "Measured"), as
+# Seeding across two network namespaces made here (issue 29; bench/seed-runs.md, docs/seeding.md "What it costs"), as
 # root: `ip netns add` two namespaces joined by a veth pair (10.231.0.1/30 and .2/30; neither end in this machine's
 # own namespace), daemon A in the first (`serve --seed-listen 10.231.0.1:7070`, loading MODEL from the page
 # cache), daemon B in the second (`serve --seed-listen 10.231.0.2:7070 --seed-from eh-seed-peers:7070`, a name

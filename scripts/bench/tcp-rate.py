@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The transport alone, for seeding's rate against its stages (docs/seeding.md, "Measured"): TCP from a file in
-the page cache to a receiver that only takes the bytes, as the exporter sends a range (sendfile(2) from the
+"""The transport alone, for seeding's rate against its stages (bench/seed-runs.md; docs/seeding.md, "What it costs"):
+TCP from a file in the page cache to a receiver that only takes the bytes, as the exporter sends a range (sendfile(2) from the
 region's pages) and the requester reads it (recv_into a buffer; the seeder reads into the region and hashes, which
 this does not). STREAMS connections at once, as the seeder opens --threads of them.
 

@@ -7,7 +7,7 @@
 #      The drop-in engram-host.service.d/fdstore-preserve.conf (FileDescriptorStorePreserve=yes, systemd 254+) is
 #      verified with the unit: on systemd >= 254 any output fails; on an older one the only output allowed is the
 #      one line saying that FileDescriptorStorePreserve is an unknown key, and the drop-in may hold nothing else.
-#      The unit must be Type=notify with an fd store (issue 12: docs/operating.md, "systemd").
+#      The unit must be Type=notify with an fd store (docs/upgrade.md, "Under systemd: the fd store").
 #      The seeding drop-in deploy/systemd/seed/seed.conf is verified with the unit too (any output fails), and its
 #      ExecStart must be the unit's with $ENGRAM_HOST_SEED_FLAGS after $ENGRAM_HOST_FLAGS.
 #   2. Kubernetes: every deploy/kubernetes/**/*.yaml against the Kubernetes schemas, offline, with unknown fields

@@ -6,7 +6,7 @@
 # On the host: takes the newest dist/engram-host-*.tar.gz (scripts/release/dist.sh builds one when there is none),
 # generates two small models into OUT/models (a: 20000 rows, b: 24000 rows, so b's fingerprint differs), then boots
 # scripts/systemd/systemd-vm.sh with this script. OUT defaults to /var/tmp/engram-systemd-run and is kept.
-# In the guest (ENGRAM_SYSTEMD_VM=1): installs the tarball and deploy/systemd as docs/operating.md tells an operator,
+# In the guest (ENGRAM_SYSTEMD_VM=1): installs the tarball and deploy/systemd as docs/first-deploy.md tells an operator,
 # starts a client holding a lease and one importing in a loop (scripts/systemd/systemd-clients.py), then does each
 # action and records it: OUT/actions.jsonl (one line an action: its times, the daemon's origin from STATUS, the
 # PIDs, the fd store's size as PID 1 holds it), OUT/<n>-<action>.txt (systemctl status, the journal of that action,
@@ -70,7 +70,7 @@ watch_status() { while :; do echo "$(date +%s.%N | cut -c1-14) $(systemctl show 
 
 log "PID 1: $(cat /proc/1/comm), $(systemctl --version | head -1), kernel $(uname -r), virt $(systemd-detect-virt)"
 log "$(apt-cache policy systemd 2>/dev/null | sed -n 's/^ *Candidate: /candidate: /p')"
-# --- install, as docs/operating.md "Deploy with systemd" says ---------------------------------------------------------
+# --- install, as docs/first-deploy.md "Under systemd" says ----------------------------------------------------------
 tarball=$(ls "$OUT"/engram-host-*-linux-x86_64.tar.gz | head -1)
 dir=$(basename "$tarball" -linux-x86_64.tar.gz)
 set -e

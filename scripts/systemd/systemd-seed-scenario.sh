@@ -88,7 +88,7 @@ d=json.load(open(sys.argv[1])); c=d["content_check"]; print(json.dumps({"daemon_
 
 log "PID 1: $(cat /proc/1/comm), $(systemctl --version | head -1), kernel $(uname -r), virt $(systemd-detect-virt), $(nproc) CPUs"
 log "lo: $(ip -br addr show lo 2>&1 | tr -s ' ')"
-# --- node A: install as docs/operating.md ("Deploy with systemd", "A fleet: seeding from neighbours") says -------------
+# --- node A: install as docs/first-deploy.md ("Under systemd") and docs/fleet.md ("Seeding from neighbours") say ----
 tarball=$(ls "$OUT"/engram-host-*-linux-x86_64.tar.gz | head -1)
 dir=$(basename "$tarball" -linux-x86_64.tar.gz)
 set -e

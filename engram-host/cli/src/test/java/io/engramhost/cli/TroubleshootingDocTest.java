@@ -21,18 +21,18 @@ import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
- * docs/operating.md's Troubleshooting section covers every error the daemon and the CLI can print, and stays so.
+ * docs/troubleshooting.md covers every error the daemon and the CLI can print, and stays so.
  *
  * <p>The messages are read from the sources of the daemon-side modules ({@link #MODULES}): every {@code throw new
  * X(...)} and every {@code LOG.log(ERROR|WARNING, ...)}. A message's key is the first three words of its first
  * string literal that has two words or more (leading punctuation dropped), so {@code path + ": header JSON at byte "
  * + n} gives {@code header JSON at}: the words an operator sees and searches for, not the values that vary. Each key
- * must appear in the section (whitespace collapsed), unless {@code troubleshooting-internal.txt} (next to this
+ * must appear on the page (whitespace collapsed), unless {@code troubleshooting-internal.txt} (next to this
  * class, in test resources) lists it as a check of engram-host's own code that nothing outside it can trigger. A new
  * message with new first words fails here until it is documented or listed there, with the reason; a stale entry
  * there fails too. Messages made only of values (no literal of two words) cannot be keyed and are not checked.
  *
- * <p>Every {@link ErrorCode} must have its row in the section ({@code | `NAME` |}).
+ * <p>Every {@link ErrorCode} must have its row on the page ({@code | `NAME` |}).
  */
 class TroubleshootingDocTest {
     /** The modules whose messages serve and the CLI print. */
@@ -59,8 +59,8 @@ class TroubleshootingDocTest {
                 missing.add("'" + key + "' (" + String.join(", ", sites) + ")");
             }
         });
-        assertEquals(List.of(), missing, "messages whose first words are not in docs/operating.md's Troubleshooting"
-                + " section: document them there (message, meaning, what to do), or, for a check no operator can"
+        assertEquals(List.of(), missing, "messages whose first words are not in docs/troubleshooting.md:"
+                + " document them there (message, meaning, what to do), or, for a check no operator can"
                 + " cause, list them in troubleshooting-internal.txt with the reason");
         Set<String> stale = new TreeSet<>(internal.keySet());
         stale.removeAll(keys.keySet());
@@ -76,7 +76,7 @@ class TroubleshootingDocTest {
                 missing.add(code.name());
             }
         }
-        assertEquals(List.of(), missing, "error codes without their row in docs/operating.md's Troubleshooting");
+        assertEquals(List.of(), missing, "error codes without their row in docs/troubleshooting.md's Error codes");
     }
 
     /** Message key to the places that print it (file:line), in key order. */
@@ -136,21 +136,19 @@ class TroubleshootingDocTest {
         return out;
     }
 
-    /** The Troubleshooting section (to the next "## " heading or the end), whitespace collapsed. */
+    /** docs/troubleshooting.md, whitespace collapsed. */
     private static String troubleshooting(Path root) throws IOException {
-        String doc = Files.readString(root.resolve("docs/operating.md"));
-        int start = doc.indexOf("\n## Troubleshooting\n");
-        assertTrue(start >= 0, "docs/operating.md has no '## Troubleshooting' section");
-        int end = doc.indexOf("\n## ", start + 1);
-        return String.join(" ", doc.substring(start, end < 0 ? doc.length() : end).split("\\s+"));
+        String doc = Files.readString(root.resolve("docs/troubleshooting.md"));
+        assertTrue(doc.contains("\n## Error codes\n"), "docs/troubleshooting.md has no '## Error codes' section");
+        return String.join(" ", doc.split("\\s+"));
     }
 
     private static Path repositoryRoot() {
         Path p = Path.of("").toAbsolutePath();
-        while (p != null && !Files.isRegularFile(p.resolve("docs/operating.md"))) {
+        while (p != null && !Files.isRegularFile(p.resolve("docs/troubleshooting.md"))) {
             p = p.getParent();
         }
-        assertTrue(p != null, "no docs/operating.md above " + Path.of("").toAbsolutePath());
+        assertTrue(p != null, "no docs/troubleshooting.md above " + Path.of("").toAbsolutePath());
         return p;
     }
 }
