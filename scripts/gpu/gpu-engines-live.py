@@ -794,7 +794,7 @@ def step_engines(args, trees: dict) -> None:
     absent = os.path.join(work, "no-daemon.sock")
     on = lambda mode, sock: {"ENGRAM_HOST_TABLES": mode, "ENGRAM_HOST_SOCKET": sock, "ENGRAM_HOST_EXPECT": None}  # noqa: E731
     engines = [e for e in ("vllm", "sglang") if trees.get(e)]
-    for backend in args.backends:
+    for backend in (args.backends if "served" in args.steps else ()):
         if backend == "memfd-hugetlb" and hugepages_free() * 2 * 1024 * 1024 < 2 * sum(b - a for _, a, b in ranges.values()):
             check("SKIP", f"served {backend}", f"{hugepages_free()} free huge pages are too few (vm.nr_hugepages)")
             continue
@@ -826,7 +826,7 @@ def step_engines(args, trees: dict) -> None:
                        f"{max(v['edge_bytes'] for v in res.values())} bytes of a table's edges are read-ahead)",
                        {n: f"{v['resident']} of {v['bytes']} resident, {v['interior_resident']} inside" for n, v in res.items()})
     # fallback: no daemon, the engines' own allocation and loaders
-    for engine in engines:
+    for engine in (engines if "fallback" in args.steps else ()):
         what = f"fallback {engine} no daemon TP2"
         drop_page_cache({p for p, _, _ in ranges.values()})
         reports, res, timed_out = run_ranks(f"{engine}-fallback", engine, trees[engine], ckpt,
@@ -838,6 +838,8 @@ def step_engines(args, trees: dict) -> None:
                "after the engine's own load (the measurement's positive control)",
                {n: f"{v['resident']} of {v['bytes']}" for n, v in res.items()})
     # together: rank 0 has a daemon, rank 1 none
+    if "together" not in args.steps:
+        return
     with Daemon(ckpt, backend="memfd") as d:
         for engine in engines:
             spec = {"tp": 1, "edp": 2, "dp_shared_memory": True} if engine == "vllm" else {}
@@ -896,6 +898,8 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=100003, help="rows of the first Engram table (generate --rows)")
     p.add_argument("--backends", default="memfd,memfd-hugetlb,cuda-vmm")
     p.add_argument("--timeout", type=float, default=180, help="seconds each group of rank processes may take")
+    p.add_argument("--steps", default="served,fallback,together", help="the GPU steps to run (sources and hostmem "
+                   "always run)")
     p.add_argument("--dry", action="store_true", help="no GPU, no torch: sources, hostmem and the measurement only")
     args = p.parse_args()
     if args.rank:
@@ -907,6 +911,10 @@ def main() -> int:
     if os.listdir(OUT):
         p.error(f"{OUT} is not empty")
     args.backends = [b for b in args.backends.split(",") if b]
+    args.steps = [x for x in args.steps.split(",") if x]
+    unknown = set(args.steps) - {"served", "fallback", "together"}
+    if unknown:
+        p.error(f"--steps: {', '.join(sorted(unknown))}: use served, fallback, together")
     SUMMARY.update({"what_ran": "the engines' patched classes with the stand-ins of this harness for the engines' "
                     "runtime; not the engines' servers", "dry": args.dry, "engines_src": os.path.abspath(args.engines_src),
                     "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

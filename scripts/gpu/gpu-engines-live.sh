@@ -7,7 +7,9 @@
 # gpu-engines-live.py; the engines' servers are not installed and do not run. What each step checks: that
 # file's header. Run from the repository root:
 #   ENGINES_SRC=DIR OUT=DIR [ENGRAM_HOST_LAUNCHER=.../engram-host] [ROWS=100003] [BACKENDS=memfd,memfd-hugetlb,cuda-vmm]
-#   [TIMEOUT_S=180] [DRY=1] bash scripts/gpu/gpu-engines-live.sh
+#   [STEPS=served,fallback,together] [TIMEOUT_S=180] [DRY=1] bash scripts/gpu/gpu-engines-live.sh
+# Every group of 2 rank processes imports torch (and compiles vLLM's Triton lookup once a process): where a
+# command may run only minutes, split the run, e.g. STEPS=served BACKENDS=memfd, then the rest (each OUT new).
 # ENGINES_SRC holds the engines' files laid out as their repositories (git-ignored when carried in the checkout):
 #   ENGINES_SRC/vllm/vllm/models/deepseek_v41/common/engram.py, ENGINES_SRC/vllm/vllm/config/engram.py,
 #   ENGINES_SRC/sglang/python/sglang/srt/layers/engram.py
@@ -26,7 +28,8 @@ export ENGRAM_HOST_LAUNCHER=${ENGRAM_HOST_LAUNCHER:-$ROOT/bin/engram-host}
 mkdir -p "$OUT"
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
 ARGS=(--engines-src "$ENGINES_SRC" --out "$OUT/run" --rows "${ROWS:-100003}"
-      --backends "${BACKENDS:-memfd,memfd-hugetlb,cuda-vmm}" --timeout "${TIMEOUT_S:-180}")
+      --backends "${BACKENDS:-memfd,memfd-hugetlb,cuda-vmm}" --timeout "${TIMEOUT_S:-180}"
+      --steps "${STEPS:-served,fallback,together}")
 [ "${DRY:-0}" = 1 ] && ARGS+=(--dry)
 python3 "$ROOT/scripts/gpu/gpu-engines-live.py" "${ARGS[@]}" 2>&1 | tee "$OUT/log.txt"
 exit "${PIPESTATUS[0]}"
