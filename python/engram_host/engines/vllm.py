@@ -5,8 +5,8 @@ The patched ``_allocate_weights`` calls :func:`rank_tables`, which returns exact
 allocates for this rank, but as views of the daemon's memory: ``weight`` float8_e4m3fn
 ``[part_num_embeddings, dim]`` and ``weight_scale_inv`` uint8 ``[part_num_embeddings, dim // block_size]`` (the
 E8M0 bytes, as vLLM's parameter stores them), rows ``[vocab_start_idx, vocab_start_idx + part_num_embeddings)`` of
-the served tables, contiguous, on the rank's GPU. The first table taken installs :func:`install_weight_filter`, so
-vLLM's weight iterators skip the served names before reading them.
+the served tables, contiguous, on the rank's GPU, once every rank of the group passed in has them. The first table
+taken installs :func:`install_weight_filter`, so vLLM's weight iterators skip the served names before reading them.
 
 Imports neither PyTorch nor vLLM at import time.
 """
@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Optional, Set, Tuple
 
-from . import describe, gpu_rows, head_row_range, layer_tables, open_tables, skip_weight
+from . import describe, gpu_rows, head_row_range, layer_tables, open_tables, serve_together, skip_weight
 
 logger = logging.getLogger("engram_host")
 
@@ -29,23 +29,34 @@ _FILTER_LOCK = threading.Lock()
 _WARNED = []  # a warning of install_weight_filter is said once a process
 
 
-def rank_tables(layer: int, vocab_start: int, num_rows: int, dim: int, block_size: int = 32,
-                model: Optional[str] = None, device: Optional[int] = None,
-                socket: Optional[str] = None) -> Optional[Tuple[object, object]]:
+def rank_tables(layer: int, vocab_start: int, num_rows: int, dim: int, block_size: int = 32, *,
+                num_embeddings: int, model: Optional[str] = None, device: Optional[int] = None,
+                socket: Optional[str] = None, group=None) -> Optional[Tuple[object, object]]:
     """``(weight, weight_scale_inv)`` for Engram layer ``layer`` (a layer id of config.json's
     ``engram_layer_ids``) and this rank's rows ``[vocab_start, vocab_start + num_rows)``, or None when the engine
-    is to load its tables itself (``ENGRAM_HOST_TABLES`` off, or fallback with no daemon). ``model``: the engine's
-    model path (``expect`` unless ``ENGRAM_HOST_EXPECT`` is set); ``device``: default PyTorch's current one."""
-    imported = open_tables(model, device, socket)
-    if imported is None:
-        return None
-    w, s = layer_tables(imported, layer, dim, block_size)
-    weight = gpu_rows(w, vocab_start, num_rows, "float8_e4m3fn")
-    scale = gpu_rows(s, vocab_start, num_rows, "uint8")
-    with _FILTER_LOCK:
-        _SKIP.update((w.name, s.name))
-    install_weight_filter()
-    return weight, scale
+    is to load its tables itself (``ENGRAM_HOST_TABLES`` off, or fallback with no daemon, or with a model that is
+    no local directory and no ``ENGRAM_HOST_EXPECT``). ``num_embeddings``: the table's rows by the engine's config
+    (``ParallelEngramEmbedding.num_embeddings``), which the served table must have. ``model``: the engine's model
+    path (``expect`` unless ``ENGRAM_HOST_EXPECT`` is set); ``device``: default PyTorch's current one.
+    ``group``: the CPU process group of the ranks that must decide together (the Engram DP group's
+    ``cpu_group`` with ``dp_shared_memory``, whose storage runs collectives): see
+    :func:`engram_host.engines.serve_together`."""
+    names = []
+
+    def take():
+        imported = open_tables(model, device, socket)
+        if imported is None:
+            return None
+        w, s = layer_tables(imported, layer, dim, block_size, num_embeddings, vocab_start, num_rows)
+        names.extend((w.name, s.name))
+        return gpu_rows(w, vocab_start, num_rows, "float8_e4m3fn"), gpu_rows(s, vocab_start, num_rows, "uint8")
+
+    served = serve_together(take, group)
+    if served is not None:
+        with _FILTER_LOCK:
+            _SKIP.update(names)
+        install_weight_filter()
+    return served
 
 
 def row_range(head_sizes, num_shards: int, shard_rank: int) -> Tuple[int, int]:

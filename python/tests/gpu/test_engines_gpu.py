@@ -164,7 +164,8 @@ class EngineCase:
             for rank in range(tp):
                 start, end = eh_vllm.row_range(sizes, tp, rank)
                 for layer in LAYERS:
-                    got = eh_vllm.rank_tables(layer, start, end - start, DIM, BLOCK, model=CKPT,
+                    got = eh_vllm.rank_tables(layer, start, end - start, DIM, BLOCK,
+                                              num_embeddings=REF[w_name(layer)].shape[0], model=CKPT,
                                               device=device_of(rank))
                     self.assertIsNotNone(got)
                     weight, scale = got
@@ -200,13 +201,17 @@ class EngineCase:
         with self.assertRaisesRegex(engram_host.EngramHostError, "the engine's config says"):
             eh_sglang.rank_tables(LAYERS[0], 0, 10, REF[w_name(LAYERS[0])].shape[0] + 1, DIM, BLOCK, model=CKPT,
                                    device=0)
+        with self.assertRaisesRegex(engram_host.EngramHostError, "the engine's config says"):
+            eh_vllm.rank_tables(LAYERS[0], 0, 10, DIM, BLOCK, num_embeddings=REF[w_name(LAYERS[0])].shape[0] + 1,
+                                model=CKPT, device=0)
         del got, weight, scale
         self.release_and_check(taken)
 
     def test_daemon_gone_before_the_engine_starts(self):
         self.daemon.kill()
         with self.assertRaises(engram_host.DaemonAbsent):
-            eh_vllm.rank_tables(LAYERS[0], 0, 10, DIM, BLOCK, model=CKPT, device=0)
+            eh_vllm.rank_tables(LAYERS[0], 0, 10, DIM, BLOCK, num_embeddings=REF[w_name(LAYERS[0])].shape[0],
+                                model=CKPT, device=0)
         os.environ["ENGRAM_HOST_TABLES"] = "fallback"
         engines.forget_sessions()
         with self.assertLogs("engram_host", "WARNING"):
