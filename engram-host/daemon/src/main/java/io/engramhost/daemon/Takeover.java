@@ -9,7 +9,6 @@ import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
-import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
@@ -18,6 +17,7 @@ import io.engramhost.os.Posix;
 import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
+import io.engramhost.os.UnixSockets;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
@@ -91,7 +91,7 @@ final class Takeover {
         try {
             conn = UnixConnection.connect(socket);
         } catch (NativeException e) {
-            if (e.errno() == Errno.ENOENT || e.errno() == Errno.ECONNREFUSED) {
+            if (UnixSockets.noListener(e.errno())) {
                 throw new PredecessorGoneException("no daemon listens on " + socket + " (" + e.getMessage() + ")");
             }
             throw e;
