@@ -208,7 +208,7 @@ final class ServeCommand implements Callable<Integer> {
                 .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).regionMax(regionMax).takeover(takeover, verifyDigests)
                 .metrics(metricsPort == 0 ? null : metricsAddress(metricsAddress), metricsPort)
                 .seed(seedSettings())
-                .build(VersionInfo.version(), VersionInfo.commit()).logProgress(!drawsProgress).ownsProcess(true)
+                .logProgress(!drawsProgress).ownsProcess(true)
                 .hooks(root == null ? DaemonHooks.NONE : root.hooks);
         try {
             ctx.conclude();

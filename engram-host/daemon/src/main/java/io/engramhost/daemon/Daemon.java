@@ -15,6 +15,7 @@ import io.engramhost.protocol.Welcome;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
+import io.engramhost.util.BuildInfo;
 import io.engramhost.util.Closer;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
@@ -33,7 +34,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class Daemon implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(Daemon.class.getName());
-    public static final String VERSION = "0.1.0";
 
     private final DaemonContext context;
     private final Path socket;
@@ -366,7 +366,7 @@ public final class Daemon implements AutoCloseable {
 
         @Override
         public Welcome welcome(int version) {
-            return new Welcome(version, pid, VERSION, context.backend().wireName(), context.instanceName(), state,
+            return new Welcome(version, pid, BuildInfo.version(), context.backend().wireName(), context.instanceName(), state,
                     Posix.geteuid());
         }
 

@@ -3,11 +3,13 @@ package io.engramhost.daemon;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
 import io.engramhost.store.LoadTimings;
+import io.engramhost.util.BuildInfo;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Info;
@@ -23,8 +25,8 @@ import java.util.function.ToDoubleFunction;
 /**
  * The metrics of {@code /metrics}, as Prometheus client library metrics in a registry of this daemon's own (never
  * {@link PrometheusRegistry#defaultRegistry}: a JVM may run several daemons, the tests do). Every metric but the
- * import-latency histogram ({@link ImportLatency}) and the build's {@link Info} is a callback: a scrape reads the
- * daemon's live state, the same objects the STATUS document is built from ({@link StatusDocument}), never its JSON.
+ * import-latency histogram ({@link ImportLatency}) and the build's {@link Info} ({@link BuildInfo}) is a callback: a
+ * scrape reads the daemon's live state, the same objects the STATUS document is built from ({@link StatusDocument}), never its JSON.
  * A callback that has nothing to say (no tables yet, no load timings yet) leaves its metric out of the page.
  * docs/operating.md ("Metrics and health") lists every metric.
  */
@@ -32,10 +34,6 @@ final class DaemonMetrics {
     /** Per-table series stop here; past it only the aggregates by backend, NUMA node and device are written. */
     static final int MAX_TABLE_SERIES = 4096;
     private static final String[] GROUP_LABELS = {"backend", "numa_node", "device"};
-
-    /** What {@code engram_host_build_info} says. */
-    record BuildInfo(String version, String commit, String protocol) {
-    }
 
     /** What the metrics read of the daemon, at each scrape. */
     interface Observed {
@@ -75,12 +73,13 @@ final class DaemonMetrics {
     }
 
     /** A new registry holding every metric of {@code d}, and of the HTTP server that counts {@code http}. */
-    static PrometheusRegistry registry(Observed d, BuildInfo build, HttpStats http) {
+    static PrometheusRegistry registry(Observed d, HttpStats http) {
         PrometheusRegistry r = new PrometheusRegistry();
         Info.builder().name("engram_host_build_info")
                 .help("The build: version, git commit and protocol versions; always 1.")
                 .labelNames("version", "commit", "protocol").register(r)
-                .setLabelValues(build.version(), build.commit(), build.protocol());
+                .setLabelValues(BuildInfo.version(), BuildInfo.commit(),
+                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
 
         GaugeWithCallback.builder().name("engram_host_state")
                 .help("1 for the daemon's state (loading, ready, stopping, failed), 0 for the others.")

@@ -21,6 +21,7 @@ import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadReport;
+import io.engramhost.util.BuildInfo;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
@@ -197,7 +198,7 @@ final class HandoverSender implements SessionLoop.Detach {
             }
             served.add(new Handover.Served(e.getKey(), e.getValue().manifest(), idx));
         }
-        byte[] frame = new Handover.Catalog(Daemon.VERSION, catalog.backend(), catalog.fingerprintSha256(), fds.size(),
+        byte[] frame = new Handover.Catalog(BuildInfo.version(), catalog.backend(), catalog.fingerprintSha256(), fds.size(),
                 served, report).encode();
         return new Encoded(frame, List.copyOf(fds));
     }

@@ -3,7 +3,6 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 
 import io.engramhost.protocol.DaemonState;
-import io.engramhost.protocol.ProtocolDescriptor;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -128,9 +127,9 @@ public final class MetricsServer implements AutoCloseable {
     private int scraping;
     private volatile Channel listener;
 
-    private MetricsServer(DaemonMetrics.Observed daemon, DaemonMetrics.BuildInfo build, Services.Threads threads) {
+    private MetricsServer(DaemonMetrics.Observed daemon, Services.Threads threads) {
         this.daemon = daemon;
-        this.registry = DaemonMetrics.registry(daemon, build, http);
+        this.registry = DaemonMetrics.registry(daemon, http);
         this.loop = new MultiThreadIoEventLoopGroup(1, (ThreadFactory) r -> thread(threads, r, "engram-http"),
                 NioIoHandler.newFactory());
         this.scrapes = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
@@ -156,9 +155,7 @@ public final class MetricsServer implements AutoCloseable {
     static MetricsServer start(DaemonMetrics.Observed daemon, DaemonContext context, Services.Threads threads,
             long retryMillis) {
         long deadline = System.nanoTime() + retryMillis * 1_000_000L;
-        String protocol = ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION;
-        MetricsServer m = new MetricsServer(daemon, new DaemonMetrics.BuildInfo(context.buildVersion(),
-                context.buildCommit(), protocol), threads);
+        MetricsServer m = new MetricsServer(daemon, threads);
         InetSocketAddress where = new InetSocketAddress(context.metricsAddress(), context.metricsPort());
         boolean interrupted = false;
         try {

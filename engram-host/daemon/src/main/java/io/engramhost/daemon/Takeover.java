@@ -33,6 +33,7 @@ import io.engramhost.protocol.Welcome;
 import io.engramhost.store.AdoptedCatalog;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadReport;
+import io.engramhost.util.BuildInfo;
 import io.engramhost.util.Closer;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
@@ -116,7 +117,7 @@ final class Takeover {
                 welcome = Welcome.decode(refuseError(in, socket));
                 step(t0, "WELCOME");
             }
-            ch.send(Handover.Takeover.ofThisBuild(Daemon.VERSION).encode());
+            ch.send(Handover.Takeover.ofThisBuild(BuildInfo.version()).encode());
             got = receiveCatalog(ch, socket);
             step(t0, "catalog received");
         } catch (PeerClosedException e) {
