@@ -3,6 +3,7 @@ package io.engramhost.daemon;
 import io.engramhost.store.Catalog;
 import java.nio.ByteBuffer;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Function;
 
 /**
  * The answers a ready daemon gives from its catalog, made with the catalog (one of these per catalog, for its whole
@@ -10,16 +11,20 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code tables}. A mismatch's ERROR shares the catalog's fingerprint bytes ({@code catalog.manifest().fingerprint()}).
  * Each is encoded at most once, at its first use: a manifest holds the fingerprint (up to 16 MiB) and STATUS's tables
  * reach 17 MB at 100,000 tables, so encodings nobody asks for are never held on the daemon's bounded heap. Nothing here
- * asks "the same catalog?": a new catalog comes with new answers.
+ * asks "the same catalog?": a new catalog comes with new answers. STATUS's tables are the daemon's to encode (its
+ * STATUS document); these answers only keep the encoding.
  */
 final class Answers {
     private final Catalog catalog;
     /** Key: device * 4 + version, for -1 and each GPU with a manifest of its own. */
     private final ConcurrentHashMap<Long, byte[]> manifests = new ConcurrentHashMap<>();
+    private final Function<Catalog, byte[]> statusTablesOf;
     private volatile byte[] statusTables;
 
-    Answers(Catalog catalog) {
+    /** {@code statusTablesOf}: STATUS's {@code tables} of a catalog, as JSON (called at most once). */
+    Answers(Catalog catalog, Function<Catalog, byte[]> statusTablesOf) {
         this.catalog = catalog;
+        this.statusTablesOf = statusTablesOf;
     }
 
     Catalog catalog() {
@@ -44,7 +49,7 @@ final class Answers {
             synchronized (this) {
                 t = statusTables;
                 if (t == null) {
-                    t = StatusDocument.tablesJson(catalog);
+                    t = statusTablesOf.apply(catalog);
                     statusTables = t;
                 }
             }

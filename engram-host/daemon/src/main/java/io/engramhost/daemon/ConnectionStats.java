@@ -40,6 +40,44 @@ final class ConnectionStats {
         }
     }
 
+    /** Connections open now, leases included. */
+    int open() {
+        return open.get();
+    }
+
+    long accepted() {
+        return accepted.get();
+    }
+
+    long refusedBusy() {
+        return refusedBusy.get();
+    }
+
+    long refusedNotAllowed() {
+        return refusedNotAllowed.get();
+    }
+
+    long evicted() {
+        return evicted.get();
+    }
+
+    long timedOut() {
+        return timedOut.get();
+    }
+
+    long badRequests() {
+        return badRequests.get();
+    }
+
+    long importsServed() {
+        return importsServed.get();
+    }
+
+    /** The import-latency histogram, which the metrics register. */
+    ImportLatency importLatency() {
+        return importLatency;
+    }
+
     /** Counts an IMPORT refused with {@code code}, one of {@link #IMPORT_ERRORS}. */
     void importRefused(ErrorCode code) {
         importErrors.get(code).incrementAndGet();

@@ -17,8 +17,6 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import java.util.function.ToDoubleFunction;
 
@@ -35,14 +33,9 @@ final class DaemonMetrics {
     static final int MAX_TABLE_SERIES = 4096;
     private static final String[] GROUP_LABELS = {"backend", "numa_node", "device"};
 
-    /** What the metrics read of the daemon, at each scrape. */
-    interface Observed {
-        DaemonState state();
-
+    /** What the metrics read of the daemon, at each scrape (its state and heartbeat are the probes'). */
+    interface Observed extends MetricsServer.Probes {
         double uptimeSeconds();
-
-        /** When the poll loop last went round (System.nanoTime). */
-        long heartbeatNanos();
 
         LoadProgress progress();
 
@@ -59,14 +52,6 @@ final class DaemonMetrics {
 
         /** The seed exporter's counts ({@code --seed-listen}; all 0 without it). */
         SeedServer.Stats seedStats();
-    }
-
-    /** The HTTP server's own connections (the metrics port's, not the Unix socket's): what {@link MetricsServer} counts. */
-    static final class HttpStats {
-        final AtomicInteger open = new AtomicInteger();
-        final AtomicLong accepted = new AtomicLong();
-        final AtomicLong evicted = new AtomicLong();
-        final AtomicLong timedOut = new AtomicLong();
     }
 
     private DaemonMetrics() {
@@ -94,7 +79,7 @@ final class DaemonMetrics {
         gauge(r, "engram_host_uptime_seconds", "Seconds since the daemon started.", d::uptimeSeconds);
         gauge(r, "engram_host_poll_loop_heartbeat_age_seconds",
                 "Seconds since the connection poll loop last went round (it does at least every second).",
-                () -> heartbeatAgeSeconds(d));
+                d::heartbeatAgeSeconds);
 
         GaugeWithCallback.builder().name("engram_host_load_phase")
                 .help("1 for the load's current phase (starting, ..., loaded).")
@@ -142,27 +127,27 @@ final class DaemonMetrics {
                 () -> d.leases().size());
         ConnectionStats s = d.stats();
         gauge(r, "engram_host_connections_open", "Connections open on the Unix socket, leases included.",
-                () -> s.open.get());
+                s::open);
         gauge(r, "engram_host_request_memory_used_bytes", "Bytes of unfinished requests held, all connections.",
                 d::requestMemoryUsed);
         counter(r, "engram_host_connections_accepted_total", "Connections accepted on the Unix socket.",
-                s.accepted::get);
+                s::accepted);
         counter(r, "engram_host_connections_refused_busy_total", "Connections refused at a connection cap (BUSY).",
-                s.refusedBusy::get);
+                s::refusedBusy);
         counter(r, "engram_host_connections_refused_not_allowed_total", "Connections refused: uid not admitted.",
-                s.refusedNotAllowed::get);
-        counter(r, "engram_host_connections_evicted_total", "Connections evicted at a cap.", s.evicted::get);
-        counter(r, "engram_host_connections_timed_out_total", "Connections ended by a deadline.", s.timedOut::get);
-        counter(r, "engram_host_bad_requests_total", "Malformed requests (BAD_REQUEST).", s.badRequests::get);
+                s::refusedNotAllowed);
+        counter(r, "engram_host_connections_evicted_total", "Connections evicted at a cap.", s::evicted);
+        counter(r, "engram_host_connections_timed_out_total", "Connections ended by a deadline.", s::timedOut);
+        counter(r, "engram_host_bad_requests_total", "Malformed requests (BAD_REQUEST).", s::badRequests);
         counter(r, "engram_host_imports_total", "Imports served: manifests sent with their fds.",
-                s.importsServed::get);
+                s::importsServed);
         CounterWithCallback.builder().name("engram_host_import_errors_total").help("Imports refused, by error code.")
                 .labelNames("code").callback(cb -> {
                     for (ErrorCode code : ConnectionStats.IMPORT_ERRORS) {
                         cb.call(s.importErrors(code), code.name());
                     }
                 }).register(r);
-        r.register(s.importLatency.histogram);
+        s.importLatency().registerIn(r);
         SeedServer.Stats seed = d.seedStats();
         GaugeWithCallback.builder().name("engram_host_seed_received_bytes")
                 .help("Verified bytes of the host tables this daemon's load took from each peer (--seed-from).")
@@ -192,14 +177,14 @@ final class DaemonMetrics {
                 .labelNames("reason").callback(cb -> seed.refused.forEach((k, v) -> cb.call(v.get(), k)))
                 .register(r);
 
-        gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", () -> http.open.get());
+        gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", http::open);
         counter(r, "engram_host_http_connections_accepted_total", "Connections accepted on the metrics port.",
-                http.accepted::get);
+                http::accepted);
         counter(r, "engram_host_http_connections_evicted_total",
-                "Connections on the metrics port closed at its connection cap, oldest first.", http.evicted::get);
+                "Connections on the metrics port closed at its connection cap, oldest first.", http::evicted);
         counter(r, "engram_host_http_connections_timed_out_total",
                 "Connections on the metrics port closed by a deadline (idle, request head or answer).",
-                http.timedOut::get);
+                http::timedOut);
         return r;
     }
 
@@ -285,9 +270,5 @@ final class DaemonMetrics {
 
     private static void counter(PrometheusRegistry r, String name, String help, DoubleSupplier value) {
         CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsDouble())).register(r);
-    }
-
-    static double heartbeatAgeSeconds(Observed d) {
-        return (System.nanoTime() - d.heartbeatNanos()) / 1e9;
     }
 }

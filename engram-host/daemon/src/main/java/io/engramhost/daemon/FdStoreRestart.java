@@ -15,6 +15,7 @@ import io.engramhost.store.AdoptedCatalog;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogFactory;
 import io.engramhost.store.LoadReport;
+import io.engramhost.store.StoreSettings;
 import io.engramhost.util.Closer;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -160,14 +161,16 @@ final class FdStoreRestart {
 
     /**
      * The tables in {@code passed}, ready to serve, or null (after one log line saying why) when there are none or
-     * they must not be served: then the caller loads the checkpoint, and the fds taken here are closed.
-     * {@code notify} (null: not under systemd) checks that the fd store can hold the tables again.
+     * they must not be served: then the caller loads the checkpoint, and the fds taken here are closed. The
+     * checkpoint {@code store} names must still have the catalog's fingerprint; {@code socket}'s path is claimed
+     * ({@code othersAdmitted}: its directory is reachable by other uids). {@code notify} (null: not under systemd)
+     * checks that the fd store can hold the tables again.
      *
      * @throws IllegalStateException when the fd store is too small, or another daemon holds the lock
      */
-    static Adopted adopt(DaemonContext context, Passed passed, SystemdNotify notify) {
+    static Adopted adopt(Path socket, boolean othersAdmitted, StoreSettings store, Passed passed,
+            SystemdNotify notify) {
         long t0 = System.nanoTime();
-        Path socket = context.socket();
         int regionNames = passed.count(SystemdNotify.REGION_PREFIX);
         Fd memfd = passed.take(SystemdNotify.CATALOG_NAME);
         if (memfd == null) {
@@ -190,7 +193,7 @@ final class FdStoreRestart {
         if (notify != null) {
             notify.checkFdStore(handed.regionCount());
         }
-        Fingerprint onDisk = CatalogFactory.fingerprintOnDisk(context.store());
+        Fingerprint onDisk = CatalogFactory.fingerprintOnDisk(store);
         if (!onDisk.sha256Hex().equals(handed.fingerprintSha256())) {
             memfd.close();
             Fingerprint stored = Fingerprint.decode(handed.served().get(0).manifest().fingerprint());
@@ -228,13 +231,13 @@ final class FdStoreRestart {
         UnixListener listener;
         Fd handedListener = passed.takeListener(socket);
         try {
-            lock = SocketClaim.lock(socket, context.othersAdmitted());
+            lock = SocketClaim.lock(socket, othersAdmitted);
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, handedListener);
             throw e;
         }
         try {
-            listener = SocketClaim.listen(lock, socket, handedListener, context.othersAdmitted());
+            listener = SocketClaim.listen(lock, socket, handedListener, othersAdmitted);
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, lock);
             throw e;
@@ -250,7 +253,7 @@ final class FdStoreRestart {
         LOG.log(INFO, "adopted from systemd's fd store in " + origin.handoverMillis() + " ms: "
                 + catalog.allTables().size() + " tables in " + handed.regionCount() + " regions, fingerprint "
                 + catalog.fingerprintSha256() + "; 0 bytes read from the checkpoint");
-        return new Adopted(new Adoption(lock, listener, catalog, null, List.of(), 1, report.withOrigin(origin), null),
+        return new Adopted(new Adoption(lock, listener, catalog, null, List.of(), 1, report.withOrigin(origin)),
                 memfd);
     }
 

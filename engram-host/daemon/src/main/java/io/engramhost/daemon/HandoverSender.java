@@ -19,14 +19,10 @@ import io.engramhost.protocol.MessageType;
 import io.engramhost.protocol.Parts;
 import io.engramhost.protocol.ProtocolChannel;
 import io.engramhost.protocol.ProtocolDescriptor;
-import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadReport;
-import io.engramhost.util.BuildInfo;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -43,7 +39,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * loop serves again; nothing was given away, since every fd sent was a copy. A successor that holds the commit
  * without answering is killed before the loop resumes, so two daemons never serve at once.
  */
-final class HandoverSender implements SessionLoop.Detach {
+final class HandoverSender implements SessionLoop.Detach, Requests.TakeoverSlot {
     private static final System.Logger LOG = System.getLogger(HandoverSender.class.getName());
     /** How long the successor may take to check the catalog (digests included) before it answers READY. */
     static final int READY_TIMEOUT_MILLIS = 600_000;
@@ -87,7 +83,8 @@ final class HandoverSender implements SessionLoop.Detach {
     }
 
     /** Claims the one handover slot for {@code peer}; false while another takeover holds it. */
-    boolean reserve(PeerCredentials peer, Handover.Takeover t) {
+    @Override
+    public boolean reserve(PeerCredentials peer, Handover.Takeover t) {
         if (!reserved.compareAndSet(null, peer)) {
             return false;
         }
@@ -100,7 +97,8 @@ final class HandoverSender implements SessionLoop.Detach {
         reserved.set(null);
     }
 
-    void refused(PeerCredentials peer, String why) {
+    @Override
+    public void refused(PeerCredentials peer, String why) {
         LOG.log(WARNING, "pid " + peer.pid() + " (uid " + peer.uid() + "): " + why);
     }
 
@@ -134,7 +132,7 @@ final class HandoverSender implements SessionLoop.Detach {
         if (answers == null) {
             throw new IllegalStateException("the catalog is gone (the daemon is stopping)");
         }
-        Encoded encoded = encode(answers.catalog(), source.report().encode());
+        CatalogFrame encoded = CatalogFrame.of(answers.catalog(), source.report().encode());
         sendCatalog(ch, encoded, source.listener());
         expect(ch, MessageType.HANDOVER_READY, READY_TIMEOUT_MILLIS);
         hooks.reached(DaemonHooks.Point.HANDOVER_READY);
@@ -172,39 +170,8 @@ final class HandoverSender implements SessionLoop.Detach {
         return true;
     }
 
-    /** A catalog as HANDOVER_CATALOG carries it: the frame, and its region fds in the order the frame indexes them. */
-    record Encoded(byte[] frame, List<Fd> regionFds) {
-    }
-
-    /**
-     * Encodes {@code catalog} with {@code report} (the load's facts, JSON) for a successor (fd 0, the listening
-     * socket, goes before the regions) or for systemd's fd store (the catalog memfd): each region fd once.
-     */
-    static Encoded encode(Catalog catalog, String report) {
-        List<Fd> fds = new ArrayList<>();
-        Map<Fd, Integer> index = new IdentityHashMap<>();
-        List<Handover.Served> served = new ArrayList<>();
-        for (Map.Entry<Integer, Catalog.Served> e : catalog.byDevice().entrySet()) {
-            List<Fd> own = e.getValue().fds();
-            int[] idx = new int[own.size()];
-            for (int i = 0; i < own.size(); i++) {
-                Integer at = index.get(own.get(i));
-                if (at == null) {
-                    at = index.size();
-                    index.put(own.get(i), at);
-                    fds.add(own.get(i));
-                }
-                idx[i] = at;
-            }
-            served.add(new Handover.Served(e.getKey(), e.getValue().manifest(), idx));
-        }
-        byte[] frame = new Handover.Catalog(BuildInfo.version(), catalog.backend(), catalog.fingerprintSha256(), fds.size(),
-                served, report).encode();
-        return new Encoded(frame, List.copyOf(fds));
-    }
-
     /** HANDOVER_CATALOG: the frame, with the listening socket and then every region fd. */
-    static void sendCatalog(ProtocolChannel ch, Encoded encoded, FdRef listener) {
+    static void sendCatalog(ProtocolChannel ch, CatalogFrame encoded, FdRef listener) {
         List<FdRef> fds = new ArrayList<>();
         fds.add(listener);
         fds.addAll(encoded.regionFds());

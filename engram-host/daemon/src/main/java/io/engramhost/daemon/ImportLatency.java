@@ -1,6 +1,7 @@
 package io.engramhost.daemon;
 
 import io.prometheus.metrics.core.metrics.Histogram;
+import io.prometheus.metrics.model.registry.PrometheusRegistry;
 
 /**
  * The import-latency histogram of {@code /metrics} ({@code engram_host_import_duration_seconds}): for each IMPORT
@@ -15,7 +16,7 @@ final class ImportLatency {
     /** Upper bounds of the buckets, in seconds (then +Inf). */
     static final double[] BOUNDS = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
-    final Histogram histogram = Histogram.builder()
+    private final Histogram histogram = Histogram.builder()
             .name(NAME)
             .help("Imports served: from the request taken up to the manifest and its fds written.")
             .classicOnly()
@@ -25,5 +26,10 @@ final class ImportLatency {
 
     void record(long nanos) {
         histogram.observe(nanos / 1e9);
+    }
+
+    /** Registers the histogram in {@code r} (the metrics server's registry). */
+    void registerIn(PrometheusRegistry r) {
+        r.register(histogram);
     }
 }

@@ -3,6 +3,7 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 
 import io.engramhost.protocol.DaemonState;
+import io.engramhost.util.Threads;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.ByteBufAllocator;
@@ -57,6 +58,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.logging.Handler;
 import java.util.logging.Level;
 import java.util.logging.LogRecord;
@@ -65,7 +67,7 @@ import java.util.logging.Logger;
 /**
  * {@code serve --metrics-port}: the HTTP server for Prometheus and for probes, on Netty's NIO transport.
  * {@code /metrics} (text format 0.0.4, written by the Prometheus client library's {@link PrometheusTextFormatWriter}
- * from this daemon's own registry, {@link DaemonMetrics}), {@code /ready} (200 only when ready), {@code /live} (200
+ * from the daemon's own registry, which it is given), {@code /ready} (200 only when ready), {@code /live} (200
  * while the poll loop goes round). GET and HEAD only, no request body is read, nothing it receives changes the
  * daemon.
  *
@@ -115,8 +117,8 @@ public final class MetricsServer implements AutoCloseable {
     private static final String PATHS = "(/metrics, /ready, /live)";
     private static final ByteBufAllocator HEAP = new UnpooledByteBufAllocator(false, true);
 
-    private final DaemonMetrics.Observed daemon;
-    private final DaemonMetrics.HttpStats http = new DaemonMetrics.HttpStats();
+    private final Probes daemon;
+    private final HttpStats http = new HttpStats();
     private final PrometheusRegistry registry;
     private final List<Thread> threads = new ArrayList<>();
     private final EventLoopGroup loop;
@@ -127,16 +129,29 @@ public final class MetricsServer implements AutoCloseable {
     private int scraping;
     private volatile Channel listener;
 
-    private MetricsServer(DaemonMetrics.Observed daemon, Services.Threads threads) {
+    /** What the probes read of the daemon: its state (/ready) and when its poll loop last went round (/live). */
+    interface Probes {
+        DaemonState state();
+
+        /** When the poll loop last went round (System.nanoTime). */
+        long heartbeatNanos();
+
+        /** Seconds since the poll loop last went round. */
+        default double heartbeatAgeSeconds() {
+            return (System.nanoTime() - heartbeatNanos()) / 1e9;
+        }
+    }
+
+    private MetricsServer(Probes daemon, Function<HttpStats, PrometheusRegistry> metrics, Threads threads) {
         this.daemon = daemon;
-        this.registry = DaemonMetrics.registry(daemon, http);
+        this.registry = metrics.apply(http);
         this.loop = new MultiThreadIoEventLoopGroup(1, (ThreadFactory) r -> thread(threads, r, "engram-http"),
                 NioIoHandler.newFactory());
         this.scrapes = new ThreadPoolExecutor(1, 1, 0, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
                 r -> thread(threads, r, "engram-http-scrape"));
     }
 
-    private Thread thread(Services.Threads factory, Runnable task, String name) {
+    private Thread thread(Threads factory, Runnable task, String name) {
         Thread t = factory.thread(task, name);
         synchronized (threads) {
             threads.add(t);
@@ -148,15 +163,15 @@ public final class MetricsServer implements AutoCloseable {
     static final long AFTER_HANDOVER_RETRY_MILLIS = 10_000;
 
     /**
-     * Binds {@code context}'s metrics address and port and starts answering; a port in use fails with one line naming
-     * it, after {@code retryMillis} of retries (a successor's predecessor frees the port as it exits: a listening TCP
-     * socket is not among what a handover passes on).
+     * Binds {@code where} ({@code --metrics-address}, {@code --metrics-port}) and starts answering: the probes from
+     * {@code daemon}, /metrics from the registry {@code metrics} makes (given the server's own connection counts to
+     * include); a port in use fails with one line naming it, after {@code retryMillis} of retries (a successor's
+     * predecessor frees the port as it exits: a listening TCP socket is not among what a handover passes on).
      */
-    static MetricsServer start(DaemonMetrics.Observed daemon, DaemonContext context, Services.Threads threads,
-            long retryMillis) {
+    static MetricsServer start(Probes daemon, Function<HttpStats, PrometheusRegistry> metrics, InetSocketAddress where,
+            Threads threads, long retryMillis) {
         long deadline = System.nanoTime() + retryMillis * 1_000_000L;
-        MetricsServer m = new MetricsServer(daemon, threads);
-        InetSocketAddress where = new InetSocketAddress(context.metricsAddress(), context.metricsPort());
+        MetricsServer m = new MetricsServer(daemon, metrics, threads);
         boolean interrupted = false;
         try {
             while (true) {
@@ -387,7 +402,7 @@ public final class MetricsServer implements AutoCloseable {
                         head);
             }
             case "/live" -> {
-                double age = DaemonMetrics.heartbeatAgeSeconds(daemon);
+                double age = daemon.heartbeatAgeSeconds();
                 boolean live = age < LIVE_STALE_SECONDS;
                 p.reply(live ? 200 : 503, live ? "live\n" : String.format(Locale.ROOT,
                         "stale: the poll loop last went round %.1f s ago\n", age), head);

@@ -46,16 +46,25 @@ final class Requests implements SessionLoop.Handler {
         void stop(String reason);
     }
 
+    /** The one handover slot a TAKEOVER asks for (the daemon's {@code HandoverSender}). */
+    interface TakeoverSlot {
+        /** Claims the slot for {@code peer}; false while another takeover holds it. */
+        boolean reserve(PeerCredentials peer, Handover.Takeover t);
+
+        /** A TAKEOVER of {@code peer} refused, {@code why} in one line (logged). */
+        void refused(PeerCredentials peer, String why);
+    }
+
     /** Requests over 1 MiB (IMPORTs with a large expectation) are answered one at a time, so their copies stay few. */
     private static final int LARGE_REQUEST = 1 << 20;
 
     private final Services services;
     private final Served served;
-    private final HandoverSender handovers;
+    private final TakeoverSlot handovers;
     private final int uid;
     private final Semaphore largeRequests = new Semaphore(1);
 
-    Requests(Services services, Served served, HandoverSender handovers, int uid) {
+    Requests(Services services, Served served, TakeoverSlot handovers, int uid) {
         this.services = services;
         this.served = served;
         this.handovers = handovers;
@@ -121,7 +130,7 @@ final class Requests implements SessionLoop.Handler {
     /**
      * A successor asks to take over (docs/protocol.md, "Handing over to a successor daemon"). Refused with one
      * line for another uid, an incompatible build, a daemon that is not ready, or a handover already under way;
-     * else the connection leaves the loop for the handover thread ({@link HandoverSender}).
+     * else the connection leaves the loop for the handover thread (the {@link SessionLoop.Detach}'s).
      */
     private Answer takeover(Handover.Takeover t, int version, PeerCredentials peer) {
         String incompatible = t.incompatibility(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION);

@@ -1,5 +1,6 @@
 package io.engramhost.daemon;
 
+import io.engramhost.util.Threads;
 import java.util.function.IntPredicate;
 import java.util.function.LongSupplier;
 
@@ -12,10 +13,4 @@ import java.util.function.LongSupplier;
  */
 record Services(IntPredicate admits, IntPredicate mayStop, Leases leases, ConnectionStats stats, Threads threads,
         Thread.UncaughtExceptionHandler fatal, LongSupplier clock) {
-
-    /** Makes the daemon's threads: daemon threads, named, whose death by an error is fatal. */
-    @FunctionalInterface
-    interface Threads {
-        Thread thread(Runnable task, String name);
-    }
 }

@@ -43,7 +43,7 @@ final class SessionLoop implements AutoCloseable {
         Answer handle(ConnectionPhase phase, int version, PeerCredentials peer, byte[] payload);
     }
 
-    /** Where a connection goes that a TAKEOVER took out of the loop (the daemon's {@link HandoverSender}). */
+    /** Where a connection goes that a TAKEOVER took out of the loop (the daemon's {@code HandoverSender}). */
     interface Detach {
         /** The successor's connection, now the handover's to own. */
         void detached(Fd fd, PeerCredentials peer);

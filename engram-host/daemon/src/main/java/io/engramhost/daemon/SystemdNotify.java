@@ -13,6 +13,7 @@ import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadReport;
 import io.engramhost.util.Bytes;
 import io.engramhost.util.Closer;
+import io.engramhost.util.Threads;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -144,7 +145,7 @@ public final class SystemdNotify implements AutoCloseable {
      */
     void announceReady(Catalog c, LoadReport report, Fd kept) {
         try {
-            storeCatalog(HandoverSender.encode(c, report.encode()), kept);
+            storeCatalog(CatalogFrame.of(c, report.encode()), kept);
         } finally {
             Closer.closeAll(kept);
         }
@@ -183,7 +184,7 @@ public final class SystemdNotify implements AutoCloseable {
      * same fd are kept once by systemd, so storing adopted fds again changes nothing; names a previous run stored
      * that no longer hold these tables were removed before (when the daemon began serving).
      */
-    void storeCatalog(HandoverSender.Encoded encoded, Fd kept) {
+    void storeCatalog(CatalogFrame encoded, Fd kept) {
         for (int i = 0; i < encoded.regionFds().size(); i++) {
             store(REGION_PREFIX + i, List.of(encoded.regionFds().get(i)), false);
         }
@@ -208,7 +209,7 @@ public final class SystemdNotify implements AutoCloseable {
      * ({@code heartbeat}: when it last did; it does at least once a second); a loop that stopped going round gets no
      * ping, so systemd restarts the unit.
      */
-    void startWatchdog(Services.Threads threads, LongSupplier heartbeat) {
+    void startWatchdog(Threads threads, LongSupplier heartbeat) {
         if (watchdogMicros <= 0 || watchdog != null) {
             return;
         }

@@ -18,6 +18,7 @@ import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
 import io.engramhost.os.UnixListener;
 import io.engramhost.os.UnixSockets;
+import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.FrameReader;
 import io.engramhost.protocol.Frames;
@@ -41,6 +42,8 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.function.IntPredicate;
+import java.util.function.Supplier;
 
 /**
  * The successor's side of a takeover ({@code serve --takeover}; docs/protocol.md, "Handing over to a successor
@@ -68,6 +71,16 @@ final class Takeover {
         }
     }
 
+    /**
+     * What a successor is started with: the socket it takes over ({@code othersAdmitted}: its directory is reachable by
+     * other uids), the backend it must serve, whether it rehashes what it gets ({@code --verify-digests}), which uid
+     * it may take over from ({@code mayStop}: its own or root), where the hooks step in, and the load it falls back
+     * on when the tables handed over are kept no longer ({@code reload}, asked at most once).
+     */
+    record Settings(Path socket, boolean othersAdmitted, Backend backend, boolean verifyDigests, IntPredicate mayStop,
+            DaemonHooks hooks, Supplier<PreparedLoad> reload) {
+    }
+
     /** A catalog as received: the frame decoded, the listening socket (fd 0) and the region fds, owned. */
     private record Received(Handover.Catalog catalog, Fd listener, List<Fd> regions) {
     }
@@ -77,17 +90,17 @@ final class Takeover {
     }
 
     /**
-     * Takes over from the daemon on {@code context}'s socket: what this process then serves, past the commit point.
+     * Takes over from the daemon on {@code settings}'s socket: what this process then serves, past the commit point.
      *
      * @throws PredecessorGoneException when there is no daemon to take over from (nothing was taken)
      * @throws IllegalStateException with one line when the takeover is refused or what was handed over fails a
      *     check; the predecessor then keeps serving
      */
-    static Adoption run(DaemonContext context) {
+    static Adoption run(Settings settings) {
         rehearse();
-        context.hooks().reached(DaemonHooks.Point.TAKEOVER_REQUEST);
+        settings.hooks().reached(DaemonHooks.Point.TAKEOVER_REQUEST);
         long t0 = System.nanoTime();
-        Path socket = context.socket();
+        Path socket = settings.socket();
         UnixConnection conn;
         try {
             conn = UnixConnection.connect(socket);
@@ -99,16 +112,16 @@ final class Takeover {
         }
         try (ProtocolChannel ch = new ProtocolChannel(conn)) {
             PeerCredentials peer = conn.peerCredentials();
-            if (!context.mayStop(peer.uid())) {
+            if (!settings.mayStop().test(peer.uid())) {
                 throw new IllegalStateException("takeover refused: the daemon on " + socket + " runs as uid "
                         + peer.uid() + "; only its own uid or root may take it over");
             }
-            return converse(context, ch, t0);
+            return converse(settings, ch, t0);
         }
     }
 
-    private static Adoption converse(DaemonContext context, ProtocolChannel ch, long t0) {
-        Path socket = context.socket();
+    private static Adoption converse(Settings settings, ProtocolChannel ch, long t0) {
+        Path socket = settings.socket();
         Welcome welcome;
         Received got;
         try {
@@ -127,7 +140,7 @@ final class Takeover {
         Handover.Catalog handed = got.catalog();
         LOG.log(INFO, "taking over from pid " + welcome.pid() + " (" + welcome.daemonVersion() + ", " + handed.backend()
                 + "): " + handed.regionCount() + " region fds, fingerprint " + handed.fingerprintSha256()
-                + (context.verifyDigests() ? "; verifying every digest" : ""));
+                + (settings.verifyDigests() ? "; verifying every digest" : ""));
         UnixListener listener;
         Catalog catalog;
         LoadReport report;
@@ -138,12 +151,12 @@ final class Takeover {
             throw refuse(ch, e);
         }
         try {
-            if (!handed.backend().equals(context.backend().wireName())) {
+            if (!handed.backend().equals(settings.backend().wireName())) {
                 throw new IllegalStateException("the daemon serves backend " + handed.backend() + ", this successor was"
-                        + " started with --backend " + context.backend().wireName());
+                        + " started with --backend " + settings.backend().wireName());
             }
             report = LoadReport.parse(handed.report());
-            catalog = AdoptedCatalog.adopt(handed, got.regions(), context.verifyDigests());
+            catalog = AdoptedCatalog.adopt(handed, got.regions(), settings.verifyDigests());
             step(t0, "catalog checked");
         } catch (RuntimeException e) {
             got.regions().forEach(Fd::close);
@@ -152,18 +165,18 @@ final class Takeover {
         }
         Tables tables;
         try {
-            tables = tablesToServe(context, catalog, report);
+            tables = tablesToServe(settings, catalog, report);
         } catch (RuntimeException e) {
             listener.close();
             throw refuse(ch, e);
         }
-        context.hooks().reached(DaemonHooks.Point.TAKEOVER_CATALOG);
+        settings.hooks().reached(DaemonHooks.Point.TAKEOVER_CATALOG);
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_READY, 2));
             step(t0, "READY sent");
-            return commit(context, ch, welcome.pid(), listener, tables, t0);
+            return commit(settings, ch, welcome.pid(), listener, tables, t0);
         } catch (PeerClosedException | ReceiveTimeoutException e) {
-            return orphaned(context, welcome.pid(), listener, tables, t0, e.getMessage());
+            return orphaned(settings, welcome.pid(), listener, tables, t0, e.getMessage());
         }
     }
 
@@ -172,14 +185,14 @@ final class Takeover {
      * WRITE sealed it ({@link AdoptedCatalog#sealedBeforeWrite}), a load of the checkpoint instead (once: the tables
      * it makes carry WRITE), said in one line. The socket, the connections and the leases move over either way.
      */
-    private record Tables(Catalog catalog, DaemonLauncher.Tables reload, LoadReport report) implements AutoCloseable {
+    private record Tables(Catalog catalog, PreparedLoad reload, LoadReport report) implements AutoCloseable {
         @Override
         public void close() {
             Closer.closeAll(catalog, reload == null ? null : reload.builder());
         }
     }
 
-    private static Tables tablesToServe(DaemonContext context, Catalog catalog, LoadReport report) {
+    private static Tables tablesToServe(Settings settings, Catalog catalog, LoadReport report) {
         String older;
         try {
             older = AdoptedCatalog.sealedBeforeWrite(catalog);
@@ -193,7 +206,7 @@ final class Takeover {
         Closer.closeAll(catalog);
         LOG.log(WARNING, "the tables handed over are kept no longer: " + older + ": taking over the socket, the"
                 + " connections and the leases, and loading the checkpoint once");
-        DaemonLauncher.Tables reload = DaemonLauncher.prepareTables(context, null);
+        PreparedLoad reload = settings.reload().get();
         return new Tables(null, reload, reload.report());
     }
 
@@ -202,9 +215,9 @@ final class Takeover {
             List<HandedConnection> connections, long nextLeaseId, LoadReport.Origin origin) {
         return tables.catalog() != null
                 ? new Adoption(lock, listener, tables.catalog(), null, connections, nextLeaseId,
-                        tables.report().withOrigin(origin), null)
+                        tables.report().withOrigin(origin))
                 : new Adoption(lock, listener, null, tables.reload().builder(), connections, nextLeaseId,
-                        tables.report(), null);
+                        tables.report());
     }
 
     /** HANDOVER_CATALOG, decoded, with its fds: fd 0 the listening socket, then the regions. */
@@ -235,7 +248,7 @@ final class Takeover {
     }
 
     /** Receives the commit, takes the lock and connections, confirms: the commit point. */
-    private static Adoption commit(DaemonContext context, ProtocolChannel ch, int predecessor, UnixListener listener,
+    private static Adoption commit(Settings settings, ProtocolChannel ch, int predecessor, UnixListener listener,
             Tables tables, long t0) {
         Committed got;
         try {
@@ -249,7 +262,7 @@ final class Takeover {
         }
         DaemonLock lock;
         try {
-            lock = SocketClaim.adopt(got.lock(), context.socket(), context.othersAdmitted());
+            lock = SocketClaim.adopt(got.lock(), settings.socket(), settings.othersAdmitted());
         } catch (RuntimeException e) {
             got.connections().forEach(Fd::close);
             Closer.closeAllAfter(e, tables, listener);
@@ -264,7 +277,7 @@ final class Takeover {
                     Instant.ofEpochSecond(0, c.leaseSinceNanos())));
             leases += c.leaseId() > 0 ? 1 : 0;
         }
-        context.hooks().reached(DaemonHooks.Point.TAKEOVER_COMMIT);
+        settings.hooks().reached(DaemonHooks.Point.TAKEOVER_COMMIT);
         try {
             ch.send(Frames.empty(MessageType.HANDOVER_DONE, 2));
             step(t0, "DONE sent: committed");
@@ -285,12 +298,12 @@ final class Takeover {
      * the listening socket, so it takes the lock as a new daemon would (refused while another daemon holds it)
      * and serves them. The predecessor's leases ended with it.
      */
-    private static Adoption orphaned(DaemonContext context, int predecessor, UnixListener listener, Tables tables,
+    private static Adoption orphaned(Settings settings, int predecessor, UnixListener listener, Tables tables,
             long t0, String why) {
         LOG.log(WARNING, "the predecessor pid " + predecessor + " stopped answering before its commit (" + why
                 + "); taking the lock and serving the tables it handed over");
         try {
-            DaemonLock lock = SocketClaim.lockAfter(predecessor, context.socket(), context.othersAdmitted());
+            DaemonLock lock = SocketClaim.lockAfter(predecessor, settings.socket(), settings.othersAdmitted());
             LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER_ORPHANED, predecessor, t0,
                     null);
             return adoption(lock, listener, tables, List.of(), 1, origin);
@@ -325,7 +338,7 @@ final class Takeover {
                     List.of(new Manifest.Region(RegionKind.MEMFD, Posix.pageSize(), 0, -1)),
                     List.of(new Manifest.Table("rehearsal", "U8", new long[] {1}, 1, 0, 0, 0, RegionKind.MEMFD, 0, -1)));
             Catalog tiny = new Catalog(manifest, List.of(region.fd()), fp.sha256Hex(), e -> List.of(), "memfd", () -> { });
-            HandoverSender.sendCatalog(predecessor, HandoverSender.encode(tiny, LoadReport.EMPTY.encode()),
+            HandoverSender.sendCatalog(predecessor, CatalogFrame.of(tiny, LoadReport.EMPTY.encode()),
                     region.fd());
             Received got = receiveCatalog(successor, Path.of("/"));
             owned.add(got.listener());
