@@ -22,10 +22,10 @@ import java.util.Objects;
  * @param nextLeaseId the id the next lease gets (leases stay unique across a takeover)
  * @param report      what is known of the tables so far: the predecessor's report and the origin, or the memory check
  */
-record Adoption(DaemonLock lock, UnixListener listener, Catalog catalog, CatalogBuilder load,
+public record Adoption(DaemonLock lock, UnixListener listener, Catalog catalog, CatalogBuilder load,
         List<HandedConnection> connections, long nextLeaseId, LoadReport report) implements AutoCloseable {
 
-    Adoption {
+    public Adoption {
         Objects.requireNonNull(lock, "lock");
         Objects.requireNonNull(listener, "listener");
         if ((catalog == null) == (load == null)) {
@@ -35,7 +35,7 @@ record Adoption(DaemonLock lock, UnixListener listener, Catalog catalog, Catalog
     }
 
     /** A daemon that will load {@code load}, with nothing handed over. */
-    static Adoption toLoad(DaemonLock lock, UnixListener listener, CatalogBuilder load, LoadReport report) {
+    public static Adoption toLoad(DaemonLock lock, UnixListener listener, CatalogBuilder load, LoadReport report) {
         return new Adoption(lock, listener, null, load, List.of(), 1, report);
     }
 

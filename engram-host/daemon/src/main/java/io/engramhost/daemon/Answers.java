@@ -14,7 +14,7 @@ import java.util.function.Function;
  * asks "the same catalog?": a new catalog comes with new answers. STATUS's tables are the daemon's to encode (its
  * STATUS document); these answers only keep the encoding.
  */
-final class Answers {
+public final class Answers {
     private final Catalog catalog;
     /** Key: device * 4 + version, for -1 and each GPU with a manifest of its own. */
     private final ConcurrentHashMap<Long, byte[]> manifests = new ConcurrentHashMap<>();
@@ -22,12 +22,12 @@ final class Answers {
     private volatile byte[] statusTables;
 
     /** {@code statusTablesOf}: STATUS's {@code tables} of a catalog, as JSON (called at most once). */
-    Answers(Catalog catalog, Function<Catalog, byte[]> statusTablesOf) {
+    public Answers(Catalog catalog, Function<Catalog, byte[]> statusTablesOf) {
         this.catalog = catalog;
         this.statusTablesOf = statusTablesOf;
     }
 
-    Catalog catalog() {
+    public Catalog catalog() {
         return catalog;
     }
 
@@ -43,7 +43,7 @@ final class Answers {
     }
 
     /** STATUS's {@code tables}: a JSON array. */
-    byte[] statusTables() {
+    public byte[] statusTables() {
         byte[] t = statusTables;
         if (t == null) {
             synchronized (this) {

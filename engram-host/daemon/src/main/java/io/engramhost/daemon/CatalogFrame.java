@@ -14,9 +14,9 @@ import java.util.Map;
  * region fds in the order the frame indexes them, each fd once. A predecessor sends it to its successor (the
  * listening socket before the regions); systemd's fd store keeps the same frame in the catalog memfd.
  */
-record CatalogFrame(byte[] frame, List<Fd> regionFds) {
+public record CatalogFrame(byte[] frame, List<Fd> regionFds) {
     /** Encodes {@code catalog} with {@code report} (the load's facts, JSON), in this build's name. */
-    static CatalogFrame of(Catalog catalog, String report) {
+    public static CatalogFrame of(Catalog catalog, String report) {
         List<Fd> fds = new ArrayList<>();
         Map<Fd, Integer> index = new IdentityHashMap<>();
         List<Handover.Served> served = new ArrayList<>();

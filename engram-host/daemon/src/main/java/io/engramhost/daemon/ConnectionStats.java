@@ -16,7 +16,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * those events: one line per peer process and kind, not one per attempt, so a peer that retries in
  * a loop cannot flood the log.
  */
-final class ConnectionStats {
+public final class ConnectionStats {
     private static final System.Logger LOG = System.getLogger(ConnectionStats.class.getName());
     final AtomicInteger open = new AtomicInteger();
     final AtomicLong accepted = new AtomicLong();
@@ -30,51 +30,51 @@ final class ConnectionStats {
     /** How long those answers took, request taken up to answer written. */
     final ImportLatency importLatency = new ImportLatency();
     /** The codes an IMPORT is refused with (a malformed one counts as a bad request). */
-    static final List<ErrorCode> IMPORT_ERRORS = List.of(ErrorCode.NOT_READY, ErrorCode.FINGERPRINT_MISMATCH,
+    public static final List<ErrorCode> IMPORT_ERRORS = List.of(ErrorCode.NOT_READY, ErrorCode.FINGERPRINT_MISMATCH,
             ErrorCode.STOPPING, ErrorCode.LOAD_FAILED);
     private final Map<ErrorCode, AtomicLong> importErrors = new EnumMap<>(ErrorCode.class);
 
-    ConnectionStats() {
+    public ConnectionStats() {
         for (ErrorCode c : IMPORT_ERRORS) {
             importErrors.put(c, new AtomicLong());
         }
     }
 
     /** Connections open now, leases included. */
-    int open() {
+    public int open() {
         return open.get();
     }
 
-    long accepted() {
+    public long accepted() {
         return accepted.get();
     }
 
-    long refusedBusy() {
+    public long refusedBusy() {
         return refusedBusy.get();
     }
 
-    long refusedNotAllowed() {
+    public long refusedNotAllowed() {
         return refusedNotAllowed.get();
     }
 
-    long evicted() {
+    public long evicted() {
         return evicted.get();
     }
 
-    long timedOut() {
+    public long timedOut() {
         return timedOut.get();
     }
 
-    long badRequests() {
+    public long badRequests() {
         return badRequests.get();
     }
 
-    long importsServed() {
+    public long importsServed() {
         return importsServed.get();
     }
 
     /** The import-latency histogram, which the metrics register. */
-    ImportLatency importLatency() {
+    public ImportLatency importLatency() {
         return importLatency;
     }
 
@@ -83,12 +83,12 @@ final class ConnectionStats {
         importErrors.get(code).incrementAndGet();
     }
 
-    long importErrors(ErrorCode code) {
+    public long importErrors(ErrorCode code) {
         return importErrors.get(code).get();
     }
 
     /** STATUS's {@code imports} object: {@code served}, and {@code errors} by code name. */
-    Map<String, Object> importsJson() {
+    public Map<String, Object> importsJson() {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("served", importsServed.get());
         Map<String, Object> e = new LinkedHashMap<>();
@@ -157,7 +157,7 @@ final class ConnectionStats {
         }
     }
 
-    Map<String, Object> toJson(ConnectionLimits limits, int leases, long requestMemoryUsed) {
+    public Map<String, Object> toJson(ConnectionLimits limits, int leases, long requestMemoryUsed) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("open", open.get());
         m.put("leases", leases);

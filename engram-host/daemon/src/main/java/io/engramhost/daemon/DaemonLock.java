@@ -99,13 +99,13 @@ public final class DaemonLock implements AutoCloseable {
      * Writes this process's pid into the lock file: it is the daemon now (a new one, a successor past its commit
      * point, or a predecessor serving again after a takeover that failed before it).
      */
-    void claim() {
+    public void claim() {
         Posix.ftruncate(fd, 0);
         DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
     }
 
     /** The lock file's fd, to hand over to a successor (which then shares the lock); this lock keeps owning it. */
-    Fd fd() {
+    public Fd fd() {
         return fd;
     }
 

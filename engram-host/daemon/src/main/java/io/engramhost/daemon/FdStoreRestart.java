@@ -32,7 +32,7 @@ import java.util.Set;
  * checksum), the checkpoint on disk still has the catalog's fingerprint and every region fd is what the catalog
  * says, the daemon serves those tables without reading the checkpoint; otherwise it says why in one line and loads.
  */
-final class FdStoreRestart {
+public final class FdStoreRestart {
     private static final System.Logger LOG = System.getLogger(FdStoreRestart.class.getName());
     /** sd_listen_fds(3): the first fd passed. */
     static final int FIRST_FD = 3;
@@ -43,7 +43,7 @@ final class FdStoreRestart {
     }
 
     /** The fds systemd passed, by name; each taken at most once, the rest closed by {@link #closeRest}. */
-    static final class Passed {
+    public static final class Passed {
         private final List<String> names;
         private final List<Fd> fds;
         private final Set<String> kept = new LinkedHashSet<>();
@@ -69,7 +69,7 @@ final class FdStoreRestart {
          * The listening socket: the fd named {@value SystemdNotify#LISTEN_NAME}, else (a socket unit, whatever its
          * FileDescriptorName=) the one fd that listens on {@code socket}; null when none.
          */
-        Fd takeListener(Path socket) {
+        public Fd takeListener(Path socket) {
             Fd fd = take(SystemdNotify.LISTEN_NAME);
             if (fd != null) {
                 return fd;
@@ -85,7 +85,7 @@ final class FdStoreRestart {
         }
 
         /** {@code name}'s entry in the fd store holds what this daemon serves: it stays there. */
-        void keep(String name) {
+        public void keep(String name) {
             kept.add(name);
         }
 
@@ -101,7 +101,7 @@ final class FdStoreRestart {
          * Closes every fd not taken and returns the names to remove from the fd store: every name passed but those
          * kept.
          */
-        Set<String> closeRest() {
+        public Set<String> closeRest() {
             for (int i = 0; i < fds.size(); i++) {
                 if (fds.get(i) != null) {
                     fds.get(i).close();
@@ -119,7 +119,7 @@ final class FdStoreRestart {
      * pid and {@code LISTEN_FDS} is positive. Each fd is made CLOEXEC, and the {@code LISTEN_*} variables are
      * unset, so that nothing this process starts mistakes them for its own.
      */
-    static Passed fromEnvironment(Map<String, String> env) {
+    public static Passed fromEnvironment(Map<String, String> env) {
         String pid = env.get("LISTEN_PID");
         String count = env.get("LISTEN_FDS");
         if (pid == null || count == null) {
@@ -156,7 +156,7 @@ final class FdStoreRestart {
     }
 
     /** What the daemon adopted from the fd store: its tables, ready, and the catalog memfd to store again. */
-    record Adopted(Adoption adoption, Fd catalogMemfd) {
+    public record Adopted(Adoption adoption, Fd catalogMemfd) {
     }
 
     /**
@@ -168,7 +168,7 @@ final class FdStoreRestart {
      *
      * @throws IllegalStateException when the fd store is too small, or another daemon holds the lock
      */
-    static Adopted adopt(Path socket, boolean othersAdmitted, StoreSettings store, Passed passed,
+    public static Adopted adopt(Path socket, boolean othersAdmitted, StoreSettings store, Passed passed,
             SystemdNotify notify) {
         long t0 = System.nanoTime();
         int regionNames = passed.count(SystemdNotify.REGION_PREFIX);

@@ -10,6 +10,6 @@ import java.time.Instant;
  * conversation, the version it chose, its peer, and its lease (id 0 and no time: not a lease). The predecessor's
  * loop lists these when it freezes (still owning each socket); the successor's loop takes them over.
  */
-record HandedConnection(Fd fd, ConnectionPhase phase, int version, PeerCredentials peer, long leaseId,
+public record HandedConnection(Fd fd, ConnectionPhase phase, int version, PeerCredentials peer, long leaseId,
         Instant leaseSince) {
 }

@@ -39,7 +39,7 @@ import java.util.concurrent.atomic.AtomicReference;
  * loop serves again; nothing was given away, since every fd sent was a copy. A successor that holds the commit
  * without answering is killed before the loop resumes, so two daemons never serve at once.
  */
-final class HandoverSender implements SessionLoop.Detach, Requests.TakeoverSlot {
+public final class HandoverSender implements SessionLoop.Detach, Requests.TakeoverSlot {
     private static final System.Logger LOG = System.getLogger(HandoverSender.class.getName());
     /** How long the successor may take to check the catalog (digests included) before it answers READY. */
     static final int READY_TIMEOUT_MILLIS = 600_000;
@@ -49,7 +49,7 @@ final class HandoverSender implements SessionLoop.Detach, Requests.TakeoverSlot 
     static final int DONE_TIMEOUT_MILLIS = 30_000;
 
     /** What a handover hands over, and what it does to the daemon that hands it over. */
-    interface Source {
+    public interface Source {
         /** The ready catalog's answers (null: the daemon is stopping). */
         Answers answers();
 
@@ -76,7 +76,7 @@ final class HandoverSender implements SessionLoop.Detach, Requests.TakeoverSlot 
     private final Source source;
     private final AtomicReference<PeerCredentials> reserved = new AtomicReference<>();
 
-    HandoverSender(Services services, DaemonHooks hooks, Source source) {
+    public HandoverSender(Services services, DaemonHooks hooks, Source source) {
         this.services = services;
         this.hooks = hooks;
         this.source = source;

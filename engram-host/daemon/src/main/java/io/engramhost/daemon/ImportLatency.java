@@ -11,7 +11,7 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
  * It counts from the daemon's start whether or not {@code --metrics-port} is given; {@link DaemonMetrics} registers
  * it in the metrics server's registry.
  */
-final class ImportLatency {
+public final class ImportLatency {
     static final String NAME = "engram_host_import_duration_seconds";
     /** Upper bounds of the buckets, in seconds (then +Inf). */
     static final double[] BOUNDS = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -29,7 +29,7 @@ final class ImportLatency {
     }
 
     /** Registers the histogram in {@code r} (the metrics server's registry). */
-    void registerIn(PrometheusRegistry r) {
+    public void registerIn(PrometheusRegistry r) {
         r.register(histogram);
     }
 }

@@ -13,10 +13,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * The poll loop owns the connections themselves and adds and removes entries here as leases begin
  * and end (a BYE, EOF or anything else ends one at once).
  */
-final class Leases {
+public final class Leases {
     private static final System.Logger LOG = System.getLogger(Leases.class.getName());
     /** One client's lease. */
-    record Lease(long id, int pid, int uid, Instant since) {
+    public record Lease(long id, int pid, int uid, Instant since) {
     }
 
     private final ConcurrentHashMap<Long, Lease> leases = new ConcurrentHashMap<>();
@@ -36,12 +36,12 @@ final class Leases {
     }
 
     /** The id the next lease will get. */
-    long nextId() {
+    public long nextId() {
         return ids.get() + 1;
     }
 
     /** Leases continue from {@code next}: ids stay unique across a handover. */
-    void continueFrom(long next) {
+    public void continueFrom(long next) {
         ids.accumulateAndGet(next - 1, Math::max);
     }
 
@@ -56,11 +56,11 @@ final class Leases {
         }
     }
 
-    int size() {
+    public int size() {
         return leases.size();
     }
 
-    List<Lease> list() {
+    public List<Lease> list() {
         List<Lease> out = new ArrayList<>(leases.values());
         out.sort((a, b) -> Long.compare(a.id(), b.id()));
         return out;

@@ -130,7 +130,7 @@ public final class MetricsServer implements AutoCloseable {
     private volatile Channel listener;
 
     /** What the probes read of the daemon: its state (/ready) and when its poll loop last went round (/live). */
-    interface Probes {
+    public interface Probes {
         DaemonState state();
 
         /** When the poll loop last went round (System.nanoTime). */
@@ -160,7 +160,7 @@ public final class MetricsServer implements AutoCloseable {
     }
 
     /** How long a successor retries binding the port its predecessor frees as it exits. */
-    static final long AFTER_HANDOVER_RETRY_MILLIS = 10_000;
+    public static final long AFTER_HANDOVER_RETRY_MILLIS = 10_000;
 
     /**
      * Binds {@code where} ({@code --metrics-address}, {@code --metrics-port}) and starts answering: the probes from
@@ -168,8 +168,8 @@ public final class MetricsServer implements AutoCloseable {
      * include); a port in use fails with one line naming it, after {@code retryMillis} of retries (a successor's
      * predecessor frees the port as it exits: a listening TCP socket is not among what a handover passes on).
      */
-    static MetricsServer start(Probes daemon, Function<HttpStats, PrometheusRegistry> metrics, InetSocketAddress where,
-            Threads threads, long retryMillis) {
+    public static MetricsServer start(Probes daemon, Function<HttpStats, PrometheusRegistry> metrics,
+            InetSocketAddress where, Threads threads, long retryMillis) {
         long deadline = System.nanoTime() + retryMillis * 1_000_000L;
         MetricsServer m = new MetricsServer(daemon, metrics, threads);
         boolean interrupted = false;

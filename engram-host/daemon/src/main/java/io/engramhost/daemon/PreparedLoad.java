@@ -4,5 +4,5 @@ import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadReport;
 
 /** What a load will make, and what is known of it before: the builder, and the report of its memory check. */
-record PreparedLoad(CatalogBuilder builder, LoadReport report) {
+public record PreparedLoad(CatalogBuilder builder, LoadReport report) {
 }

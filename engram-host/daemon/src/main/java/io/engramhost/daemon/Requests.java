@@ -25,9 +25,9 @@ import java.util.concurrent.Semaphore;
  * loop made on its header already), decodes it strictly (docs/protocol.md), decides, and encodes the answer. It
  * never touches a socket: the poll loop writes the answer. It sees the daemon only as {@link Served}.
  */
-final class Requests implements SessionLoop.Handler {
+public final class Requests implements SessionLoop.Handler {
     /** What a request is answered from: the daemon's state, its answers once ready, and what a request may ask of it. */
-    interface Served {
+    public interface Served {
         DaemonState state();
 
         /** The ready catalog's answers (null unless ready). */
@@ -47,7 +47,7 @@ final class Requests implements SessionLoop.Handler {
     }
 
     /** The one handover slot a TAKEOVER asks for (the daemon's {@code HandoverSender}). */
-    interface TakeoverSlot {
+    public interface TakeoverSlot {
         /** Claims the slot for {@code peer}; false while another takeover holds it. */
         boolean reserve(PeerCredentials peer, Handover.Takeover t);
 
@@ -64,7 +64,7 @@ final class Requests implements SessionLoop.Handler {
     private final int uid;
     private final Semaphore largeRequests = new Semaphore(1);
 
-    Requests(Services services, Served served, TakeoverSlot handovers, int uid) {
+    public Requests(Services services, Served served, TakeoverSlot handovers, int uid) {
         this.services = services;
         this.served = served;
         this.handovers = handovers;

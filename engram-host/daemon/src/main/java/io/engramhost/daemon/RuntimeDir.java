@@ -296,7 +296,7 @@ public final class RuntimeDir implements AutoCloseable {
      * is a socket of this uid) or the ready file (only while it is in the daemon's own format). Anything else there
      * now is left alone; a failure is logged, not thrown.
      */
-    void removeOwn(String name, boolean socket) {
+    public void removeOwn(String name, boolean socket) {
         try {
             FileStat st = dir.statAt(name);
             boolean own = st != null && (socket ? st.isSocket() && st.uid() == DirFd.geteuid()

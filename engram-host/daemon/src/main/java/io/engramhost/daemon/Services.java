@@ -11,6 +11,6 @@ import java.util.function.LongSupplier;
  *
  * @param clock nanoseconds, as {@link System#nanoTime}
  */
-record Services(IntPredicate admits, IntPredicate mayStop, Leases leases, ConnectionStats stats, Threads threads,
+public record Services(IntPredicate admits, IntPredicate mayStop, Leases leases, ConnectionStats stats, Threads threads,
         Thread.UncaughtExceptionHandler fatal, LongSupplier clock) {
 }

@@ -30,7 +30,7 @@ import java.util.concurrent.TimeUnit;
  * <p>{@link #run} goes round until {@link #close}; {@link #runOnce} is one round, with time read from the
  * {@link Services#clock}, so a test drives it round by round.
  */
-final class SessionLoop implements AutoCloseable {
+public final class SessionLoop implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SessionLoop.class.getName());
     private static final int SCRATCH_BYTES = 256 << 10;
     private static final int SLOT_WAKEUP = 0;
@@ -44,7 +44,7 @@ final class SessionLoop implements AutoCloseable {
     }
 
     /** Where a connection goes that a TAKEOVER took out of the loop (the daemon's {@code HandoverSender}). */
-    interface Detach {
+    public interface Detach {
         /** The successor's connection, now the handover's to own. */
         void detached(Fd fd, PeerCredentials peer);
 
@@ -81,8 +81,8 @@ final class SessionLoop implements AutoCloseable {
      * A loop over {@code listener}'s connections; it owns {@code workers} (stopped on close) and its own thread
      * (from {@link Services#threads}), which {@link #start} starts.
      */
-    SessionLoop(Services services, ConnectionLimits limits, BorrowedFd listener, String socketName, Handler handler,
-            Detach detach, ExecutorService workers) {
+    public SessionLoop(Services services, ConnectionLimits limits, BorrowedFd listener, String socketName,
+            Handler handler, Detach detach, ExecutorService workers) {
         this.services = services;
         this.limits = limits;
         this.listener = listener;
@@ -96,16 +96,16 @@ final class SessionLoop implements AutoCloseable {
         this.heartbeat = services.clock().getAsLong();
     }
 
-    void start() {
+    public void start() {
         thread.start();
     }
 
-    long requestMemoryUsed() {
+    public long requestMemoryUsed() {
         return memory.used();
     }
 
     /** When the loop last went round (the clock's nanoseconds); it does at least every {@link #MAX_WAIT_MILLIS}. */
-    long heartbeatNanos() {
+    public long heartbeatNanos() {
         return heartbeat;
     }
 
@@ -158,7 +158,7 @@ final class SessionLoop implements AutoCloseable {
      * still under way then is closed with TIMED_OUT), then freezes: the future gets every connection, all at rest.
      * The loop's connections stay its own until {@link #closeHandedOver} or {@link #resume}.
      */
-    CompletableFuture<List<HandedConnection>> freeze(long drainMillis) {
+    public CompletableFuture<List<HandedConnection>> freeze(long drainMillis) {
         CompletableFuture<List<HandedConnection>> f = freeze.begin(services.clock().getAsLong()
                 + drainMillis * 1_000_000L);
         wakeup.signal();
@@ -170,19 +170,19 @@ final class SessionLoop implements AutoCloseable {
      * fd store keeps its listening socket calls this, so that a client connecting meanwhile waits in the backlog for
      * the next daemon instead of being answered STOPPING by this one.
      */
-    void stopAccepting() {
+    public void stopAccepting() {
         accepting = false;
         wakeup.signal();
     }
 
     /** After a failed handover: serves again, accepting first what waited in the backlog. */
-    void resume() {
+    public void resume() {
         freeze.resume();
         wakeup.signal();
     }
 
     /** Takes over connections a predecessor handed over (before {@link #start}). */
-    void install(List<HandedConnection> handed) {
+    public void install(List<HandedConnection> handed) {
         table.install(handed);
     }
 
@@ -190,7 +190,7 @@ final class SessionLoop implements AutoCloseable {
      * The handover committed: the loop stops, and its sockets are closed without a word, since the successor holds
      * each of them too (a client sees nothing); leases are logged as handed over.
      */
-    void closeHandedOver(int successor) {
+    public void closeHandedOver(int successor) {
         if (stopThreads()) {
             table.closeHandedOver(successor);
             wakeup.close();

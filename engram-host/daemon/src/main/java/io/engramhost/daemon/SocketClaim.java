@@ -15,7 +15,7 @@ import java.nio.file.Path;
  * ({@link RuntimeDir}), the lock taken ({@link DaemonLock}), then the listening socket, one it was handed or one it
  * binds. The one place that does either.
  */
-final class SocketClaim {
+public final class SocketClaim {
     private static final System.Logger LOG = System.getLogger(SocketClaim.class.getName());
     /** How long a successor whose predecessor died before its commit waits for the lock to go with it. */
     private static final long ORPHAN_LOCK_WAIT_MILLIS = 5_000;
@@ -28,12 +28,12 @@ final class SocketClaim {
      *
      * @throws DaemonLock.AlreadyRunningException when a live daemon holds it
      */
-    static DaemonLock lock(Path socket, boolean othersAdmitted) {
+    public static DaemonLock lock(Path socket, boolean othersAdmitted) {
         return DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
     }
 
     /** A lock a predecessor handed over with its fd, which {@link DaemonLock#adopt} checks and owns. */
-    static DaemonLock adopt(Fd lockFd, Path socket, boolean othersAdmitted) {
+    public static DaemonLock adopt(Fd lockFd, Path socket, boolean othersAdmitted) {
         RuntimeDir dir;
         try {
             dir = RuntimeDir.prepare(socket.getParent(), othersAdmitted);
@@ -48,7 +48,8 @@ final class SocketClaim {
      * {@link #lock}, waiting a little while a dying daemon still holds it (its lock goes with its last fd): for a
      * successor whose predecessor stopped answering before its commit.
      */
-    static DaemonLock lockAfter(int predecessor, Path socket, boolean othersAdmitted) throws InterruptedException {
+    public static DaemonLock lockAfter(int predecessor, Path socket, boolean othersAdmitted)
+            throws InterruptedException {
         long deadline = System.nanoTime() + ORPHAN_LOCK_WAIT_MILLIS * 1_000_000L;
         while (true) {
             try {
@@ -63,7 +64,7 @@ final class SocketClaim {
     }
 
     /** The listening socket's backlog, bound or adopted. */
-    static final int BACKLOG = 4096;
+    public static final int BACKLOG = 4096;
 
     /**
      * The listening socket, once {@code lock} is held: {@code handed} (from systemd's fd store or a socket unit)
@@ -72,7 +73,7 @@ final class SocketClaim {
      * socket bound. A stale ready file is removed first (one not in the daemon's format is refused). Owns
      * {@code handed} (null: none).
      */
-    static UnixListener listen(DaemonLock lock, Path socket, Fd handed, boolean othersAdmitted) {
+    public static UnixListener listen(DaemonLock lock, Path socket, Fd handed, boolean othersAdmitted) {
         String name = socket.getFileName().toString();
         lock.dir().clearReady(SocketPaths.readyFile(socket).getFileName().toString());
         if (handed != null) {

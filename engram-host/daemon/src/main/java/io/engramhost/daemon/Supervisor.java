@@ -12,8 +12,8 @@ import java.util.Set;
  * serve (to remove), and the catalog memfd adopted from the store (null: none), to store again once ready. It owns
  * the notifier and the memfd until {@link Daemon#run} takes them, and closes both if that never happens.
  */
-record Supervisor(SystemdNotify notifier, Set<String> staleEntries, Fd keptCatalog) implements AutoCloseable {
-    Supervisor {
+public record Supervisor(SystemdNotify notifier, Set<String> staleEntries, Fd keptCatalog) implements AutoCloseable {
+    public Supervisor {
         Objects.requireNonNull(notifier, "notifier");
         staleEntries = Collections.unmodifiableSet(new LinkedHashSet<>(staleEntries)); // in the order passed
     }

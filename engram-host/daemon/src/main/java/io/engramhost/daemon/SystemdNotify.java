@@ -143,7 +143,7 @@ public final class SystemdNotify implements AutoCloseable {
      * memfd adopted from the store, is stored again and then closed; null: a new one is made), then READY=1 with a
      * STATUS= line saying how the tables came.
      */
-    void announceReady(Catalog c, LoadReport report, Fd kept) {
+    public void announceReady(Catalog c, LoadReport report, Fd kept) {
         try {
             storeCatalog(CatalogFrame.of(c, report.encode()), kept);
         } finally {
@@ -168,13 +168,13 @@ public final class SystemdNotify implements AutoCloseable {
     }
 
     /** The listening socket into the fd store: from here on a restart keeps the clients that wait in its backlog. */
-    void storeListener(FdRef listener) {
+    public void storeListener(FdRef listener) {
         store(LISTEN_NAME, List.of(listener), true);
         listenerStored = true;
     }
 
     /** Whether the listening socket went to the fd store: the socket file then stays when the daemon stops. */
-    boolean listenerStored() {
+    public boolean listenerStored() {
         return listenerStored;
     }
 
@@ -200,7 +200,7 @@ public final class SystemdNotify implements AutoCloseable {
     }
 
     /** FDSTOREREMOVE=1 for every entry named {@code name}. */
-    void remove(String name) {
+    public void remove(String name) {
         send("FDSTOREREMOVE=1\nFDNAME=" + name, NO_FDS);
     }
 
@@ -209,7 +209,7 @@ public final class SystemdNotify implements AutoCloseable {
      * ({@code heartbeat}: when it last did; it does at least once a second); a loop that stopped going round gets no
      * ping, so systemd restarts the unit.
      */
-    void startWatchdog(Threads threads, LongSupplier heartbeat) {
+    public void startWatchdog(Threads threads, LongSupplier heartbeat) {
         if (watchdogMicros <= 0 || watchdog != null) {
             return;
         }

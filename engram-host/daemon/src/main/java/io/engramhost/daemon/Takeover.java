@@ -52,7 +52,7 @@ import java.util.function.Supplier;
  * daemon: with the catalog in hand it takes the lock as any new daemon would and serves what it holds; without,
  * {@link PredecessorGoneException} tells the caller to load from the checkpoint.
  */
-final class Takeover {
+public final class Takeover {
     private static final System.Logger LOG = System.getLogger(Takeover.class.getName());
     /** How long the predecessor may take to answer TAKEOVER with its catalog. */
     static final int CATALOG_TIMEOUT_MILLIS = 60_000;
@@ -63,7 +63,7 @@ final class Takeover {
     }
 
     /** No daemon answers on the socket, or it died before it sent its catalog: load from the checkpoint instead. */
-    static final class PredecessorGoneException extends RuntimeException {
+    public static final class PredecessorGoneException extends RuntimeException {
         private static final long serialVersionUID = 1L;
 
         PredecessorGoneException(String message) {
@@ -77,8 +77,8 @@ final class Takeover {
      * it may take over from ({@code mayStop}: its own or root), where the hooks step in, and the load it falls back
      * on when the tables handed over are kept no longer ({@code reload}, asked at most once).
      */
-    record Settings(Path socket, boolean othersAdmitted, Backend backend, boolean verifyDigests, IntPredicate mayStop,
-            DaemonHooks hooks, Supplier<PreparedLoad> reload) {
+    public record Settings(Path socket, boolean othersAdmitted, Backend backend, boolean verifyDigests,
+            IntPredicate mayStop, DaemonHooks hooks, Supplier<PreparedLoad> reload) {
     }
 
     /** A catalog as received: the frame decoded, the listening socket (fd 0) and the region fds, owned. */
@@ -96,7 +96,7 @@ final class Takeover {
      * @throws IllegalStateException with one line when the takeover is refused or what was handed over fails a
      *     check; the predecessor then keeps serving
      */
-    static Adoption run(Settings settings) {
+    public static Adoption run(Settings settings) {
         rehearse();
         settings.hooks().reached(DaemonHooks.Point.TAKEOVER_REQUEST);
         long t0 = System.nanoTime();
