@@ -1,10 +1,10 @@
 package io.engramhost.cli;
 
 import io.engramhost.cli.log.LogFormat;
-import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;

@@ -1,5 +1,6 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;

@@ -1,5 +1,9 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.http.HttpStats;
+import io.engramhost.daemon.http.MetricsServer;
+import io.engramhost.daemon.loop.ConnectionStats;
+import io.engramhost.daemon.loop.Leases;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;

@@ -2,6 +2,7 @@ package io.engramhost.daemon;
 
 import static java.lang.System.Logger.Level.ERROR;
 
+import io.engramhost.daemon.launch.RuntimeDir;
 import io.engramhost.util.Threads;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;

@@ -2,6 +2,7 @@ package io.engramhost.daemon;
 
 import static java.lang.System.Logger.Level.INFO;
 
+import io.engramhost.daemon.systemd.SystemdNotify;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;

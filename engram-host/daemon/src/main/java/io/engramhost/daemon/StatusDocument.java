@@ -1,5 +1,9 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.loop.Answers;
+import io.engramhost.daemon.loop.ConnectionLimits;
+import io.engramhost.daemon.loop.ConnectionStats;
+import io.engramhost.daemon.loop.Leases;
 import io.engramhost.json.JsonWriter;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.FrameWriter;
