@@ -34,12 +34,15 @@ echo "== building jars and test classes"
 "${MVN[@]}" dependency:copy -Dartifact="$CONSOLE" -DoutputDirectory="$STAGE/lib-test"
 
 echo "== jar files"
+# the project's version, as the root pom names it (each jar is engram-<module>-<version>.jar)
+VERSION=$(python3 -c 'import sys, xml.etree.ElementTree as E
+print(E.parse(sys.argv[1]).getroot().findtext("{http://maven.apache.org/POM/4.0.0}version"))' pom.xml)
 for m in native numa memfd-backend cudavmm-backend engram-host/protocol engram-host/checkpoint engram-host/client \
         engram-host/daemon; do
-    cp "$m"/target/engram-*-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
+    cp "$m"/target/engram-*-"$VERSION".jar "$STAGE/lib/"
     rm -f "$STAGE"/lib/*-tests.jar   # test classes travel as test-classes/
 done
-cp engram-host/cli/target/app/lib/engram-cli-0.1.0-SNAPSHOT.jar "$STAGE/lib/"
+cp engram-host/cli/target/app/lib/engram-cli-"$VERSION".jar "$STAGE/lib/"
 mkdir -p "$STAGE/test-classes"
 cp -r native/target/test-classes "$STAGE/test-classes/native"
 cp -r cudavmm-backend/target/test-classes "$STAGE/test-classes/cudavmm"

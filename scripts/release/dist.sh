@@ -95,8 +95,8 @@ for d in deploy python; do
   fi
 done
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-BUILT=$(python3 -c 'import sys, zipfile, glob; print(zipfile.ZipFile(glob.glob(sys.argv[1])[0]).read("io/engramhost/cli/git-commit.txt").decode().strip())' \
-  "$APP/lib/engram-cli-*.jar" 2>/dev/null || echo unknown)
+BUILT=$(python3 -c 'import sys, zipfile, glob; print(zipfile.ZipFile(glob.glob(sys.argv[1])[0]).read("io/engramhost/util/git-commit.txt").decode().strip())' \
+  "$APP/lib/engram-native-*.jar" 2>/dev/null || echo unknown)
 if [ "$BUILT" != "$COMMIT" ]; then
   # --version reports the jar's commit: a tarball of an app built at another commit says so
   echo "dist: warning: $APP was built at commit $BUILT, HEAD is $COMMIT (rebuild: mvn -B -DskipTests package);" \

@@ -9,15 +9,9 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Properties;
 
-/** What the build filtered into bench.properties: the project's version and the JVM flags Chronicle Bytes asks for. */
+/** What the build filtered into bench.properties: the JVM flags Chronicle Bytes asks for. */
 final class BenchProperties {
     private BenchProperties() {
-    }
-
-    /** The project's version, or "unknown" outside a build. */
-    static String version() {
-        Properties p = load();
-        return p == null ? "unknown" : p.getProperty("version", "unknown");
     }
 
     /**

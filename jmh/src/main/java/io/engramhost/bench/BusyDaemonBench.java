@@ -3,7 +3,7 @@ package io.engramhost.bench;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
-import io.engramhost.daemon.ConnectionLimits;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Expectation;

@@ -1,9 +1,9 @@
 package io.engramhost.bench;
 
-import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.store.Catalog;
 import java.io.IOException;
 import java.io.UncheckedIOException;

@@ -1,6 +1,7 @@
 package io.engramhost.bench;
 
 import io.engramhost.json.JsonWriter;
+import io.engramhost.util.BuildInfo;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
@@ -34,7 +35,7 @@ final class RunMetadata {
         m.put("java_version", System.getProperty("java.version"));
         m.put("java_vm", System.getProperty("java.vm.name") + " " + System.getProperty("java.vm.version") + " ("
                 + System.getProperty("java.vm.vendor") + ")");
-        m.put("project_version", BenchProperties.version());
+        m.put("project_version", BuildInfo.version());
         m.put("git_commit", gitCommit());
         m.put("jvm_flags", BenchProperties.forkJvmFlags());
         m.put("host_jvm_args", ManagementFactory.getRuntimeMXBean().getInputArguments());

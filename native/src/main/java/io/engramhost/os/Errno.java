@@ -22,6 +22,7 @@ public final class Errno {
     public static final int EPIPE = 32;
     public static final int ENAMETOOLONG = 36;
     public static final int ENOSYS = 38;
+    public static final int ENOTSOCK = 88;
     public static final int EADDRINUSE = 98;
     public static final int ECONNABORTED = 103;
     public static final int ECONNRESET = 104;

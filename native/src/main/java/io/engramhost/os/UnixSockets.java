@@ -76,6 +76,17 @@ public final class UnixSockets {
     }
 
     /**
+     * Whether {@code errno}, from {@link #connect}, means that no daemon listens at the path: ENOENT (no socket
+     * file there) or ECONNREFUSED (a file nobody listens on: a socket left by a process that is gone, as after a
+     * SIGKILL, or a file of another kind). The one mapping every caller uses (the client's "daemon absent", a
+     * successor's "no predecessor"); anything else (EACCES, ENOTDIR, ENAMETOOLONG...) is a path or permission to
+     * fix, not a missing daemon, so a caller says so instead of loading from disk.
+     */
+    public static boolean noListener(int errno) {
+        return errno == Errno.ENOENT || errno == Errno.ECONNREFUSED;
+    }
+
+    /**
      * Binds a non-blocking SOCK_STREAM socket (CLOEXEC) to {@code path}, which must not exist, and
      * listens with {@code backlog}.
      *

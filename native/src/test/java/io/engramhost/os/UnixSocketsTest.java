@@ -47,6 +47,33 @@ class UnixSocketsTest {
         assertEquals("connect(" + stale + ") failed: ECONNREFUSED (Connection refused)", e.getMessage());
     }
 
+    /**
+     * The one "no daemon listens" mapping, over what connect really says: no file and a stale socket are no
+     * listener (a caller may load from disk); a file of another kind is refused as a stale socket is; a path through a
+     * regular file (ENOTDIR), a path too long, and no permission are mistakes to report instead.
+     */
+    @Test
+    void noListenerIsEnoentOrEconnrefusedFromConnectAndNothingElse() throws Exception {
+        Path stale = dir.resolve("stale.sock");
+        UnixListener.bind(stale, 1).close();
+        Path plain = Files.createFile(dir.resolve("plain"));
+        assertEquals(Errno.ENOENT, connectErrno(dir.resolve("none.sock")));
+        assertEquals(Errno.ECONNREFUSED, connectErrno(stale));
+        assertEquals(Errno.ECONNREFUSED, connectErrno(plain));
+        assertEquals(DirFd.ENOTDIR, connectErrno(plain.resolve("x.sock")));
+        for (int errno : new int[] {Errno.ENOENT, Errno.ECONNREFUSED}) {
+            assertTrue(UnixSockets.noListener(errno), Errno.name(errno));
+        }
+        for (int errno : new int[] {DirFd.ENOTDIR, Errno.ENOTSOCK, Errno.EACCES, Errno.EPERM, Errno.ENAMETOOLONG,
+                Errno.EAGAIN, Errno.EINTR, Errno.ECONNRESET, Errno.EADDRINUSE, DirFd.ELOOP, 0}) {
+            assertFalse(UnixSockets.noListener(errno), Errno.name(errno));
+        }
+    }
+
+    private static int connectErrno(Path path) {
+        return assertThrows(NativeException.class, () -> UnixConnection.connect(path)).errno();
+    }
+
     @Test
     void shouldSayEaddrinuseWhenBindingAnExistingPath() throws Exception {
         Path taken = Files.createFile(dir.resolve("taken.sock"));

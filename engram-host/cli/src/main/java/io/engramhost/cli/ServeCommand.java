@@ -1,10 +1,10 @@
 package io.engramhost.cli;
 
 import io.engramhost.cli.log.LogFormat;
-import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.Daemon;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;
@@ -208,7 +208,7 @@ final class ServeCommand implements Callable<Integer> {
                 .deviceTensors(deviceTensors).gpus(gpus).memoryBudget(memoryBudget).regionMax(regionMax).takeover(takeover, verifyDigests)
                 .metrics(metricsPort == 0 ? null : metricsAddress(metricsAddress), metricsPort)
                 .seed(seedSettings())
-                .build(VersionInfo.version(), VersionInfo.commit()).logProgress(!drawsProgress).ownsProcess(true)
+                .logProgress(!drawsProgress).ownsProcess(true)
                 .hooks(root == null ? DaemonHooks.NONE : root.hooks);
         try {
             ctx.conclude();

@@ -9,7 +9,7 @@ import io.engramhost.checkpoint.Fingerprint;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.client.ImportedTables;
-import io.engramhost.daemon.ConnectionLimits;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.protocol.Expectation;
 import io.engramhost.protocol.ImportRequest;
 import io.engramhost.protocol.MessageType;

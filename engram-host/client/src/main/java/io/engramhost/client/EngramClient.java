@@ -1,7 +1,6 @@
 package io.engramhost.client;
 
 import io.engramhost.checkpoint.Fingerprint;
-import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;
@@ -9,6 +8,7 @@ import io.engramhost.os.PeerCredentials;
 import io.engramhost.os.Posix;
 import io.engramhost.os.ReceiveTimeoutException;
 import io.engramhost.os.UnixConnection;
+import io.engramhost.os.UnixSockets;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.ErrorReply;
 import io.engramhost.protocol.Expectation;
@@ -314,7 +314,7 @@ public final class EngramClient {
         try {
             conn = UnixConnection.connect(socket);
         } catch (NativeException e) {
-            if (e.errno() == Errno.ENOENT || e.errno() == Errno.ECONNREFUSED) {
+            if (UnixSockets.noListener(e.errno())) {
                 throw new DaemonAbsentException(socket, e.errno(), e);
             }
             throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage(), e);

@@ -3,6 +3,19 @@ package io.engramhost.daemon;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.daemon.handover.HandoverSender;
+import io.engramhost.daemon.http.MetricsServer;
+import io.engramhost.daemon.launch.Adoption;
+import io.engramhost.daemon.launch.DaemonLock;
+import io.engramhost.daemon.loop.Answers;
+import io.engramhost.daemon.loop.ConnectionStats;
+import io.engramhost.daemon.loop.HandedConnection;
+import io.engramhost.daemon.loop.Leases;
+import io.engramhost.daemon.loop.Requests;
+import io.engramhost.daemon.loop.Services;
+import io.engramhost.daemon.loop.SessionLoop;
+import io.engramhost.daemon.systemd.Supervisor;
+import io.engramhost.daemon.systemd.SystemdNotify;
 import io.engramhost.os.BorrowedFd;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
@@ -15,6 +28,7 @@ import io.engramhost.protocol.Welcome;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
+import io.engramhost.util.BuildInfo;
 import io.engramhost.util.Closer;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
@@ -33,7 +47,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class Daemon implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(Daemon.class.getName());
-    public static final String VERSION = "0.1.0";
 
     private final DaemonContext context;
     private final Path socket;
@@ -69,13 +82,13 @@ public final class Daemon implements AutoCloseable {
     private Thread shutdownHook;
     private volatile Thread loader;
 
-    private Daemon(Adoption a, DaemonContext context) {
+    private Daemon(Adoption a, Supervisor supervisor, DaemonContext context) {
         this.context = context;
         this.socket = context.socket();
         this.lock = a.lock();
         this.listener = a.listener();
-        this.systemd = a.supervisor() == null ? null : a.supervisor().notifier();
-        this.keptCatalog = a.supervisor() == null ? null : a.supervisor().keptCatalog();
+        this.systemd = supervisor == null ? null : supervisor.notifier();
+        this.keptCatalog = supervisor == null ? null : supervisor.keptCatalog();
         this.fatal = new FatalExit(lock.dir(), socket.getFileName().toString(),
                 SocketPaths.readyFile(socket).getFileName().toString(), () -> systemd != null && systemd.listenerStored());
         this.services = new Services(context::admits, context::mayStop, leases, stats, fatal.threads(), fatal,
@@ -93,21 +106,21 @@ public final class Daemon implements AutoCloseable {
     }
 
     /**
-     * A daemon serving what {@code adoption} brought, which it owns from here on (closing all of it when this
-     * fails): its loop runs, its metrics server listens (when asked), systemd is told, and a load, if it brought
-     * one, runs on a thread of its own.
+     * A daemon serving what {@code adoption} brought, with systemd's part ({@code supervisor}; null: not under
+     * systemd), both of which it owns from here on (closing all of it when this fails): its loop runs, its metrics
+     * server listens (when asked), systemd is told, and a load, if it brought one, runs on a thread of its own.
      */
-    static Daemon run(Adoption adoption, DaemonContext context) {
+    static Daemon run(Adoption adoption, Supervisor supervisor, DaemonContext context) {
         Daemon d;
         try {
             Posix.raiseNoFileLimit();
-            d = new Daemon(adoption, context);
+            d = new Daemon(adoption, supervisor, context);
         } catch (RuntimeException | Error e) {
-            Closer.closeAllAfter(e, adoption);
+            Closer.closeAllAfter(e, adoption, supervisor);
             throw e;
         }
         try {
-            d.begin(adoption);
+            d.begin(adoption, supervisor);
             return d;
         } catch (RuntimeException | Error e) {
             Closer.closeAllAfter(e, d, adoption.load());
@@ -115,7 +128,7 @@ public final class Daemon implements AutoCloseable {
         }
     }
 
-    private void begin(Adoption a) {
+    private void begin(Adoption a, Supervisor supervisor) {
         loop.install(a.connections());
         leases.continueFrom(a.nextLeaseId());
         progress.report(r -> a.report());
@@ -128,15 +141,16 @@ public final class Daemon implements AutoCloseable {
             LOG.log(INFO, "listening on " + socket + " (pid " + pid + ", backend " + context.backend().wireName() + ")");
         }
         if (context.metricsPort() > 0) { // before a load, so that /live and /ready answer during it
-            metrics = MetricsServer.start(view, context, services.threads(), a.catalog() != null
-                    ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
+            metrics = MetricsServer.start(view, http -> DaemonMetrics.registry(view, http),
+                    new InetSocketAddress(context.metricsAddress(), context.metricsPort()), services.threads(),
+                    a.catalog() != null ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
         }
         if (context.seed().listen() != null) { // before a load, so that a peer list naming this daemon tells it apart
             seeds = SeedServer.start(() -> catalog, context.seed(), seedStats, services.threads(),
                     context.store().device() != null ? context.store().device() : 0);
         }
         if (systemd != null) {
-            a.supervisor().staleEntries().forEach(systemd::remove);
+            supervisor.staleEntries().forEach(systemd::remove);
             systemd.storeListener(listener.fd());
             systemd.startWatchdog(services.threads(), loop::heartbeatNanos);
             if (state == DaemonState.READY) {
@@ -204,7 +218,7 @@ public final class Daemon implements AutoCloseable {
         catalog = c;
         ReadyFile.write(lock.dir().fd(), SocketPaths.readyFile(socket).getFileName().toString(), pid,
                 c.fingerprintSha256(), c.backend(), socket);
-        answers = new Answers(c);
+        answers = new Answers(c, StatusDocument::tablesJson);
         state = DaemonState.READY;
         settled.countDown();
     }
@@ -366,7 +380,7 @@ public final class Daemon implements AutoCloseable {
 
         @Override
         public Welcome welcome(int version) {
-            return new Welcome(version, pid, VERSION, context.backend().wireName(), context.instanceName(), state,
+            return new Welcome(version, pid, BuildInfo.version(), context.backend().wireName(), context.instanceName(), state,
                     Posix.geteuid());
         }
 

@@ -1,5 +1,6 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;
@@ -43,8 +44,6 @@ public final class DaemonContext {
     private InetAddress metricsAddress;
     private int metricsPort;
     private SeedSettings seed = SeedSettings.NONE;
-    private String buildVersion = Daemon.VERSION;
-    private String buildCommit = "unknown";
     private boolean logProgress = true;
     private boolean ownsProcess;
     private DaemonHooks hooks = DaemonHooks.NONE;
@@ -171,13 +170,6 @@ public final class DaemonContext {
     public DaemonContext metrics(InetAddress address, int port) {
         set().metricsAddress = address;
         this.metricsPort = port;
-        return this;
-    }
-
-    /** The build this daemon is, for {@code engram_host_build_info}. */
-    public DaemonContext build(String version, String commit) {
-        set().buildVersion = version;
-        this.buildCommit = commit;
         return this;
     }
 
@@ -325,14 +317,6 @@ public final class DaemonContext {
 
     public int metricsPort() {
         return metricsPort;
-    }
-
-    public String buildVersion() {
-        return buildVersion;
-    }
-
-    public String buildCommit() {
-        return buildCommit;
     }
 
     public boolean logProgress() {

@@ -6,6 +6,14 @@ import static java.lang.System.Logger.Level.WARNING;
 import io.engramhost.checkpoint.ContentIdentity;
 import io.engramhost.checkpoint.Selection;
 import io.engramhost.checkpoint.WritableByOthers;
+import io.engramhost.daemon.handover.Takeover;
+import io.engramhost.daemon.launch.Adoption;
+import io.engramhost.daemon.launch.DaemonLock;
+import io.engramhost.daemon.launch.PreparedLoad;
+import io.engramhost.daemon.launch.SocketClaim;
+import io.engramhost.daemon.systemd.FdStoreRestart;
+import io.engramhost.daemon.systemd.Supervisor;
+import io.engramhost.daemon.systemd.SystemdNotify;
 import io.engramhost.os.Fd;
 import io.engramhost.os.Posix;
 import io.engramhost.os.UnixListener;
@@ -62,9 +70,11 @@ public final class DaemonLauncher {
         FdStoreRestart.Passed passed = FdStoreRestart.fromEnvironment(environment.variables());
         Adoption adoption = null;
         Fd keptCatalog = null;
+        Supervisor supervisor = null;
         try {
             if (passed != null && !context.takeover()) {
-                FdStoreRestart.Adopted adopted = FdStoreRestart.adopt(context, passed, notify);
+                FdStoreRestart.Adopted adopted = FdStoreRestart.adopt(context.socket(), context.othersAdmitted(),
+                        context.store(), passed, notify);
                 if (adopted != null) {
                     adoption = adopted.adoption();
                     keptCatalog = adopted.catalogMemfd();
@@ -72,7 +82,9 @@ public final class DaemonLauncher {
             }
             if (adoption == null && context.takeover()) {
                 try {
-                    adoption = Takeover.run(context);
+                    adoption = Takeover.run(new Takeover.Settings(context.socket(), context.othersAdmitted(),
+                            context.backend(), context.verifyDigests(), context::mayStop, context.hooks(),
+                            () -> prepareTables(context, null)));
                 } catch (Takeover.PredecessorGoneException e) {
                     LOG.log(WARNING, e.getMessage() + "; loading the checkpoint instead");
                 }
@@ -82,7 +94,7 @@ public final class DaemonLauncher {
             }
             Set<String> stale = passed == null ? Set.of() : passed.closeRest();
             if (notify != null) {
-                adoption = adoption.supervised(new Adoption.Supervisor(notify, stale, keptCatalog));
+                supervisor = new Supervisor(notify, stale, keptCatalog);
             } else if (keptCatalog != null) {
                 keptCatalog.close();
             }
@@ -93,20 +105,16 @@ public final class DaemonLauncher {
             Closer.closeAllAfter(e, notify, keptCatalog, adoption);
             throw e;
         }
-        return Daemon.run(adoption, context);
-    }
-
-    /** What a load will make, and what is known of it before: the builder, and the report of its memory check. */
-    record Tables(CatalogBuilder builder, LoadReport report) {
+        return Daemon.run(adoption, supervisor, context);
     }
 
     /**
      * The tables {@code context} describes, validated and ready to load (or those the context makes itself), each
      * warning said in one line. {@code notify} (null: not under systemd) checks the fd store can keep them.
      */
-    static Tables prepareTables(DaemonContext context, SystemdNotify notify) {
+    static PreparedLoad prepareTables(DaemonContext context, SystemdNotify notify) {
         if (context.catalog() != null) {
-            return new Tables(context.catalog(), LoadReport.EMPTY);
+            return new PreparedLoad(context.catalog(), LoadReport.EMPTY);
         }
         CatalogFactory.Prepared prepared = CatalogFactory.prepare(context.store());
         LOG.log(INFO, "selection: " + prepared.selection().description());
@@ -132,7 +140,7 @@ public final class DaemonLauncher {
             throw e;
         }
         Selection selection = prepared.selection();
-        return new Tables(prepared.builder(), LoadReport.EMPTY.withMemory(prepared.budget(), context.memoryBudget())
+        return new PreparedLoad(prepared.builder(), LoadReport.EMPTY.withMemory(prepared.budget(), context.memoryBudget())
                 .withSelected(new LoadReport.Selected(selection.rule().text(), selection.description(),
                         prepared.tensors().size(), prepared.identity().level().text())));
     }
@@ -156,7 +164,7 @@ public final class DaemonLauncher {
      * claimed, serving on the listening socket systemd passed if there is one.
      */
     private static Adoption prepareLoad(DaemonContext context, SystemdNotify notify, FdStoreRestart.Passed passed) {
-        Tables tables = prepareTables(context, notify);
+        PreparedLoad tables = prepareTables(context, notify);
         CatalogBuilder builder = tables.builder();
         LoadReport report = tables.report();
         DaemonLock lock;

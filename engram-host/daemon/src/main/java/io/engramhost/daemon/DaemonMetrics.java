@@ -1,13 +1,19 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.http.HttpStats;
+import io.engramhost.daemon.http.MetricsServer;
+import io.engramhost.daemon.loop.ConnectionStats;
+import io.engramhost.daemon.loop.Leases;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;
+import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.RegionKind;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
 import io.engramhost.store.LoadTimings;
+import io.engramhost.util.BuildInfo;
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
 import io.prometheus.metrics.core.metrics.Info;
@@ -15,16 +21,14 @@ import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
 import java.util.function.ToDoubleFunction;
 
 /**
  * The metrics of {@code /metrics}, as Prometheus client library metrics in a registry of this daemon's own (never
  * {@link PrometheusRegistry#defaultRegistry}: a JVM may run several daemons, the tests do). Every metric but the
- * import-latency histogram ({@link ImportLatency}) and the build's {@link Info} is a callback: a scrape reads the
- * daemon's live state, the same objects the STATUS document is built from ({@link StatusDocument}), never its JSON.
+ * import-latency histogram ({@link ImportLatency}) and the build's {@link Info} ({@link BuildInfo}) is a callback: a
+ * scrape reads the daemon's live state, the same objects the STATUS document is built from ({@link StatusDocument}), never its JSON.
  * A callback that has nothing to say (no tables yet, no load timings yet) leaves its metric out of the page.
  * docs/operating.md ("Metrics and health") lists every metric.
  */
@@ -33,18 +37,9 @@ final class DaemonMetrics {
     static final int MAX_TABLE_SERIES = 4096;
     private static final String[] GROUP_LABELS = {"backend", "numa_node", "device"};
 
-    /** What {@code engram_host_build_info} says. */
-    record BuildInfo(String version, String commit, String protocol) {
-    }
-
-    /** What the metrics read of the daemon, at each scrape. */
-    interface Observed {
-        DaemonState state();
-
+    /** What the metrics read of the daemon, at each scrape (its state and heartbeat are the probes'). */
+    interface Observed extends MetricsServer.Probes {
         double uptimeSeconds();
-
-        /** When the poll loop last went round (System.nanoTime). */
-        long heartbeatNanos();
 
         LoadProgress progress();
 
@@ -63,24 +58,17 @@ final class DaemonMetrics {
         SeedServer.Stats seedStats();
     }
 
-    /** The HTTP server's own connections (the metrics port's, not the Unix socket's): what {@link MetricsServer} counts. */
-    static final class HttpStats {
-        final AtomicInteger open = new AtomicInteger();
-        final AtomicLong accepted = new AtomicLong();
-        final AtomicLong evicted = new AtomicLong();
-        final AtomicLong timedOut = new AtomicLong();
-    }
-
     private DaemonMetrics() {
     }
 
     /** A new registry holding every metric of {@code d}, and of the HTTP server that counts {@code http}. */
-    static PrometheusRegistry registry(Observed d, BuildInfo build, HttpStats http) {
+    static PrometheusRegistry registry(Observed d, HttpStats http) {
         PrometheusRegistry r = new PrometheusRegistry();
         Info.builder().name("engram_host_build_info")
                 .help("The build: version, git commit and protocol versions; always 1.")
                 .labelNames("version", "commit", "protocol").register(r)
-                .setLabelValues(build.version(), build.commit(), build.protocol());
+                .setLabelValues(BuildInfo.version(), BuildInfo.commit(),
+                        ProtocolDescriptor.MIN_VERSION + "-" + ProtocolDescriptor.MAX_VERSION);
 
         GaugeWithCallback.builder().name("engram_host_state")
                 .help("1 for the daemon's state (loading, ready, stopping, failed), 0 for the others.")
@@ -95,7 +83,7 @@ final class DaemonMetrics {
         gauge(r, "engram_host_uptime_seconds", "Seconds since the daemon started.", d::uptimeSeconds);
         gauge(r, "engram_host_poll_loop_heartbeat_age_seconds",
                 "Seconds since the connection poll loop last went round (it does at least every second).",
-                () -> heartbeatAgeSeconds(d));
+                d::heartbeatAgeSeconds);
 
         GaugeWithCallback.builder().name("engram_host_load_phase")
                 .help("1 for the load's current phase (starting, ..., loaded).")
@@ -143,27 +131,27 @@ final class DaemonMetrics {
                 () -> d.leases().size());
         ConnectionStats s = d.stats();
         gauge(r, "engram_host_connections_open", "Connections open on the Unix socket, leases included.",
-                () -> s.open.get());
+                s::open);
         gauge(r, "engram_host_request_memory_used_bytes", "Bytes of unfinished requests held, all connections.",
                 d::requestMemoryUsed);
         counter(r, "engram_host_connections_accepted_total", "Connections accepted on the Unix socket.",
-                s.accepted::get);
+                s::accepted);
         counter(r, "engram_host_connections_refused_busy_total", "Connections refused at a connection cap (BUSY).",
-                s.refusedBusy::get);
+                s::refusedBusy);
         counter(r, "engram_host_connections_refused_not_allowed_total", "Connections refused: uid not admitted.",
-                s.refusedNotAllowed::get);
-        counter(r, "engram_host_connections_evicted_total", "Connections evicted at a cap.", s.evicted::get);
-        counter(r, "engram_host_connections_timed_out_total", "Connections ended by a deadline.", s.timedOut::get);
-        counter(r, "engram_host_bad_requests_total", "Malformed requests (BAD_REQUEST).", s.badRequests::get);
+                s::refusedNotAllowed);
+        counter(r, "engram_host_connections_evicted_total", "Connections evicted at a cap.", s::evicted);
+        counter(r, "engram_host_connections_timed_out_total", "Connections ended by a deadline.", s::timedOut);
+        counter(r, "engram_host_bad_requests_total", "Malformed requests (BAD_REQUEST).", s::badRequests);
         counter(r, "engram_host_imports_total", "Imports served: manifests sent with their fds.",
-                s.importsServed::get);
+                s::importsServed);
         CounterWithCallback.builder().name("engram_host_import_errors_total").help("Imports refused, by error code.")
                 .labelNames("code").callback(cb -> {
                     for (ErrorCode code : ConnectionStats.IMPORT_ERRORS) {
                         cb.call(s.importErrors(code), code.name());
                     }
                 }).register(r);
-        r.register(s.importLatency.histogram);
+        s.importLatency().registerIn(r);
         SeedServer.Stats seed = d.seedStats();
         GaugeWithCallback.builder().name("engram_host_seed_received_bytes")
                 .help("Verified bytes of the host tables this daemon's load took from each peer (--seed-from).")
@@ -193,14 +181,14 @@ final class DaemonMetrics {
                 .labelNames("reason").callback(cb -> seed.refused.forEach((k, v) -> cb.call(v.get(), k)))
                 .register(r);
 
-        gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", () -> http.open.get());
+        gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", http::open);
         counter(r, "engram_host_http_connections_accepted_total", "Connections accepted on the metrics port.",
-                http.accepted::get);
+                http::accepted);
         counter(r, "engram_host_http_connections_evicted_total",
-                "Connections on the metrics port closed at its connection cap, oldest first.", http.evicted::get);
+                "Connections on the metrics port closed at its connection cap, oldest first.", http::evicted);
         counter(r, "engram_host_http_connections_timed_out_total",
                 "Connections on the metrics port closed by a deadline (idle, request head or answer).",
-                http.timedOut::get);
+                http::timedOut);
         return r;
     }
 
@@ -286,9 +274,5 @@ final class DaemonMetrics {
 
     private static void counter(PrometheusRegistry r, String name, String help, DoubleSupplier value) {
         CounterWithCallback.builder().name(name).help(help).callback(cb -> cb.call(value.getAsDouble())).register(r);
-    }
-
-    static double heartbeatAgeSeconds(Observed d) {
-        return (System.nanoTime() - d.heartbeatNanos()) / 1e9;
     }
 }

@@ -2,6 +2,8 @@ package io.engramhost.daemon;
 
 import static java.lang.System.Logger.Level.ERROR;
 
+import io.engramhost.daemon.launch.RuntimeDir;
+import io.engramhost.util.Threads;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.BooleanSupplier;
 
@@ -47,7 +49,7 @@ final class FatalExit implements Thread.UncaughtExceptionHandler {
     }
 
     /** The daemon's threads: daemon threads, named, whose death by an error is fatal. */
-    Services.Threads threads() {
+    Threads threads() {
         return (task, name) -> {
             Thread t = new Thread(task, name);
             t.setDaemon(true);

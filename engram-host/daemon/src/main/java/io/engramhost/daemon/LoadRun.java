@@ -2,11 +2,13 @@ package io.engramhost.daemon;
 
 import static java.lang.System.Logger.Level.INFO;
 
+import io.engramhost.daemon.systemd.SystemdNotify;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
 import io.engramhost.util.Bytes;
+import io.engramhost.util.Threads;
 import java.lang.management.ManagementFactory;
 
 /**
@@ -31,14 +33,14 @@ final class LoadRun {
     }
 
     /** Starts the load's thread ({@code engram-load}) and returns it. */
-    static Thread start(CatalogBuilder builder, LoadProgress progress, Services.Threads threads, boolean log,
+    static Thread start(CatalogBuilder builder, LoadProgress progress, Threads threads, boolean log,
             SystemdNotify systemd, Outcome outcome) {
         Thread t = threads.thread(() -> run(builder, progress, threads, log, systemd, outcome), "engram-load");
         t.start();
         return t;
     }
 
-    private static void run(CatalogBuilder builder, LoadProgress progress, Services.Threads threads, boolean log,
+    private static void run(CatalogBuilder builder, LoadProgress progress, Threads threads, boolean log,
             SystemdNotify systemd, Outcome outcome) {
         long t0 = System.nanoTime();
         Thread ticker = threads.thread(() -> tick(progress, log, systemd), "engram-progress");

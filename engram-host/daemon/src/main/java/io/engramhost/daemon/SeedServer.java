@@ -15,6 +15,7 @@ import io.engramhost.seed.SeedTls;
 import io.engramhost.seed.SeedWire;
 import io.engramhost.store.Catalog;
 import io.engramhost.util.Closer;
+import io.engramhost.util.Threads;
 import io.engramhost.vmm.Access;
 import io.engramhost.vmm.VmmImport;
 import io.netty.bootstrap.ServerBootstrap;
@@ -242,14 +243,14 @@ final class SeedServer implements AutoCloseable {
     private final AtomicLong logWindow = new AtomicLong();
     private final AtomicInteger logged = new AtomicInteger();
     private final List<Thread> threads = new ArrayList<>();
-    private final Services.Threads factory;
+    private final Threads factory;
     private final int vmmDevice;
     private final SeedTls tls;
     private volatile Channel listener;
     /** Made at the first request once the catalog is ready (guarded by this); what it holds closes with the server. */
     private CompletableFuture<Export> export;
 
-    private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads factory,
+    private SeedServer(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Threads factory,
             int vmmDevice) {
         this.catalog = catalog;
         this.factory = factory;
@@ -283,7 +284,7 @@ final class SeedServer implements AutoCloseable {
      * Binds {@code settings.listen()} and serves; a bind that fails is one line naming the flag. {@code vmmDevice}:
      * the GPU whose context makes the CPU view of cuda-vmm regions (the one the regions were made in).
      */
-    static SeedServer start(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Services.Threads threads,
+    static SeedServer start(Supplier<Catalog> catalog, SeedSettings settings, Stats stats, Threads threads,
             int vmmDevice) {
         SeedServer s = new SeedServer(catalog, settings, stats, threads, vmmDevice);
         try {

@@ -1,5 +1,9 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.loop.Answers;
+import io.engramhost.daemon.loop.ConnectionLimits;
+import io.engramhost.daemon.loop.ConnectionStats;
+import io.engramhost.daemon.loop.Leases;
 import io.engramhost.json.JsonWriter;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.protocol.FrameWriter;
@@ -10,6 +14,7 @@ import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
+import io.engramhost.util.BuildInfo;
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -121,7 +126,7 @@ final class StatusDocument {
         s.put("state", f.state().wireName());
         s.put("pid", f.pid());
         s.put("uid", f.uid());
-        s.put("version", Daemon.VERSION);
+        s.put("version", BuildInfo.version());
         s.put("protocol", List.of(ProtocolDescriptor.MIN_VERSION, ProtocolDescriptor.MAX_VERSION));
         s.put("backend", f.backend());
         s.put("instance", f.instance());

@@ -7,9 +7,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.daemon.Daemon;
-import io.engramhost.daemon.ConnectionLimits;
 import io.engramhost.daemon.DaemonContext;
 import io.engramhost.daemon.DaemonLauncher;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.os.Posix;
 import io.engramhost.protocol.Backend;

@@ -11,6 +11,7 @@ import io.engramhost.client.EngramClient;
 import io.engramhost.client.EngramClientException;
 import io.engramhost.client.ImportedTables;
 import io.engramhost.client.TableView;
+import io.engramhost.daemon.launch.DaemonLock;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Posix;

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
+import io.engramhost.daemon.launch.DaemonLock;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.os.Fd;

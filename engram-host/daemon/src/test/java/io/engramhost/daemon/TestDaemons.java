@@ -1,5 +1,6 @@
 package io.engramhost.daemon;
 
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.CatalogBuilder;
 import io.engramhost.store.LoadProgress;
