@@ -95,9 +95,14 @@ class DocsCheckTest {
             }
         });
         Set<String> metrics = new LinkedHashSet<>();
-        for (String source : List.of("DaemonMetrics.java", "ImportLatency.java")) {
-            Matcher m = Pattern.compile("\"(engram_host_[a-z_]+)\"").matcher(Files.readString(
-                    root.resolve("engram-host/daemon/src/main/java/io/engramhost/daemon").resolve(source)));
+        List<Path> sources; // the metrics' two homes, wherever the daemon's packages put them
+        try (var walk = Files.walk(root.resolve("engram-host/daemon/src/main/java"))) {
+            sources = walk.filter(p -> List.of("DaemonMetrics.java", "ImportLatency.java")
+                    .contains(p.getFileName().toString())).toList();
+        }
+        assertEquals(2, sources.size(), sources::toString);
+        for (Path source : sources) {
+            Matcher m = Pattern.compile("\"(engram_host_[a-z_]+)\"").matcher(Files.readString(source));
             while (m.find()) {
                 metrics.add(m.group(1));
             }
