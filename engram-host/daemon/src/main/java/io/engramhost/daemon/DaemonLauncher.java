@@ -161,7 +161,7 @@ public final class DaemonLauncher {
         LoadReport report = tables.report();
         DaemonLock lock;
         try {
-            lock = SocketClaim.lock(context.socket(), context.othersAdmitted());
+            lock = SocketClaim.lock(context.socket(), context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, builder);
             throw e;
@@ -169,7 +169,7 @@ public final class DaemonLauncher {
         Fd handed = passed == null ? null : passed.takeListener(context.socket());
         UnixListener listener;
         try {
-            listener = SocketClaim.listen(lock, context.socket(), handed, context.othersAdmitted());
+            listener = SocketClaim.listen(lock, context.socket(), handed, context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, builder, lock);
             throw e;

@@ -228,13 +228,13 @@ final class FdStoreRestart {
         UnixListener listener;
         Fd handedListener = passed.takeListener(socket);
         try {
-            lock = SocketClaim.lock(socket, context.othersAdmitted());
+            lock = SocketClaim.lock(socket, context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, handedListener);
             throw e;
         }
         try {
-            listener = SocketClaim.listen(lock, socket, handedListener, context.othersAdmitted());
+            listener = SocketClaim.listen(lock, socket, handedListener, context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, lock);
             throw e;

@@ -248,7 +248,7 @@ final class Takeover {
         }
         DaemonLock lock;
         try {
-            lock = SocketClaim.adopt(got.lock(), context.socket(), context.othersAdmitted());
+            lock = SocketClaim.adopt(got.lock(), context.socket(), context.allowUids());
         } catch (RuntimeException e) {
             got.connections().forEach(Fd::close);
             Closer.closeAllAfter(e, tables, listener);
@@ -289,7 +289,7 @@ final class Takeover {
         LOG.log(WARNING, "the predecessor pid " + predecessor + " stopped answering before its commit (" + why
                 + "); taking the lock and serving the tables it handed over");
         try {
-            DaemonLock lock = SocketClaim.lockAfter(predecessor, context.socket(), context.othersAdmitted());
+            DaemonLock lock = SocketClaim.lockAfter(predecessor, context.socket(), context.allowUids());
             LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER_ORPHANED, predecessor, t0,
                     null);
             return adoption(lock, listener, tables, List.of(), 1, origin);
