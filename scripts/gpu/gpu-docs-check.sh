@@ -19,9 +19,10 @@ D=$!
 for i in $(seq 100); do $EH status --ready --socket $ENGRAM_HOST_SOCKET >/dev/null 2>&1 && break; sleep 0.3; done
 python3 scripts/gpu/gpu-docs-check.py 2>&1 | tee $OUT/docs.txt
 $EH stop --socket $ENGRAM_HOST_SOCKET; wait $D; tail -3 $OUT/serve.log
-# README's quick start, its commands as written (bin/engram-host is the release's launcher here)
+# README's quick start, its commands as written (bin/engram-host is the release's launcher here; its pip install is
+# of the release's wheel, into the python3 that holds PyTorch)
 sed -n '/^## Quick start/,/^EOF$/p' README.md | sed -n '/^```$/,$p' | sed '1d' > $W/quick.sh
-sed -i "s#^bin/engram-host #$EH #; s#^pip install .*#export PYTHONPATH=$ENGRAM_PY#; s#--backend memfd &#--backend memfd --socket $ENGRAM_HOST_SOCKET > $OUT/serve-readme.log 2>\&1 \&#" $W/quick.sh
+sed -i "s#^bin/engram-host #$EH #; s#^pip install .*#python3 -m pip install -q --no-index --force-reinstall $W/eh/python/engram_host-*.whl#; s#--backend memfd &#--backend memfd --socket $ENGRAM_HOST_SOCKET > $OUT/serve-readme.log 2>\&1 \&#" $W/quick.sh
 # no wait inserted before the Python block: its connect(..., wait=60) waits for the daemon started just before
 cat $W/quick.sh
 bash $W/quick.sh 2>&1 | tee $OUT/readme.txt
