@@ -72,11 +72,11 @@ public final class DaemonLock implements AutoCloseable {
                     FileStat named = dir.fd().statAt(name);
                     if (named == null || !named.sameFile(DirFd.stat(fd))) {
                         // a start refused meanwhile removed the file this fd locks: lock the one the name names now
+                        locked = false; // what the name names is not this fd's file: never unlinked here
                         if (attempt == RETRIES) {
                             throw new IllegalStateException("the lock file " + lockFile + " was replaced " + RETRIES
                                     + " times while this daemon locked it: is another program removing it?");
                         }
-                        locked = false;
                         fd.close();
                         continue;
                     }
