@@ -34,6 +34,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1631,6 +1633,60 @@ static void check_daemon_uid(struct conn *c, const struct options *o) {
          (unsigned)cred.uid, allowed, (unsigned)cred.uid);
 }
 
+// "mode 0700, owner uid 0 (root), group 0 (root)" of path (a link not followed), into buf; 0 when unreadable.
+static int describe_attrs(const char *path, char *buf, size_t n) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return 0;
+    char owner[80] = "", group[80] = "";
+    struct passwd *pw = getpwuid(st.st_uid);
+    if (pw) snprintf(owner, sizeof owner, " (%.64s)", pw->pw_name);
+    struct group *gr = getgrgid(st.st_gid);
+    if (gr) snprintf(group, sizeof group, " (%.64s)", gr->gr_name);
+    snprintf(buf, n, "mode %04o, owner uid %u%s, group %u%s", (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+             owner, (unsigned)st.st_gid, group);
+    return 1;
+}
+
+// connect() failed with EACCES or EPERM: one line naming the first directory down to the socket this uid may not
+// search (mode, owner, group), else the socket's own mode, and the fix (the daemon's --allow-uid naming this uid, a
+// directory that lets it search), as the Java and Python clients say it (docs/security.md, "Other uids").
+static void fail_access(const char *socket_path, int e) {
+    unsigned uid = (unsigned)geteuid();
+    char dir[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+    snprintf(dir, sizeof dir, "%s", socket_path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) dir[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    char attrs[256], prefix[256];
+    snprintf(prefix, sizeof prefix, "cannot connect to %s: %s (%s)", socket_path, strerrorname_np(e), strerror(e));
+    // every directory from / down to the socket's own, in order ("." for a relative path's own)
+    char cur[sizeof dir];
+    size_t len = strlen(dir);
+    for (size_t i = dir[0] == '/' ? 0 : len; i <= len; i++) {
+        if (i == 0) snprintf(cur, sizeof cur, "/");
+        else if (i == len || dir[i] == '/') memcpy(cur, dir, i), cur[i] = 0;
+        else continue;
+        if (access(cur, X_OK) != 0) {
+            if (!describe_attrs(cur, attrs, sizeof attrs)) snprintf(attrs, sizeof attrs, "unreadable");
+            fail("%s: uid %u may not search %s (%s): the daemon must admit uid %u (serve --allow-uid %u), and %s must "
+                 "let it search (chmod o+x %s, or g+x with uid %u in its group; a socket directory the daemon creates "
+                 "with --allow-uid is mode 0711)", prefix, uid, cur, attrs, uid, uid, cur, cur, uid);
+        }
+    }
+    if (access(socket_path, W_OK) != 0) {
+        if (describe_attrs(socket_path, attrs, sizeof attrs))
+            fail("%s: the socket (%s) lets only its owner connect: the daemon must admit uid %u (serve --allow-uid %u); "
+                 "the socket is then mode 0666 and each peer's uid is checked", prefix, attrs, uid, uid);
+        fail("%s: the socket lets only its owner connect: the daemon must admit uid %u (serve --allow-uid %u); the "
+             "socket is then mode 0666 and each peer's uid is checked", prefix, uid, uid);
+    }
+    if (!describe_attrs(dir, attrs, sizeof attrs)) snprintf(attrs, sizeof attrs, "unreadable");
+    fail("%s: neither the socket's mode nor its directory %s (%s) shuts uid %u out (an ACL or a security module may): "
+         "the daemon must admit uid %u (serve --allow-uid %u), and the socket and its directory must let it in", prefix,
+         dir, attrs, uid, uid, uid);
+}
+
 // connect, the daemon's uid, HELLO (encoded as version 1, versions 1 to 2), WELCOME (encoded in the version it
 // chooses). The first frame may be an ERROR that the daemon sent at accept (NOT_ALLOWED, BUSY) or in answer to
 // HELLO: encoded as version 1, it fails. With absent_ok, a socket nobody listens on (ENOENT, ECONNREFUSED) returns a
@@ -1654,6 +1710,7 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
         }
         if (e == ENOENT || e == ECONNREFUSED)
             fail("no daemon listens on %s: connect failed: %s (%s)", o->socket, strerrorname_np(e), strerror(e));
+        if (e == EACCES || e == EPERM) fail_access(o->socket, e);
         errno = e;
         fail_errno("connect", o->socket);
     }
@@ -1743,7 +1800,8 @@ static void select_tables(const struct options *o, struct message *m, struct man
         if (!mf->tables[i].skip) mf->att_tables++, mf->att_table_bytes += mf->tables[i].bytes;
 }
 
-// IMPORT (expectation any) until a MANIFEST comes; for --wait-ms, NOT_READY is asked again every 100 ms, and STOPPING
+// IMPORT (expectation any) until a MANIFEST comes; for --wait-ms (which run_once's first connect waits within too, for a
+// daemon still starting), NOT_READY is asked again every 100 ms, and STOPPING
 // (a restart under way) on a new connection, a socket nobody listens on meanwhile tried again every 100 ms.
 static void import_manifest(struct conn *c, struct daemon_info *d, const struct options *o, struct message *m,
                             struct manifest *mf, double *ms) {
@@ -2074,7 +2132,13 @@ static void run_once(const struct options *o, int rep) {
     memset(&t, 0, sizeof t);
     struct daemon_info d;
     double t0 = now_ms();
-    struct conn c = connect_and_hello(o, &d, 0);
+    // --wait-ms: a daemon still starting (no socket yet, or one nobody listens on yet) is tried again every 100 ms
+    struct conn c;
+    for (c = connect_and_hello(o, &d, now_ms() < t0 + o->wait_ms); c.s < 0;
+         c = connect_and_hello(o, &d, now_ms() < t0 + o->wait_ms)) {
+        struct timespec pause = {0, 100 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
     t.handshake = now_ms() - t0;
     struct message m;
     struct manifest mf;
@@ -2269,8 +2333,8 @@ static const char USAGE[] =
     "                 digest record of `engram-host inspect --write-digests` (version 2 or 1); with version 2 also\n"
     "                 compare each table's engram-digest-v1 with the manifest's; a mismatch or a table the record\n"
     "                 lacks fails (exit 1)\n"
-    "  --wait-ms MS   retry IMPORT while the daemon answers NOT_READY, or on a new connection STOPPING (a\n"
-    "                 restart), up to MS (default 0)\n"
+    "  --wait-ms MS   retry while the daemon is starting (no socket yet, or nobody listening yet), while it\n"
+    "                 answers NOT_READY, or on a new connection STOPPING (a restart), up to MS (default 0)\n"
     "  --ready-line   print 'attached REP' as soon as every region is attached (before verify and release)\n"
     "  --table NAME   attach only the regions that hold the named tables (repeatable, at most 64; default: every\n"
     "                 table): the whole MANIFEST is still received and checked, the other regions' fds are closed\n"

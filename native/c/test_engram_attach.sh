@@ -216,12 +216,18 @@ if [ "$real" = 1 ]; then
     sock="$tmp/t.sock"
     bin/engram-host serve --checkpoint "$tmp/ck3" --socket "$sock" --numa none >"$tmp/serve3.log" 2>&1 &
     daemon=$!
+    # --wait-ms covers a daemon still starting: an engram-attach started with serve, before its socket is bound
+    [ -e "$sock" ] && fail "the socket exists before the daemon started"
+    "$attach" --socket "$sock" --json --wait-ms 60000 >"$tmp/early.json" 2>&1 &
+    early=$!
     for _ in $(seq 300); do
         [ -f "$sock.ready" ] && break
         kill -0 "$daemon" 2>/dev/null || { cat "$tmp/serve3.log"; fail "the --table daemon exited before it was ready"; }
         sleep 0.1
     done
     [ -f "$sock.ready" ] || { cat "$tmp/serve3.log"; fail "the --table daemon was not ready after 30 s"; }
+    wait "$early" || fail "engram-attach --wait-ms started before the daemon: $(cat "$tmp/early.json")"
+    grep -q '"tables":4,' "$tmp/early.json" || fail "engram-attach --wait-ms started before the daemon: $(cat "$tmp/early.json")"
     region_sizes="$(for f in /proc/"$daemon"/fd/*; do
         case "$(readlink "$f" 2>/dev/null)" in /memfd:engram.*) stat -L -c %s "$f" ;; esac; done | sort -n | tr '\n' ' ')"
     read -r small big1 big2 rest <<<"$region_sizes"

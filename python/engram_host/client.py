@@ -20,11 +20,14 @@ What happens in :func:`connect`, in order (docs/protocol.md):
 from __future__ import annotations
 
 import errno
+import grp
 import hashlib
 import os
+import pwd
 import re
 import select
 import socket as _socket
+import stat
 import struct
 import sys
 import threading
@@ -794,9 +797,58 @@ def _connect_socket(path: str, timeout: float) -> _socket.socket:
         raise E.DaemonAbsent(path, "connection refused: ECONNREFUSED") from None
     except OSError as e:
         s.close()
+        hint = f": {access_hint(path)}" if e.errno in (errno.EACCES, errno.EPERM) else ""
         raise E.EngramHostError(f"cannot connect to {path}: {errno.errorcode.get(e.errno, e.errno)} "
-                                f"({e.strerror})") from None
+                                f"({e.strerror}){hint}") from None
     return s
+
+
+def _attributes(path: str) -> Optional[str]:
+    """``mode 0700, owner uid 0 (root), group 0 (root)``, not following a link; None when unreadable."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+
+    def named(number: int, lookup) -> str:
+        try:
+            return f" ({lookup(number)[0]})"
+        except (KeyError, OSError):
+            return ""
+    return (f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}{named(st.st_uid, pwd.getpwuid)}, "
+            f"group {st.st_gid}{named(st.st_gid, grp.getgrgid)}")
+
+
+def _describe(path: str) -> str:
+    a = _attributes(path)
+    return path if a is None else f"{path} ({a})"
+
+
+def access_hint(path: str, uid: Optional[int] = None) -> str:
+    """What to do when ``connect`` to the socket ``path`` fails with EACCES or EPERM, in one line, as the Java and C
+    clients say it: the first directory down to the socket this uid may not search (its mode, owner and group),
+    else the socket's own mode; and the fix, the daemon's ``--allow-uid`` naming this uid and a directory that lets
+    it search (docs/security.md, "Other uids")."""
+    uid = os.geteuid() if uid is None else uid
+    effective = os.access in os.supports_effective_ids
+    abspath = os.path.abspath(path)
+    directory = os.path.dirname(abspath)
+    admit = f"the daemon must admit uid {uid} (serve --allow-uid {uid})"
+    parts = [p for p in directory.split("/") if p]
+    current = "/"
+    for i in range(len(parts) + 1):
+        if i > 0:
+            current = "/" + "/".join(parts[:i])
+        if not os.access(current, os.X_OK, effective_ids=effective):
+            return (f"uid {uid} may not search {_describe(current)}: {admit}, and {current} must let it search "
+                    f"(chmod o+x {current}, or g+x with uid {uid} in its group; a socket directory the daemon creates "
+                    f"with --allow-uid is mode 0711)")
+    if not os.access(abspath, os.W_OK, effective_ids=effective):
+        a = _attributes(abspath)
+        return (f"the socket{'' if a is None else f' ({a})'} lets only its owner connect: {admit}; the socket is "
+                f"then mode 0666 and each peer's uid is checked")
+    return (f"neither the socket's mode nor its directory {_describe(directory)} shuts uid {uid} out (an ACL or a "
+            f"security module may): {admit}, and the socket and its directory must let it in")
 
 
 def _trusted_uids(daemon_uid) -> list[int]:
@@ -1026,8 +1078,9 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     GPU ordinal for GPU views (memfds registered read-only, cuda-vmm imported with read-only access, the
     daemon's device tensors of that GPU included), or None for CPU views only. ``cpu_view``: also map
     cuda-vmm tables for the CPU, and make :meth:`Table.to_torch` return CPU tensors. ``wait``: seconds to keep
-    retrying while the daemon is loading (NOT_READY) or stopping for a restart (STOPPING: on a new
-    connection). ``daemon_uid``: a uid (or several) to trust besides root's and this process's own.
+    retrying while the daemon is starting (no socket yet, or one nobody listens on yet: every 100 ms), loading
+    (NOT_READY) or stopping for a restart (STOPPING: on a new connection); with ``wait=0`` (the default) no daemon
+    raises :class:`DaemonAbsent` at once. ``daemon_uid``: a uid (or several) to trust besides root's and this process's own.
     ``timeout``: seconds to wait for each answer. ``accept_future_write_seal``: also take memfds sealed
     FUTURE_WRITE instead of WRITE, as a daemon of an older build seals them (only during an upgrade:
     FUTURE_WRITE leaves writable a mapping made before it; docs/security.md).
@@ -1040,6 +1093,17 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
     Raises :class:`DaemonAbsent` when no daemon listens, the code's subclass of :class:`EngramHostError` for a
     daemon's ERROR, :class:`DaemonNotTrusted`, :class:`ProtocolViolation` or :class:`NoAnswer`.
     """
+    return _begin(True, socket, expect, device, cpu_view, wait, daemon_uid, instance=instance, timeout=timeout,
+                  populate=populate, name=name, tables=tables, accept_future_write_seal=accept_future_write_seal,
+                  background=background)
+
+
+def _begin(wait_for_start: bool, socket: Optional[str] = None, expect=None, device: Optional[int] = None,
+           cpu_view: bool = False, wait: float = 0.0, daemon_uid=None, *, instance: Optional[str] = None,
+           timeout: float = DEFAULT_TIMEOUT, populate: bool = False, name: str = "engram_host (python)",
+           tables: Sequence[str] = (), accept_future_write_seal: bool = False, background: bool = False):
+    """:func:`connect`; ``wait_for_start`` False: a daemon absent is final at once, whatever ``wait`` says (for
+    :func:`connect_or_load`, whose fallback it decides)."""
     t_start = time.perf_counter_ns()
     if device is not None and not 0 <= device <= _wire.MAX_DEVICE:
         raise ValueError(f"device {device} is not a GPU ordinal 0..{_wire.MAX_DEVICE}")
@@ -1050,7 +1114,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
         expectation = expectation_of(expect, tables)
         path = _paths.socket_path(socket, instance, device)
         return _connect(path, expectation, device, cpu_view, wait, daemon_uid, timeout, populate, name,
-                        accept_future_write_seal, t_start, _NOT_CANCELLABLE)
+                        accept_future_write_seal, t_start, _NOT_CANCELLABLE, wait_for_start)
     # On the caller's thread: only what checks the arguments. A checkpoint's headers (expect=PATH) are read on the
     # worker, and a socket template with {device_uuid} (which asks the CUDA driver) is resolved there.
     _trusted_uids(daemon_uid)
@@ -1068,7 +1132,7 @@ def connect(socket: Optional[str] = None, expect=None, device: Optional[int] = N
         wanted = expectation() if callable(expectation) else expectation
         token.check()
         return _connect(resolved, wanted, device, cpu_view, wait, daemon_uid, timeout, populate, name,
-                        accept_future_write_seal, t_start, token)
+                        accept_future_write_seal, t_start, token, wait_for_start)
 
     return PendingTables(run, shown)
 
@@ -1103,7 +1167,7 @@ def _reconnect(path: str, daemon_uid, timeout: float, name: str, token: "_Cancel
 
 def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], cpu_view: bool, wait: float,
              daemon_uid, timeout: float, populate: bool, name: str, accept_future_write_seal: bool, t_start: int,
-             token: "_Cancel") -> ImportedTables:
+             token: "_Cancel", wait_for_start: bool = True) -> ImportedTables:
     """:func:`connect`'s import, its arguments checked; ``token`` says when a background connect was closed (it is
     looked at between the steps, and the socket shut down to wake a wait for the daemon's answer)."""
     gpu = _GpuPrep(device) if device is not None else None
@@ -1112,9 +1176,18 @@ def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], c
         torch_warm = threading.Thread(target=_warm_torch_cuda, name="engram-torch-cuda-init", daemon=True)
         torch_warm.start()
     timings: dict = {}
+    deadline = time.monotonic() + wait
     try:
         t0 = time.perf_counter_ns()
-        c = _handshake(path, daemon_uid, timeout, name, token)
+        while True:
+            try:
+                c = _handshake(path, daemon_uid, timeout, name, token)
+                break
+            except E.DaemonAbsent:
+                # a daemon still starting (its socket not bound yet): within the wait, asked again every 100 ms
+                if not wait_for_start or time.monotonic() >= deadline:
+                    raise
+                token.sleep(NOT_READY_RETRY)
         timings["handshake_ms"] = _ms(time.perf_counter_ns() - t0)
     except BaseException:
         if gpu is not None:
@@ -1124,7 +1197,6 @@ def _connect(path: str, expectation: _wire.Expectation, device: Optional[int], c
     fds: list = []
     try:
         t0 = time.perf_counter_ns()
-        deadline = time.monotonic() + wait
         while True:
             token.check()
             c.channel.send(_wire.encode_import(c.channel.version, -1 if device is None else device, expectation))
@@ -1333,8 +1405,9 @@ def connect_or_load(checkpoint: Union[PathLike, Sequence[PathLike]], socket: Opt
                         "connect, on the caller's thread")
     paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
     try:
-        return connect(socket, expect, device, cpu_view, wait, daemon_uid,
-                       tables=tables if _is_checkpoint(expect) else (), **kwargs)
+        # a daemon absent is final at once: the disk load is the fallback, not a wait for a daemon that may never come
+        return _begin(False, socket, expect, device, cpu_view, wait, daemon_uid,
+                      tables=tables if _is_checkpoint(expect) else (), **kwargs)
     except E.DaemonAbsent as absent:
         line = (f"engram-host: no daemon listens on {absent.socket_path} ({absent.reason}): loading "
                 f"{', '.join(os.fspath(p) for p in paths)} from disk")

@@ -326,6 +326,33 @@ class AbsentTest(unittest.TestCase):
         finally:
             s.close()
 
+    def test_the_wait_covers_a_daemon_still_starting(self):
+        # the quick start's case: serve started in the background just before; its socket is not bound yet
+        path = os.path.join(self.dir, "later", "d.sock")
+        started = time.monotonic()
+        with Daemon(SINGLE, socket_path=path, wait_ready=False) as d:
+            self.assertFalse(os.path.exists(path), "the connect below is made before the daemon listens")
+            with engram_host.connect(path, wait=60) as imported:
+                self.assertEqual("daemon", imported.source)
+                self.assertEqual(2, len(imported.tables))
+            self.assertEqual(d.pid, imported.daemon_pid)
+        self.assertLess(time.monotonic() - started, 60)
+
+    def test_a_wait_ends_with_daemon_absent_and_connect_or_load_does_not_wait(self):
+        path = os.path.join(self.dir, "never.sock")
+        t0 = time.monotonic()
+        with self.assertRaises(E.DaemonAbsent):
+            engram_host.connect(path, wait=0.5)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.5, "asked again until the wait ended")
+        t0 = time.monotonic()
+        notices = []
+        with engram_host.connect_or_load(CKPT, path, wait=60, notice=notices.append, threads=2) as imported:
+            self.assertEqual("disk", imported.source)
+        self.assertLess(time.monotonic() - t0, 30, "no daemon: the disk at once, not a 60 s wait")
+        self.assertIn("from disk", notices[0])
+        with self.assertRaises(TypeError):
+            engram_host.connect_or_load(CKPT, path, no_such_option=1)
+
     def test_a_live_daemon_never_falls_back(self):
         with self.assertRaises(E.FingerprintMismatch):
             engram_host.connect_or_load(SINGLE, DAEMON.socket, expect=SINGLE, notice=self.fail)

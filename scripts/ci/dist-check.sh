@@ -13,6 +13,8 @@
 #   - jffi loads its stub library from app/jni, not from a copy unpacked into the temporary directory;
 #   - `bin/engram-attach --self-test-sha256` runs;
 #   - a Java engine compiled against client/*.jar alone imports from a daemon of the tarball, with no JVM flag;
+#   - the Python package's wheel (python/*.whl) installs with `pip install --no-index` into a fresh venv, and from there
+#     imports from the same daemon, every table's digest checked against the digest record;
 #   - `bin/engram-host demo` ends with "demo ok".
 # Usage: scripts/ci/dist-check.sh [TARBALL]   (default: build it; prints its duration at the end)
 set -euo pipefail
@@ -139,6 +141,22 @@ for _ in $(seq 1 600); do
 done
 engine_out=$(nojava "$home/runtime/bin/java" -cp "$home/client/*:$tmp/engine" Engine "$tmp/run/e.sock" "$tmp/model" 2>&1) \
   || { kill $serve_pid 2>/dev/null; fail "the engine: $engine_out; daemon: $(cat "$tmp/serve.txt")"; }
+step "the Python package from its wheel, in a fresh venv"
+wheels=("$home"/python/engram_host-*-py3-none-any.whl)
+[ ${#wheels[@]} = 1 ] && [ -f "${wheels[0]}" ] || { kill $serve_pid; fail "python/ holds no one engram_host wheel: ${wheels[*]}"; }
+python3 -m venv "$tmp/pyvenv" || { kill $serve_pid; fail "python3 -m venv failed (python3-venv missing?)"; }
+"$tmp/pyvenv/bin/pip" install -q --disable-pip-version-check --no-index "${wheels[0]}" > "$tmp/pip.txt" 2>&1 \
+  || { kill $serve_pid; fail "pip install --no-index $(basename "${wheels[0]}"): $(cat "$tmp/pip.txt")"; }
+python_out=$(cd "$tmp" && env -i PATH="$tmp/path" TMPDIR="$tmp" "$tmp/pyvenv/bin/python" -c '
+import sys, engram_host
+assert "/pyvenv/" in engram_host.__file__, engram_host.__file__
+with engram_host.connect(sys.argv[1], expect=sys.argv[2], wait=30) as tables:
+    report = tables.verify_content([sys.argv[2]])
+    ok = [n for n, (status, _) in report.tables.items() if status == "verified"]
+    assert len(ok) == len(tables.tables) > 0, report.tables
+    print(f"python: {len(ok)} tables imported from the wheel installed in a venv, every content digest verified")
+' "$tmp/run/e.sock" "$tmp/model" 2>&1) || { kill $serve_pid; fail "the Python client from the wheel: $python_out"; }
+echo "   $python_out"
 kill $serve_pid; wait $serve_pid 2>/dev/null || true
 [[ "$engine_out" == "engine: "*" tables imported, every digest matches" ]] || fail "the engine printed: $engine_out (one line expected: the record gives both sides content identity)"
 echo "   $engine_out"

@@ -16,7 +16,10 @@
 #   LICENSE                 engram-host's own licence (Apache-2.0)
 #   licenses/               THIRD-PARTY.txt and the licence texts of every bundled jar (scripts/release/third-party.py)
 #   README.md, docs/, deploy/ and python/ (when the repository has them), BUILD (version, commit, modules)
-# Usage: scripts/release/dist.sh     (x86-64 only; needs jlink and jdeps of a JDK 17, make, cc, python3)
+#   python/engram_host-<version>-py3-none-any.whl   the Python package's wheel (scripts/release/python-wheel.sh):
+#                           pip install --no-index it into any venv, no build and no network
+# Usage: scripts/release/dist.sh     (x86-64 only; needs jlink and jdeps of a JDK 17, make, cc, python3 with venv, and
+#        setuptools and wheel for pip: from its index, or offline Debian's python3-setuptools-whl and python3-wheel-whl)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -94,6 +97,9 @@ for d in deploy python; do
     done
   fi
 done
+echo "== the Python package's wheel ($(($(date +%s) - t0)) s)"
+mkdir -p "$STAGE/python"
+echo "   $(basename "$(scripts/release/python-wheel.sh "$STAGE/python")")"
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 BUILT=$(python3 -c 'import sys, zipfile, glob; print(zipfile.ZipFile(glob.glob(sys.argv[1])[0]).read("io/engramhost/util/git-commit.txt").decode().strip())' \
   "$APP/lib/engram-native-*.jar" 2>/dev/null || echo unknown)

@@ -32,8 +32,10 @@ public final class DirFd implements AutoCloseable {
     public static final int ENOTDIR = 20;
     public static final int EISDIR = 21;
     public static final int ELOOP = 40;
+    private static final int ENOTEMPTY = 39;
     private static final int AT_FDCWD = -100;
     private static final int AT_SYMLINK_NOFOLLOW = 0x100;
+    private static final int AT_REMOVEDIR = 0x200;
     private static final int AT_EMPTY_PATH = 0x1000;
     private static final int STATX_BASIC_STATS = 0x7ff;
     private static final int STATX_BYTES = 256;
@@ -183,6 +185,21 @@ public final class DirFd implements AutoCloseable {
             return false;
         }
         throw new NativeException("unlink(" + path.resolve(name) + ")", errno);
+    }
+
+    /**
+     * unlinkat(this, name, AT_REMOVEDIR): removes the empty directory {@code name} (a symlink there is not followed:
+     * ENOTDIR). False when absent or not empty (ENOENT, ENOTEMPTY, EEXIST): nothing is removed then.
+     */
+    public boolean rmdir(String name) {
+        if (MORE.unlinkat(fd.get(), checkName(name), AT_REMOVEDIR) == 0) {
+            return true;
+        }
+        int errno = LibCHolder.errno();
+        if (errno == Errno.ENOENT || errno == ENOTEMPTY || errno == Errno.EEXIST) {
+            return false;
+        }
+        throw new NativeException("rmdir(" + path.resolve(name) + ")", errno);
     }
 
     /** renameat(this, from, this, to): replaces whatever {@code to} names (a symlink there is replaced, not followed). */

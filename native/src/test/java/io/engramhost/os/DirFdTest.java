@@ -105,6 +105,24 @@ class DirFdTest {
     }
 
     @Test
+    void shouldRemoveOnlyAnEmptyDirectoryAndNeverFollowALink(@TempDir Path dir) throws Exception {
+        Files.createDirectories(dir.resolve("full/inner"));
+        Files.createDirectory(dir.resolve("empty"));
+        Files.createDirectory(dir.resolve("target"));
+        Files.createSymbolicLink(dir.resolve("link"), dir.resolve("target"));
+        try (DirFd d = DirFd.open(dir)) {
+            assertFalse(d.rmdir("full"), "ENOTEMPTY: false, nothing removed");
+            assertTrue(Files.isDirectory(dir.resolve("full/inner")));
+            assertTrue(d.rmdir("empty"));
+            assertFalse(Files.exists(dir.resolve("empty")));
+            assertFalse(d.rmdir("empty"), "ENOENT: false");
+            assertEquals(DirFd.ENOTDIR, assertThrows(NativeException.class, () -> d.rmdir("link")).errno(),
+                    "a symlink is not followed");
+            assertTrue(Files.isDirectory(dir.resolve("target")));
+        }
+    }
+
+    @Test
     void shouldCreateDirectoriesOnceAndSetModes(@TempDir Path dir) throws Exception {
         try (DirFd d = DirFd.open(dir)) {
             assertTrue(d.mkdir("new", 0700));

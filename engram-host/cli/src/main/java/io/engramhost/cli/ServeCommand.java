@@ -38,7 +38,9 @@ final class ServeCommand implements Callable<Integer> {
             description = "A .safetensors file, an index.json or a directory (repeatable).")
     List<Path> checkpoints;
 
-    @Option(names = "--tables", split = ",", paramLabel = "GLOB", description = "Tensors to serve (default: all).")
+    @Option(names = "--tables", split = ",", paramLabel = "GLOB", description = "Tensors to serve (default: the"
+            + " engram.embed.weight and .scale tables of the layers the model's config.json names in engram_layer_ids;"
+            + " without such a config.json, every tensor, with a warning; inspect shows what is selected).")
     List<String> tables = List.of();
 
     @Option(names = "--backend", defaultValue = "memfd", paramLabel = "NAME",

@@ -3,6 +3,7 @@ package io.engramhost.cli;
 import io.engramhost.client.ClientOptions;
 import io.engramhost.client.EngramClient;
 import io.engramhost.json.JsonReader;
+import io.engramhost.util.Bytes;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
@@ -91,6 +92,9 @@ final class StatusCommand implements Callable<Integer> {
                     l.get("read_direct_bytes"), num(l.get("verify_seal_s")), num(s.get("ready_s")),
                     num(s.get("process_ready_s")), num(s.get("ready_gib_s")));
         }
+        if (s.get("origin") instanceof Map<?, ?> o) {
+            System.out.printf("origin     %s%n", origin(o));
+        }
         if (s.containsKey("device_tensors")) {
             System.out.printf("gpu        %s%n", s.get("device_tensors"));
         }
@@ -139,6 +143,50 @@ final class StatusCommand implements Callable<Integer> {
                         + " bytes)" : "";
         System.out.printf("%s: daemon pid %s is %s%s%n", NOT_READY, s.get("pid"), state, detail);
         return 1;
+    }
+
+    /**
+     * STATUS's {@code origin} in words: how the tables came (read, seeded from which peers, taken over from which
+     * pid, from systemd's fd store) and what was read from the checkpoint.
+     */
+    static String origin(Map<?, ?> o) {
+        long read = o.get("checkpoint_bytes_read") instanceof Number n ? n.longValue() : 0;
+        String readText = Bytes.format(read) + " read from the checkpoint";
+        Object how = o.get("how");
+        String from = o.get("from_pid") instanceof Number n ? " pid " + n : "";
+        String handover = o.get("handover_ms") instanceof Number n ? " in " + n + " ms" : "";
+        String text = switch (String.valueOf(how)) {
+            case "load" -> "loaded from the checkpoint (" + Bytes.format(read) + " read)";
+            case "seed" -> "seeded";
+            case "takeover" -> "taken over from" + (from.isEmpty() ? " its predecessor" : from) + handover + ", nothing read";
+            case "takeover-orphaned" -> "taken over from a predecessor that died before its commit" + from + handover
+                    + ", nothing read";
+            case "fd-store" -> "restarted from systemd's fd store" + (o.get("stored_by") != null ? " (stored by "
+                    + o.get("stored_by") + ")" : "") + handover + ", nothing read";
+            default -> String.valueOf(how);
+        };
+        if (o.get("seeded") instanceof Map<?, ?> seeded) {
+            StringBuilder b = new StringBuilder("seed".equals(how) ? "seeded:" : text + "; seeding gave");
+            long bytes = seeded.get("bytes") instanceof Number n ? n.longValue() : 0;
+            b.append(' ').append(Bytes.format(bytes)).append(" from ");
+            List<?> sources = seeded.get("sources") instanceof List<?> l ? l : List.of();
+            if (sources.isEmpty()) {
+                b.append("no peer");
+            }
+            for (int i = 0; i < sources.size(); i++) {
+                Map<?, ?> src = (Map<?, ?>) sources.get(i);
+                b.append(i == 0 ? "" : ", ").append(src.get("peer")).append(" (")
+                        .append(Bytes.format(src.get("bytes") instanceof Number n ? n.longValue() : 0)).append(", ")
+                        .append(src.get("gib_s")).append(" GiB/s)");
+            }
+            b.append(" in ").append(seeded.get("seconds")).append(" s, ").append(seeded.get("peers_refused"))
+                    .append(" refused");
+            if ("seed".equals(how)) {
+                b.append("; ").append(readText);
+            }
+            return b.toString();
+        }
+        return text;
     }
 
     private static double num(Object o) {

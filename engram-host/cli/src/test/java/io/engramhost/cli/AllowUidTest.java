@@ -1,6 +1,7 @@
 package io.engramhost.cli;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -10,21 +11,29 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Other uids: the socket is private unless --allow-uid opens it, and then SO_PEERCRED admits only
- * the listed uids. The client runs as the user nobody (setpriv), as the C client of the wire
- * protocol (native/build/engram-attach), since a JVM as nobody could not read the build's jars.
+ * Other uids: the socket is private unless --allow-uid opens it, and then SO_PEERCRED admits only the listed uids.
+ * The clients run as the user nobody (setpriv): the C client of the wire protocol (native/build/engram-attach), the
+ * Python package (Debian's /usr/bin/python3, with python/ on its path) and the Java client (the CLI's import, from the
+ * build's app/lib: nobody cannot read root's Maven repository, where the tests' class path is). A client refused by the file system (EACCES) says in one line which
+ * directory or socket shuts it out, with its mode and owner, and that the daemon must admit its uid with
+ * --allow-uid. A socket directory the daemon creates with --allow-uid is 0711, so that an admitted uid reaches the
+ * socket; one it did not create and that no admitted uid can search is refused at start, leaving nothing behind.
  */
-@Timeout(120)
+@Timeout(240)
 class AllowUidTest {
     // user.dir is this module, engram-host/cli: the C client is built two levels up, in native/build.
-    private static final Path C_CLIENT = Path.of(System.getProperty("user.dir")).getParent()
-            .resolveSibling("native/build/engram-attach");
+    private static final Path ROOT = Path.of(System.getProperty("user.dir")).toAbsolutePath().getParent().getParent();
+    private static final Path C_CLIENT = ROOT.resolve("native/build/engram-attach");
+    private static final Path PYTHON = Path.of("/usr/bin/python3");
+    private static final Path APP_LIB = ROOT.resolve("engram-host/cli/target/app/lib");
     private static final int NOBODY = 65534;
 
     private static Path sharedDir() throws Exception {
@@ -33,82 +42,181 @@ class AllowUidTest {
         return dir;
     }
 
-    private static String asNobody(Path socket) throws Exception {
-        Process p = new ProcessBuilder("setpriv", "--reuid=" + NOBODY, "--regid=" + NOBODY, "--clear-groups",
-                C_CLIENT.toString(), "--socket", socket.toString()).redirectErrorStream(true).start();
+    private static Path checkpoint(Path dir) throws Exception {
+        Path ckpt = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 500, 64, 1));
+        Files.setPosixFilePermissions(dir.resolve("ckpt"), PosixFilePermissions.fromString("rwxr-xr-x"));
+        return ckpt;
+    }
+
+    /** {@code command} run as nobody: "EXIT: OUTPUT". */
+    private static String asNobody(String... command) throws Exception {
+        List<String> cmd = new ArrayList<>(List.of("setpriv", "--reuid=" + NOBODY, "--regid=" + NOBODY, "--clear-groups",
+                "env", "HOME=/tmp", "PYTHONPATH=" + ROOT.resolve("python")));
+        cmd.addAll(List.of(command));
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertTrue(p.waitFor(30, TimeUnit.SECONDS));
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
         return p.exitValue() + ": " + out;
     }
 
-    @Test
-    void shouldAdmitOnlyTheListedUids() throws Exception {
+    private static String cClient(Path socket) throws Exception {
+        return asNobody(C_CLIENT.toString(), "--socket", socket.toString());
+    }
+
+    private static final String PY_IMPORT = "import sys, engram_host\n"
+            + "try:\n"
+            + "    with engram_host.connect(sys.argv[1]) as t:\n"
+            + "        print('imported', len(t.tables))\n"
+            + "except engram_host.EngramHostError as e:\n"
+            + "    print(type(e).__name__ + ': ' + str(e)); sys.exit(1)\n";
+
+    private static String pythonClient(Path socket) throws Exception {
+        return asNobody(PYTHON.toString(), "-c", PY_IMPORT, socket.toString());
+    }
+
+    private static String javaClient(Path socket) throws Exception {
+        return asNobody(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", APP_LIB + "/*",
+                Main.class.getName(), "import", "--socket", socket.toString());
+    }
+
+    private static void assumeRootAndClients() {
         assumeTrue(Posix.getuid() == 0, "needs root to run a client as another uid (uid is " + Posix.getuid() + ")");
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "needs setpriv (util-linux)");
         assumeTrue(Files.isExecutable(C_CLIENT), C_CLIENT + " is not built: make -C native engram-attach");
+        assumeTrue(Files.isExecutable(PYTHON), "needs " + PYTHON + " (a python3 that nobody can run)");
+        assumeTrue(Files.isDirectory(APP_LIB), APP_LIB + " is not built: mvn -DskipTests package");
+    }
+
+    private static List<String> list(Path dir) throws Exception {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.map(p -> p.getFileName().toString()).sorted().toList();
+        }
+    }
+
+    private static void delete(Path dir) throws Exception {
+        try (var s = Files.walk(dir)) {
+            s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+        }
+    }
+
+    @Test
+    void shouldAdmitOnlyTheListedUidsAndTellARefusedClientWhatToDo() throws Exception {
+        assumeRootAndClients();
         Path dir = sharedDir();
         try {
-            Path ckpt = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 500, 64, 1));
-            Files.setPosixFilePermissions(dir.resolve("ckpt"), PosixFilePermissions.fromString("rwxr-xr-x"));
+            Path ckpt = checkpoint(dir);
             Path privateSocket = dir.resolve("private/p.sock");
             try (DaemonProcess d = DaemonProcess.start(privateSocket, dir.resolve("p.log"), "--checkpoint",
                     ckpt.toString()).awaitReady()) {
-                String r = asNobody(privateSocket);
-                assertTrue(r.startsWith("1: ") && r.contains("EACCES"), "a private socket refuses other uids: " + r);
                 assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(privateSocket.getParent())));
+                String what = "uid " + NOBODY + " may not search " + privateSocket.getParent() + " (mode 0700, owner uid 0"
+                        + " (root), group 0 (root)): the daemon must admit uid " + NOBODY + " (serve --allow-uid " + NOBODY
+                        + "), and " + privateSocket.getParent() + " must let it search (chmod o+x "
+                        + privateSocket.getParent() + ", or g+x with uid " + NOBODY + " in its group; a socket directory"
+                        + " the daemon creates with --allow-uid is mode 0711)";
+                String c = cClient(privateSocket);
+                assertTrue(c.startsWith("1: engram-attach: cannot connect to " + privateSocket + ": EACCES (Permission"
+                        + " denied): " + what), "the C client says what to do: " + c);
+                assertEquals(1, c.strip().lines().count(), "one line: " + c);
+                String py = pythonClient(privateSocket);
+                assertTrue(py.startsWith("1: EngramHostError: cannot connect to " + privateSocket + ": EACCES"
+                        + " (Permission denied): " + what), "the Python client says the same: " + py);
+                String java = javaClient(privateSocket);
+                assertTrue(java.startsWith("1: ") && java.contains("cannot connect to " + privateSocket + ": ")
+                        && java.contains("EACCES") && java.contains(": " + what), "and the Java client: " + java);
             }
-            Path openSocket = dir.resolve("open/o.sock");
-            try (DaemonProcess d = DaemonProcess.start(openSocket, dir.resolve("o.log"), "--checkpoint", ckpt.toString(),
+            // the directory is searchable, the socket is not: 0600 without --allow-uid
+            Path open = Files.createDirectory(dir.resolve("searchable"));
+            Files.setPosixFilePermissions(open, PosixFilePermissions.fromString("rwxr-xr-x"));
+            try (DaemonProcess d = DaemonProcess.start(open.resolve("s.sock"), dir.resolve("s.log"), "--checkpoint",
+                    ckpt.toString()).awaitReady()) {
+                String py = pythonClient(open.resolve("s.sock"));
+                assertTrue(py.startsWith("1: EngramHostError: cannot connect to " + open.resolve("s.sock") + ": EACCES"
+                        + " (Permission denied): the socket (mode 0600, owner uid 0 (root), group 0 (root)) lets only its"
+                        + " owner connect: the daemon must admit uid " + NOBODY + " (serve --allow-uid " + NOBODY + ");"
+                        + " the socket is then mode 0666 and each peer's uid is checked"), py);
+                String c = cClient(open.resolve("s.sock"));
+                assertTrue(c.startsWith("1: engram-attach: cannot connect to " + open.resolve("s.sock") + ": EACCES"
+                        + " (Permission denied): the socket (mode 0600, owner uid 0 (root), group 0 (root)) lets only its"
+                        + " owner connect: the daemon must admit uid " + NOBODY), c);
+            }
+            Path listed = dir.resolve("open/o.sock");
+            try (DaemonProcess d = DaemonProcess.start(listed, dir.resolve("o.log"), "--checkpoint", ckpt.toString(),
                     "--allow-uid", "12345").awaitReady()) {
-                String r = asNobody(openSocket);
+                String r = cClient(listed);
                 assertTrue(r.startsWith("1: ") && r.contains("NOT_ALLOWED") && r.contains("uid " + NOBODY),
                         "an unlisted uid is refused by SO_PEERCRED: " + r);
                 assertTrue(d.log().contains("refused pid") && d.log().contains("uid " + NOBODY), d.log());
+                String py = pythonClient(listed);
+                assertTrue(py.startsWith("1: NotAllowed: "), "the Python client too: " + py);
             }
-            try (DaemonProcess d = DaemonProcess.start(dir.resolve("ok/k.sock"), dir.resolve("k.log"), "--checkpoint",
-                    ckpt.toString(), "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
-                String r = asNobody(dir.resolve("ok/k.sock"));
-                assertTrue(r.startsWith("0: "), "a listed uid imports: " + r);
+            Path ok = dir.resolve("ok/k.sock");
+            try (DaemonProcess d = DaemonProcess.start(ok, dir.resolve("k.log"), "--checkpoint", ckpt.toString(),
+                    "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
+                assertEquals("rwx--x--x", PosixFilePermissions.toString(Files.getPosixFilePermissions(ok.getParent())),
+                        "the directory the daemon made lets others search it, not list it");
+                assertEquals("rw-rw-rw-", PosixFilePermissions.toString(Files.getPosixFilePermissions(ok)));
+                assertTrue(cClient(ok).startsWith("0: "), "a listed uid imports with the C client");
+                String py = pythonClient(ok);
+                assertTrue(py.matches("0: imported [1-9]\\d*\n"), "and with the Python client: " + py);
+                String java = javaClient(ok);
+                assertTrue(java.startsWith("0: "), "and with the Java client: " + java);
+                String ls = asNobody("ls", ok.getParent().toString());
+                assertTrue(ls.startsWith("2: ") && ls.contains("Permission denied"), "but cannot list it: " + ls);
             }
         } finally {
-            try (var s = Files.walk(dir)) {
-                s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-            }
+            delete(dir);
         }
     }
 
     /**
-     * --allow-uid keeps the mode of a socket directory that exists (it sets 0755 only on one it creates): one left
-     * 0700, say by a daemon started without --allow-uid, shuts the admitted uids out with EACCES. The daemon used to
-     * say nothing; it now warns, naming the directory and its mode. A 0755 one gets no warning.
+     * --allow-uid keeps the mode of a socket directory that exists (it sets 0711 only on one it creates): one that
+     * neither its group nor others may search (0700, say left by a daemon started without --allow-uid) shuts the
+     * admitted uids out whatever a group or an ACL says, so the daemon refuses to start, naming the directory, its
+     * mode, the uid and the fix, and leaves the directory as it was. One only its group may search (0710) may still
+     * let them in through the group or an ACL: a warning. A 0755 one gets neither.
      */
     @Test
-    void shouldWarnWhenAnExistingSocketDirectoryShutsTheAdmittedUidsOut() throws Exception {
+    void shouldRefuseAnExistingSocketDirectoryThatShutsTheAdmittedUidsOut() throws Exception {
         Path dir = sharedDir();
         try {
-            Path ckpt = CheckpointGenerator.writeSingle(dir.resolve("ckpt"), new CheckpointGenerator.Spec(List.of(1), 500, 64, 1));
-            Files.setPosixFilePermissions(dir.resolve("ckpt"), PosixFilePermissions.fromString("rwxr-xr-x"));
+            Path ckpt = checkpoint(dir);
             Path closed = Files.createDirectory(dir.resolve("closed"));
             Files.setPosixFilePermissions(closed, PosixFilePermissions.fromString("rwx------"));
+            Files.writeString(closed.resolve("keep.txt"), "a file of the user's\n");
             try (DaemonProcess d = DaemonProcess.start(closed.resolve("c.sock"), dir.resolve("c.log"), "--checkpoint",
+                    ckpt.toString(), "--allow-uid", Integer.toString(NOBODY))) {
+                assertTrue(d.process.waitFor(60, TimeUnit.SECONDS));
+                assertEquals(1, d.process.exitValue(), d.log());
+                assertTrue(d.log().contains("engram-host serve: --allow-uid " + NOBODY + ": " + closed + " (rwx------,"
+                        + " owner uid 0 (root)) is not searchable by uid " + NOBODY + ", so it could not reach the socket"
+                        + " (EACCES): chmod o+x " + closed + " (or g+x, with uid " + NOBODY + " in its group), or choose a"
+                        + " --socket in a directory it can search (one the daemon creates there gets mode 0711)"), d.log());
+                assertEquals(List.of("keep.txt"), list(closed), "nothing left behind");
+                assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(closed)),
+                        "nor chmod'ed: the directory is the user's");
+            }
+            Path group = Files.createDirectory(dir.resolve("group"));
+            Files.setPosixFilePermissions(group, PosixFilePermissions.fromString("rwx--x---"));
+            try (DaemonProcess d = DaemonProcess.start(group.resolve("g.sock"), dir.resolve("g.log"), "--checkpoint",
                     ckpt.toString(), "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
-                assertTrue(d.log().contains("WARN: --allow-uid: " + closed + " (rwx------) is not searchable by other"
-                        + " users, so the admitted uids cannot reach the socket"), d.log());
+                assertTrue(d.log().contains("WARN: --allow-uid: " + group + " (rwx--x---, owner uid 0 (root)) is not"
+                        + " searchable by other users, so the admitted uid " + NOBODY + " cannot reach the socket unless"
+                        + " its group or an ACL lets it: chmod o+x " + group), d.log());
                 if (Posix.getuid() == 0 && Files.isExecutable(Path.of("/usr/bin/setpriv")) && Files.isExecutable(C_CLIENT)) {
-                    String r = asNobody(closed.resolve("c.sock"));
-                    assertTrue(r.startsWith("1: ") && r.contains("EACCES"), "what the warning is about: " + r);
+                    String r = cClient(group.resolve("g.sock"));
+                    assertTrue(r.startsWith("1: ") && r.contains("EACCES") && r.contains("may not search " + group
+                            + " (mode 0710"), "what the warning is about: " + r);
                 }
             }
             Path open = Files.createDirectory(dir.resolve("open"));
             Files.setPosixFilePermissions(open, PosixFilePermissions.fromString("rwxr-xr-x"));
             try (DaemonProcess d = DaemonProcess.start(open.resolve("o.sock"), dir.resolve("o.log"), "--checkpoint",
                     ckpt.toString(), "--allow-uid", Integer.toString(NOBODY)).awaitReady()) {
-                assertTrue(!d.log().contains("not searchable"), d.log());
+                assertFalse(d.log().contains("not searchable"), d.log());
             }
         } finally {
-            try (var s = Files.walk(dir)) {
-                s.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
-            }
+            delete(dir);
         }
     }
 }

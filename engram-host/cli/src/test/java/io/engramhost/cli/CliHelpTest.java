@@ -38,6 +38,11 @@ class CliHelpTest {
             assertTrue(dashed.out().startsWith("Usage: engram-host " + command), dashed.out());
             assertTrue(dashed.out().contains("--help") && dashed.out().contains("--version"), dashed.out());
         }
+        // serve's --tables defaults to the selection rule of docs/checkpoints.md, not to every tensor
+        String serve = CliRun.of("serve", "--help").out().replaceAll("\\s+", " ");
+        assertTrue(serve.contains("--tables=GLOB[,GLOB...] Tensors to serve (default: the engram.embed.weight and"
+                + " .scale tables of the layers the model's config.json names in engram_layer_ids; without such a"
+                + " config.json, every tensor, with a warning;"), serve);
         CliRun help = CliRun.of("help", "import");
         assertEquals(0, help.exit(), help.err());
         assertTrue(help.out().startsWith("Usage: engram-host import"), help.out());

@@ -102,6 +102,38 @@ class DeadDaemonFallbackTest {
         }
     }
 
+    /**
+     * The wait (withNotReadyWait) covers a daemon still starting: a connect made before the daemon binds its socket
+     * imports once it does; a connect with a wait and no daemon ends in DaemonAbsentException at the wait's end; and
+     * connectOrLoad does not wait at all: no daemon, the disk at once.
+     */
+    @Test
+    void shouldWaitForADaemonStillStartingButNeverDelayTheFallback(@TempDir Path dir) throws Exception {
+        Path ckpt = checkpoint(dir);
+        Path socket = dir.resolve("later/l.sock");
+        ClientOptions waiting = ClientOptions.defaults().withNotReadyWait(60_000).withNotices(n -> { });
+        try (io.engramhost.client.PendingTables pending = EngramClient.connectInBackground(socket, Expectation.any(),
+                waiting)) {
+            Thread.sleep(300);
+            assertFalse(pending.isReady(), "still waiting for a socket");
+            try (DaemonProcess d = DaemonProcess.start(socket, dir.resolve("l.log"), "--checkpoint", ckpt.toString())) {
+                ImportedTables t = pending.await();
+                assertEquals(ImportedTables.Source.DAEMON, t.source());
+                assertEquals(2, t.tables().size());
+            }
+        }
+        long t0 = System.nanoTime();
+        assertThrows(DaemonAbsentException.class, () -> EngramClient.connect(dir.resolve("none.sock"), Expectation.any(),
+                ClientOptions.defaults().withNotReadyWait(500)));
+        assertTrue(System.nanoTime() - t0 >= 500_000_000L, "asked again until the wait ended");
+        t0 = System.nanoTime();
+        try (ImportedTables t = EngramClient.connectOrLoad(dir.resolve("none.sock"), Expectation.any(), waiting,
+                List.of(ckpt), List.of(), 2)) {
+            assertEquals(ImportedTables.Source.DISK, t.source());
+        }
+        assertTrue(System.nanoTime() - t0 < 30_000_000_000L, "no daemon: the disk at once, not a 60 s wait");
+    }
+
     @Test
     void shouldFallBackThroughTheApiAfterSigkill(@TempDir Path dir) throws Exception {
         Path ckpt = checkpoint(dir);

@@ -145,6 +145,14 @@ class SeedProcessTest {
             assertTrue(log.contains("seed: peer 127.0.0.1:" + pb + " is this daemon itself; skipping it"), log);
             assertTrue(log.contains("seed: 4 of 4 tables ("), log);
             assertEquals(imported(a), imported(b), "both daemons serve the same bytes, the checkpoint's");
+            // the text status says it was seeded, from whom, and that nothing was read from the checkpoint
+            CliRun text = CliRun.of("status", "--socket", b.socket.toString());
+            assertEquals(0, text.exit(), text.err());
+            String line = text.out().lines().filter(l -> l.startsWith("origin ")).findFirst().orElse("");
+            assertTrue(line.matches("origin {5}seeded: [0-9.]+ [KM]iB from 127\\.0\\.0\\.1:" + pa + " \\([0-9.]+ [KM]iB,"
+                    + " [0-9.]+ GiB/s\\) in [0-9.]+ s, 0 refused; 0 B read from the checkpoint"), text.out());
+            CliRun atext = CliRun.of("status", "--socket", a.socket.toString());
+            assertTrue(atext.out().contains("\norigin     loaded from the checkpoint ("), atext.out());
         }
     }
 
@@ -168,7 +176,8 @@ class SeedProcessTest {
             byte[] big = SeedProxy.rawFrame(new InetSocketAddress("127.0.0.1", pa), SeedWire.HELLO, 1 << 30);
             assertEquals(SeedWire.BAD_REQUEST, ByteBuffer.wrap(big).order(ByteOrder.LITTLE_ENDIAN).getShort(8));
             String alog = a.log();
-            assertTrue(alog.contains("refused: did not prove it holds the seed key"), alog);
+            assertTrue(alog.contains("refused: did not prove it holds the seed key: its --seed-key file differs from"
+                    + " this daemon's; give every node the same --seed-key file"), alog);
             assertTrue(alog.contains("refused: HELLO of 1073741824 bytes: a request has at most 56"), alog);
 
             // a requester with another key: it refuses the exporter (which cannot prove the requester's key)
@@ -176,9 +185,13 @@ class SeedProcessTest {
                     "--seed-key", wrongKey.toString())) {
                 Map<String, Object> or = origin(c);
                 assertEquals("load", or.get("how"), or.toString());
+                CliRun text = CliRun.of("status", "--socket", c.socket.toString());
+                assertTrue(text.out().matches("(?s).*\norigin {5}loaded from the checkpoint \\([0-9.]+ [KM]iB read\\);"
+                        + " seeding gave 0 B from no peer in [0-9.]+ s, [1-9] refused\n.*"), text.out());
                 String log = c.log();
-                assertTrue(log.contains("seed: peer 127.0.0.1:" + pa + " does not prove it holds the seed key;"
-                        + " skipping it"), log);
+                assertTrue(log.contains("seed: peer 127.0.0.1:" + pa + " does not prove it holds the seed key: its"
+                        + " --seed-key file differs from this daemon's; give every node the same --seed-key file (the"
+                        + " same bytes); skipping it"), log);
                 assertTrue(log.contains("seed: 0 of 4 tables (0 B) from 0 peers"), log);
                 assertEquals(imported(a), imported(c));
             }

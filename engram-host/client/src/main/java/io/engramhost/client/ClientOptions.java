@@ -10,9 +10,11 @@ import java.util.function.Consumer;
  * How a client connects and what views it wants.
  *
  * @param requestTimeoutMillis bound on each answer the daemon owes (welcome, manifest, status)
- * @param notReadyWaitMillis   how long to keep retrying while the daemon is still loading (NOT_READY) or is
+ * @param notReadyWaitMillis   how long to keep retrying while the daemon is still starting (no socket yet, or
+ *                             one nobody listens on yet: tried again every 100 ms), loading (NOT_READY) or
  *                             stopping for a restart (STOPPING: asked again on a new connection, and a socket
- *                             nobody listens on meanwhile tried again); 0: fail at once
+ *                             nobody listens on meanwhile tried again); 0: fail at once. {@code connectOrLoad}
+ *                             loads from disk at once when no daemon listens, whatever this says
  * @param populate             prefault memfd mappings (MAP_POPULATE) so first reads do not fault
  * @param clientName           a name for the daemon's log
  * @param device               the client's GPU ordinal, -1 for none; the daemon adds that GPU's device tensors

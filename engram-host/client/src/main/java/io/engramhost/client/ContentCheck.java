@@ -64,7 +64,13 @@ public final class ContentCheck {
 
     /** The digests of a sidecar file ({@link DigestSidecar#read}: strict; a malformed one throws, naming it). */
     public static Trusted fromSidecar(Path sidecar) {
-        return new Trusted(sidecar.toString(), DigestSidecar.read(sidecar));
+        try {
+            return new Trusted(sidecar.toString(), DigestSidecar.read(sidecar));
+        } catch (IllegalArgumentException e) { // a malformed digest in the file
+            throw new EngramClientException(e.getMessage(), e);
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e);
+        }
     }
 
     /**
@@ -78,6 +84,8 @@ public final class ContentCheck {
             List<TensorInfo> chosen = cp.checkpoint().tensors().stream().filter(t -> wanted.contains(t.name())).toList();
             return new Trusted("checkpoint " + String.join(" ", paths.stream().map(Path::toString).toList()),
                     DigestSidecar.compute(cp, chosen, threads));
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e);
         }
     }
 
@@ -90,7 +98,10 @@ public final class ContentCheck {
         long t0 = System.nanoTime();
         try {
             return check(imported, trusted, threads, t0);
-        } catch (RuntimeException | Error e) {
+        } catch (RuntimeException e) {
+            imported.close();
+            throw EngramClientException.of(e);
+        } catch (Error e) {
             imported.close();
             throw e;
         }

@@ -7,7 +7,7 @@ import java.util.List;
  * table with no trusted digest at all. The tables were closed before this was thrown. The message is one
  * line naming the first such table and both digests; {@link #problems()} lists every one.
  */
-public final class ContentMismatchException extends RuntimeException {
+public final class ContentMismatchException extends EngramClientException {
     private static final long serialVersionUID = 1L;
     private final transient List<String> problems;
 

@@ -10,9 +10,9 @@ import java.nio.file.Path;
 /**
  * No daemon listens at the path: {@code connect} failed with ENOENT (no socket file) or ECONNREFUSED
  * (a socket file nobody listens on, as a daemon killed with SIGKILL leaves behind). The one case a
- * caller may fall back to a disk load; anything a live daemon says is an {@link EngramClientException}.
+ * caller may fall back to a disk load; anything a live daemon says is another {@link EngramClientException}.
  */
-public final class DaemonAbsentException extends RuntimeException {
+public final class DaemonAbsentException extends EngramClientException {
     private static final long serialVersionUID = 1L;
     private final transient Path socket;
     private final int errno;

@@ -48,7 +48,7 @@ public final class EngramClient {
      *     daemon this client does not trust (uid, seals) or one that breaks the protocol
      */
     public static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options) {
-        return connect(socket, expectation, options, Cancel.NONE);
+        return connect(socket, expectation, options, Cancel.NONE, true);
     }
 
     /**
@@ -63,10 +63,21 @@ public final class EngramClient {
         Objects.requireNonNull(socket, "socket");
         Objects.requireNonNull(expectation, "expectation");
         Objects.requireNonNull(options, "options");
-        return PendingTables.start(socket.toString(), cancel -> connect(socket, expectation, options, cancel));
+        return PendingTables.start(socket.toString(), cancel -> connect(socket, expectation, options, cancel, true));
     }
 
-    private static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options, Cancel cancel) {
+    /** {@code waitForStart} false: no daemon listening is final at once, whatever the wait (connectOrLoad's case). */
+    private static ImportedTables connect(Path socket, Expectation expectation, ClientOptions options, Cancel cancel,
+            boolean waitForStart) {
+        try {
+            return attach(socket, expectation, options, cancel, waitForStart);
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e); // no driver (CudaUnavailableException), a failed mmap, ...: one type
+        }
+    }
+
+    private static ImportedTables attach(Path socket, Expectation expectation, ClientOptions options, Cancel cancel,
+            boolean waitForStart) {
         Lap lap = Lap.start();
         Warmup.start();
         GpuPreparation gpu = options.gpuView() ? GpuPreparation.take(options.device()) : null;
@@ -76,7 +87,7 @@ public final class EngramClient {
         long deadline = System.nanoTime() + options.notReadyWaitMillis() * 1_000_000L;
         try {
             cancel.check();
-            c = handshake(socket, options, cancel);
+            c = waitForStart ? awaitStart(socket, options, cancel, deadline) : handshake(socket, options, cancel);
         } catch (RuntimeException e) {
             if (gpu != null) {
                 gpu.awaitQuietly();
@@ -195,12 +206,16 @@ public final class EngramClient {
     public static ImportedTables connectOrLoad(Path socket, Expectation expectation, ClientOptions options,
             List<Path> checkpoint, List<String> tables, int threads) {
         try {
-            return connect(socket, expectation, options);
+            return connect(socket, expectation, options, Cancel.NONE, false); // no daemon: the disk, not a wait
         } catch (DaemonAbsentException absent) {
             options.notices().accept("engram-host: no daemon listens on " + socket + " (" + absent.reason()
                     + "): loading " + checkpoint.stream().map(Path::toString).collect(Collectors.joining(", "))
                     + " from disk");
-            return DiskLoad.load(checkpoint, tables, threads);
+            try {
+                return DiskLoad.load(checkpoint, tables, threads);
+            } catch (RuntimeException e) {
+                throw EngramClientException.of(e);
+            }
         }
     }
 
@@ -215,28 +230,36 @@ public final class EngramClient {
 
     /** The daemon's STATUS document (JSON). */
     public static String status(Path socket, ClientOptions options) {
-        Connected c = handshake(socket, options);
-        try (c.channel) {
-            c.channel.send(Frames.empty(MessageType.STATUS, c.version));
-            try (ProtocolChannel.Incoming in = receive(c, options)) {
-                expect(in, MessageType.STATUS_REPLY);
-                return Frames.decodeStatusReply(in.reader());
+        try {
+            Connected c = handshake(socket, options);
+            try (c.channel) {
+                c.channel.send(Frames.empty(MessageType.STATUS, c.version));
+                try (ProtocolChannel.Incoming in = receive(c, options)) {
+                    expect(in, MessageType.STATUS_REPLY);
+                    return Frames.decodeStatusReply(in.reader());
+                }
+            } catch (ProtocolException e) {
+                throw protocolError(socket, e);
             }
-        } catch (ProtocolException e) {
-            throw protocolError(socket, e);
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e);
         }
     }
 
     /** Asks the daemon to stop; returns once it has acknowledged. Clients keep their mappings. */
     public static void stop(Path socket, ClientOptions options) {
-        Connected c = handshake(socket, options);
-        try (c.channel) {
-            c.channel.send(Frames.empty(MessageType.STOP, c.version));
-            try (ProtocolChannel.Incoming in = receive(c, options)) {
-                expect(in, MessageType.STOP_ACK);
+        try {
+            Connected c = handshake(socket, options);
+            try (c.channel) {
+                c.channel.send(Frames.empty(MessageType.STOP, c.version));
+                try (ProtocolChannel.Incoming in = receive(c, options)) {
+                    expect(in, MessageType.STOP_ACK);
+                }
+            } catch (ProtocolException e) {
+                throw protocolError(socket, e);
             }
-        } catch (ProtocolException e) {
-            throw protocolError(socket, e);
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e);
         }
     }
 
@@ -317,6 +340,10 @@ public final class EngramClient {
             if (UnixSockets.noListener(e.errno())) {
                 throw new DaemonAbsentException(socket, e.errno(), e);
             }
+            if (e.errno() == Errno.EACCES || e.errno() == Errno.EPERM) {
+                throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage() + ": "
+                        + AccessHint.of(socket, Posix.geteuid()), e);
+            }
             throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage(), e);
         }
         ProtocolChannel channel = new ProtocolChannel(conn);
@@ -368,7 +395,24 @@ public final class EngramClient {
         }
     }
 
-    /** How often an import is asked again while the wait lasts (NOT_READY, STOPPING). */
+    /**
+     * The first handshake: while {@code deadline} (System.nanoTime) lasts, a socket nobody listens on yet (a daemon
+     * still starting) is tried again every {@link #RETRY_MILLIS}.
+     */
+    private static Connected awaitStart(Path socket, ClientOptions options, Cancel cancel, long deadline) {
+        while (true) {
+            try {
+                return handshake(socket, options, cancel);
+            } catch (DaemonAbsentException absent) {
+                if (System.nanoTime() >= deadline) {
+                    throw absent;
+                }
+            }
+            cancel.sleep(RETRY_MILLIS);
+        }
+    }
+
+    /** How often an import is asked again while the wait lasts (NOT_READY, STOPPING, a daemon starting). */
     private static final long RETRY_MILLIS = 100;
 
     /**

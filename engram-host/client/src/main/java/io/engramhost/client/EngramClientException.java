@@ -1,10 +1,21 @@
 package io.engramhost.client;
 
+import io.engramhost.checkpoint.CheckpointException;
+import io.engramhost.cuda.CudaException;
+import io.engramhost.cuda.CudaUnavailableException;
+import io.engramhost.os.NativeException;
 import io.engramhost.protocol.ErrorCode;
+import io.engramhost.protocol.ProtocolException;
+import java.io.UncheckedIOException;
 import java.util.List;
 
 /**
- * The daemon refused or failed a request, broke the protocol, or could not be trusted or reached.
+ * Every failure the client's API throws at run time is one of these, so that an engine catches one type: the
+ * daemon refused or failed a request, broke the protocol, or could not be trusted or reached
+ * ({@link DaemonAbsentException}: no daemon listens); a fingerprint or content mismatch
+ * ({@link FingerprintMismatchException}, {@link ContentMismatchException}); or a failure below the client (the
+ * CUDA driver missing or failing, a system call, a checkpoint on disk), whose original is the cause. Only a wrong
+ * argument (IllegalArgumentException, NullPointerException) or a closed handle used (IllegalStateException) is not.
  * {@link #code()} is the daemon's ERROR code, or null when the failure was local (refused daemon uid
  * or seals, a timeout, a malformed frame) or the code is one this client does not know;
  * {@link #wireCode()} keeps the number of any ERROR (0 when the daemon sent none).
@@ -48,5 +59,19 @@ public class EngramClientException extends RuntimeException {
 
     public List<String> details() {
         return details;
+    }
+
+    /**
+     * {@code e} as the client's API throws it: a failure below the client (CUDA, a system call, a checkpoint, a
+     * frame) becomes an EngramClientException with the same message and {@code e} as its cause; anything else
+     * (an EngramClientException, a wrong argument) is returned as it is.
+     */
+    static RuntimeException of(RuntimeException e) {
+        if (e instanceof CudaException || e instanceof CudaUnavailableException || e instanceof NativeException
+                || e instanceof CheckpointException || e instanceof ProtocolException
+                || e instanceof UncheckedIOException) {
+            return new EngramClientException(e.getMessage(), e);
+        }
+        return e;
     }
 }

@@ -35,12 +35,17 @@ public final class Expectations {
      * The content identity's notes (a record that covers only some tables, one of version 1) go to
      * {@code notices}, one line each. (The selection's warning, every tensor selected, is {@code serve}'s and
      * {@code inspect}'s to say: an expectation that selects otherwise than the daemon is refused with one line that
-     * names both selections.) Throws
-     * {@link io.engramhost.checkpoint.CheckpointException} (one line) for a checkpoint or config.json that is not
-     * what it must be.
+     * names both selections.) Throws an {@link EngramClientException} (one line; the cause a
+     * {@link io.engramhost.checkpoint.CheckpointException}) for a checkpoint or config.json that is not what it must
+     * be.
      */
     public static Expectation ofCheckpoint(List<Path> paths, List<String> tables, Consumer<String> notices) {
-        ServedSelection served = ServedSelection.of(Checkpoint.open(paths), tables, "");
+        ServedSelection served;
+        try {
+            served = ServedSelection.of(Checkpoint.open(paths), tables, "");
+        } catch (RuntimeException e) {
+            throw EngramClientException.of(e);
+        }
         served.identity().notes().forEach(notices);
         return Expectation.structured(served.fingerprint().canonicalBytes());
     }

@@ -47,11 +47,11 @@ public final class GpuVerify {
             out.put("cpu_checksum", String.format("%016x", cpu));
             out.put("kernel_ms", (t1 - t0) / 1e6);
             if (gpu != cpu) {
-                throw new IllegalStateException("table " + table.name() + ": the GPU read checksum "
+                throw new EngramClientException("table " + table.name() + ": the GPU read checksum "
                         + String.format("%016x", gpu) + " through its view, the CPU " + String.format("%016x", cpu));
             }
             if (digest != table.digest()) {
-                throw new IllegalStateException("table " + table.name() + ": digest " + String.format("%016x", digest)
+                throw new EngramClientException("table " + table.name() + ": digest " + String.format("%016x", digest)
                         + " differs from the daemon's " + String.format("%016x", table.digest()));
             }
             out.put("verified", true);

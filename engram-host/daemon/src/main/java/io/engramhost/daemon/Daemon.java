@@ -170,6 +170,7 @@ public final class Daemon implements AutoCloseable {
         if (a.load() != null) {
             loader = LoadRun.start(a.load(), progress, services.threads(), context.logProgress(), systemd, new Outcome());
         }
+        lock.serving(); // a start refused before here removes the lock file and directory it created
     }
 
     /** The address the seed exporter listens on (null: none). */

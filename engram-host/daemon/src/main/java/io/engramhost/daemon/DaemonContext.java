@@ -261,11 +261,6 @@ public final class DaemonContext {
         return uid == Posix.geteuid() || uid == 0;
     }
 
-    /** Others than the daemon's uid and root are admitted: the socket directory must let them reach the socket. */
-    public boolean othersAdmitted() {
-        return !allowUids.isEmpty();
-    }
-
     public List<Path> checkpoints() {
         return checkpoints;
     }

@@ -73,7 +73,7 @@ public final class DaemonLauncher {
         Supervisor supervisor = null;
         try {
             if (passed != null && !context.takeover()) {
-                FdStoreRestart.Adopted adopted = FdStoreRestart.adopt(context.socket(), context.othersAdmitted(),
+                FdStoreRestart.Adopted adopted = FdStoreRestart.adopt(context.socket(), context.allowUids(),
                         context.store(), passed, notify);
                 if (adopted != null) {
                     adoption = adopted.adoption();
@@ -82,7 +82,7 @@ public final class DaemonLauncher {
             }
             if (adoption == null && context.takeover()) {
                 try {
-                    adoption = Takeover.run(new Takeover.Settings(context.socket(), context.othersAdmitted(),
+                    adoption = Takeover.run(new Takeover.Settings(context.socket(), context.allowUids(),
                             context.backend(), context.verifyDigests(), context::mayStop, context.hooks(),
                             () -> prepareTables(context, null)));
                 } catch (Takeover.PredecessorGoneException e) {
@@ -169,7 +169,7 @@ public final class DaemonLauncher {
         LoadReport report = tables.report();
         DaemonLock lock;
         try {
-            lock = SocketClaim.lock(context.socket(), context.othersAdmitted());
+            lock = SocketClaim.lock(context.socket(), context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, builder);
             throw e;
@@ -177,7 +177,7 @@ public final class DaemonLauncher {
         Fd handed = passed == null ? null : passed.takeListener(context.socket());
         UnixListener listener;
         try {
-            listener = SocketClaim.listen(lock, context.socket(), handed, context.othersAdmitted());
+            listener = SocketClaim.listen(lock, context.socket(), handed, context.allowUids());
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, builder, lock);
             throw e;

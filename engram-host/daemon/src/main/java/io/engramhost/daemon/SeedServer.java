@@ -630,7 +630,8 @@ final class SeedServer implements AutoCloseable {
             byte[] mac = new byte[SeedAuth.MAC_BYTES];
             p.get(mac);
             if (!SeedAuth.same(mac, SeedAuth.clientProof(key, clientNonce, serverNonce, clientId, id))) {
-                fail("not-authenticated", SeedWire.NOT_AUTHENTICATED, "did not prove it holds the seed key");
+                fail("not-authenticated", SeedWire.NOT_AUTHENTICATED, "did not prove it holds the seed key: its"
+                        + " --seed-key file differs from this daemon's; give every node the same --seed-key file");
                 return;
             }
             handshaking.decrementAndGet();

@@ -385,7 +385,8 @@ final class PeerConnection implements AutoCloseable {
             throw new PeerException("peer " + peer + " is this daemon itself", true);
         }
         if (!SeedAuth.same(proof, SeedAuth.serverProof(key, nonce, serverNonce, ownId, serverId))) {
-            throw new PeerException("peer " + peer + " does not prove it holds the seed key", false);
+            throw new PeerException("peer " + peer + " does not prove it holds the seed key: its --seed-key file"
+                    + " differs from this daemon's; give every node the same --seed-key file (the same bytes)", false);
         }
         ByteBuffer mine = SeedWire.frame(SeedWire.PROOF, SeedAuth.MAC_BYTES);
         mine.put(SeedAuth.clientProof(key, nonce, serverNonce, ownId, serverId));

@@ -47,6 +47,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Set;
 import java.util.function.IntPredicate;
 import java.util.function.Supplier;
 
@@ -77,12 +78,12 @@ public final class Takeover {
     }
 
     /**
-     * What a successor is started with: the socket it takes over ({@code othersAdmitted}: its directory is reachable by
-     * other uids), the backend it must serve, whether it rehashes what it gets ({@code --verify-digests}), which uid
+     * What a successor is started with: the socket it takes over ({@code allowUids}: the other uids admitted, for
+     * whom its directory is made reachable), the backend it must serve, whether it rehashes what it gets ({@code --verify-digests}), which uid
      * it may take over from ({@code mayStop}: its own or root), where the hooks step in, and the load it falls back
      * on when the tables handed over are kept no longer ({@code reload}, asked at most once).
      */
-    public record Settings(Path socket, boolean othersAdmitted, Backend backend, boolean verifyDigests,
+    public record Settings(Path socket, Set<Integer> allowUids, Backend backend, boolean verifyDigests,
             IntPredicate mayStop, DaemonHooks hooks, Supplier<PreparedLoad> reload) {
     }
 
@@ -267,7 +268,7 @@ public final class Takeover {
         }
         DaemonLock lock;
         try {
-            lock = SocketClaim.adopt(got.lock(), settings.socket(), settings.othersAdmitted());
+            lock = SocketClaim.adopt(got.lock(), settings.socket(), settings.allowUids());
         } catch (RuntimeException e) {
             got.connections().forEach(Fd::close);
             Closer.closeAllAfter(e, tables, listener);
@@ -308,7 +309,7 @@ public final class Takeover {
         LOG.log(WARNING, "the predecessor pid " + predecessor + " stopped answering before its commit (" + why
                 + "); taking the lock and serving the tables it handed over");
         try {
-            DaemonLock lock = SocketClaim.lockAfter(predecessor, settings.socket(), settings.othersAdmitted());
+            DaemonLock lock = SocketClaim.lockAfter(predecessor, settings.socket(), settings.allowUids());
             LoadReport.Origin origin = LoadReport.Origin.handedOver(LoadReport.How.TAKEOVER_ORPHANED, predecessor, t0,
                     null);
             return adoption(lock, listener, tables, List.of(), 1, origin);

@@ -20,19 +20,31 @@ import java.nio.file.Path;
  * a message naming its owner, and its content (the pid it claims) is never repeated. The lock owns the
  * directory's fd and closes it last. A lock file that holds anything but a pid is not a daemon's, and is refused
  * and left as it is.
+ *
+ * <p>A daemon's lock file stays when it stops, so that two daemons never lock two files of one name. Only a start
+ * refused before it served ({@link #close} before {@link #serving}) removes the lock file it created, while it still
+ * holds the lock, and the directories it created: a refused start leaves nothing behind. Since a name may thus go
+ * away, a lock taken is kept only while the name still names the file locked; otherwise the lock is taken again.
  */
 public final class DaemonLock implements AutoCloseable {
     /** The most of a lock file that is read for its pid. */
     private static final int PID_BYTES = 32;
 
+    /** How often a lock whose name went away while it was taken is taken again before giving up. */
+    private static final int RETRIES = 10;
+
     private final Fd fd;
     private final Path path;
     private final RuntimeDir dir;
+    /** This start created the lock file (it did not exist): a start refused before it serves removes it. */
+    private final boolean created;
+    private volatile boolean serving;
 
-    private DaemonLock(Fd fd, Path path, RuntimeDir dir) {
+    private DaemonLock(Fd fd, Path path, RuntimeDir dir, boolean created) {
         this.fd = fd;
         this.path = path;
         this.dir = dir;
+        this.created = created;
     }
 
     /**
@@ -46,25 +58,55 @@ public final class DaemonLock implements AutoCloseable {
     public static DaemonLock acquire(RuntimeDir dir, Path socket) {
         try {
             Path lockFile = SocketPaths.lockFile(socket);
-            Fd fd = open(dir, lockFile);
-            try {
-                check(fd, lockFile);
-                if (!Posix.flock(fd, Posix.LOCK_EX | Posix.LOCK_NB)) {
-                    throw new AlreadyRunningException(socket, readPid(fd));
+            String name = lockFile.getFileName().toString();
+            for (int attempt = 0;; attempt++) {
+                boolean created = create(dir, name);
+                Fd fd = open(dir, lockFile);
+                boolean locked = false;
+                try {
+                    check(fd, lockFile);
+                    if (!Posix.flock(fd, Posix.LOCK_EX | Posix.LOCK_NB)) {
+                        throw new AlreadyRunningException(socket, readPid(fd));
+                    }
+                    locked = true;
+                    FileStat named = dir.fd().statAt(name);
+                    if (named == null || !named.sameFile(DirFd.stat(fd))) {
+                        // a start refused meanwhile removed the file this fd locks: lock the one the name names now
+                        locked = false; // what the name names is not this fd's file: never unlinked here
+                        if (attempt == RETRIES) {
+                            throw new IllegalStateException("the lock file " + lockFile + " was replaced " + RETRIES
+                                    + " times while this daemon locked it: is another program removing it?");
+                        }
+                        fd.close();
+                        continue;
+                    }
+                    if ((DirFd.stat(fd).mode() & 0077) != 0) {
+                        DirFd.chmod(fd, 0600); // no one else may open it, and so hold it with a read-only fd
+                    }
+                    DaemonLock lock = new DaemonLock(fd, lockFile, dir, created);
+                    lock.claim();
+                    return lock;
+                } catch (RuntimeException e) {
+                    if (created && locked) {
+                        dir.fd().unlink(name); // this start's own file, still locked: nothing left behind
+                    }
+                    fd.close();
+                    throw e;
                 }
-                if ((DirFd.stat(fd).mode() & 0077) != 0) {
-                    DirFd.chmod(fd, 0600); // no one else may open it, and so hold it with a read-only fd
-                }
-                DaemonLock lock = new DaemonLock(fd, lockFile, dir);
-                lock.claim();
-                return lock;
-            } catch (RuntimeException e) {
-                fd.close();
-                throw e;
             }
         } catch (RuntimeException e) {
-            dir.close();
+            dir.discard();
             throw e;
+        }
+    }
+
+    /** Creates the lock file {@code name} when it is missing (O_EXCL); true when this call created it. */
+    private static boolean create(RuntimeDir dir, String name) {
+        try {
+            dir.fd().openFile(name, Posix.O_RDWR | Posix.O_CREAT | DirFd.O_EXCL, 0600).close();
+            return true;
+        } catch (NativeException e) {
+            return false; // there already (EEXIST), or not creatable: open says why
         }
     }
 
@@ -87,7 +129,7 @@ public final class DaemonLock implements AutoCloseable {
             if (!Posix.flock(lockFd, Posix.LOCK_EX | Posix.LOCK_NB)) {
                 throw new IllegalStateException("the lock handed over for " + lockFile + " is not held by it");
             }
-            return new DaemonLock(lockFd, lockFile, dir);
+            return new DaemonLock(lockFd, lockFile, dir, false);
         } catch (RuntimeException e) {
             lockFd.close();
             dir.close();
@@ -180,12 +222,39 @@ public final class DaemonLock implements AutoCloseable {
         return dir;
     }
 
+    /** The daemon serves: from now on its lock file stays when it stops. */
+    void serving() {
+        serving = true;
+    }
+
+    /**
+     * Releases the lock. A start refused before it served ({@link #serving} not called) first removes the lock file
+     * it created, while it still holds the lock, and then the directories it created, when empty.
+     */
     @Override
     public void close() {
+        boolean refused = created && !serving;
         try {
-            fd.close();
+            if (refused) {
+                String name = path.getFileName().toString();
+                FileStat named = dir.fd().statAt(name);
+                if (named != null && named.sameFile(DirFd.stat(fd))) {
+                    dir.fd().unlink(name);
+                }
+            }
+        } catch (RuntimeException e) {
+            System.getLogger(DaemonLock.class.getName()).log(System.Logger.Level.WARNING, "cannot remove " + path
+                    + ", which this refused start created: " + e.getMessage());
         } finally {
-            dir.close();
+            try {
+                fd.close();
+            } finally {
+                if (refused) {
+                    dir.discard();
+                } else {
+                    dir.close();
+                }
+            }
         }
     }
 

@@ -8,61 +8,81 @@ import io.engramhost.os.FileStat;
 import io.engramhost.os.NativeException;
 import io.engramhost.protocol.ReadyFile;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.EnumSet;
+import java.util.List;
 import java.util.Set;
+import java.util.TreeSet;
 
 /**
  * The socket's directory, checked once and then reached only through its fd (docs/protocol.md,
- * "Socket path"; docs/security.md). A missing one is created with mode 0700 (0755 when other uids
- * are admitted, so that they can reach the socket). The directory must belong to this daemon's
- * effective uid or to root, and must not be writable by group or others unless the sticky bit is
+ * "Socket path"; docs/security.md). A missing one is created with mode 0700 (0711 when other uids
+ * are admitted, so that they can reach the socket by its name, but list nothing). The directory must belong to this
+ * daemon's effective uid or to root, and must not be writable by group or others unless the sticky bit is
  * set; a symlink in its place is not followed. For a directory the daemon did not create, every
  * parent up to {@code /} must also belong to root or this uid and not be writable by group or others
- * without the sticky bit. Every file next to the socket is then created, removed and renamed through
- * {@link #fd()}, with {@code O_NOFOLLOW}: a symlink planted there is never followed.
+ * without the sticky bit. With admitted uids, every directory down to the socket must let them search it: the daemon
+ * refuses to start where the mode bits shut them out whatever a group or an ACL says, and warns where only a group or
+ * an ACL could let them through. Every file next to the socket is then created, removed and renamed through
+ * {@link #fd()}, with {@code O_NOFOLLOW}: a symlink planted there is never followed. A directory the daemon did not
+ * create is never chmod'ed.
  */
 public final class RuntimeDir implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(RuntimeDir.class.getName());
     /** More parents than this is a loop, not a file system. */
     private static final int MAX_DEPTH = 4096;
+    /** The mode of a socket directory the daemon creates when other uids are admitted: searchable, not listable. */
+    static final int ADMITTING_MODE = 0711;
 
     private final DirFd dir;
     private final boolean created;
+    /** The directories this start created, the socket's own last (empty: none), for {@link #discard}. */
+    private final List<Path> made;
 
-    private RuntimeDir(DirFd dir, boolean created) {
+    private RuntimeDir(DirFd dir, boolean created, List<Path> made) {
         this.dir = dir;
         this.created = created;
+        this.made = List.copyOf(made);
     }
 
     /**
-     * Opens (creating when missing) and checks the socket directory {@code dir}.
+     * Opens (creating when missing) and checks the socket directory {@code dir}; {@code admitted} are the other uids
+     * admitted (--allow-uid; empty: none).
      *
      * @throws IllegalStateException naming the directory (or the parent), its owner and mode, and what to
      *     do, when it fails a check
      */
-    public static RuntimeDir prepare(Path dir, boolean othersAdmitted) {
+    public static RuntimeDir prepare(Path dir, Set<Integer> admitted) {
         if (!dir.isAbsolute()) {
             throw new IllegalArgumentException("socket directory " + dir + " must be an absolute path");
         }
-        int mode = othersAdmitted ? 0755 : 0700;
+        boolean othersAdmitted = !admitted.isEmpty();
+        int mode = othersAdmitted ? ADMITTING_MODE : 0700;
         Path parent = dir.getParent();
         DirFd d;
         boolean created = false;
+        List<Path> made = new ArrayList<>();
         if (parent == null) {
             d = DirFd.open(dir);
         } else {
-            createParents(parent);
+            createParents(parent, othersAdmitted, made);
             String name = dir.getFileName().toString();
             try (DirFd p = DirFd.openFollowing(parent)) {
                 created = p.mkdir(name, mode);
                 d = openExisting(p, name, dir);
             }
+            if (created) {
+                made.add(dir);
+            }
         }
+        RuntimeDir r = new RuntimeDir(d, created, made);
         try {
             FileStat st = d.stat();
             if (!trusted(st.uid())) {
@@ -82,52 +102,118 @@ public final class RuntimeDir implements AutoCloseable {
                 checkParents(d, st, dir);
             }
             if (othersAdmitted) {
-                warnUnlessOthersCanReach(d.realPath());
+                checkAdmittedCanReach(d.realPath(), admitted);
             }
-            return new RuntimeDir(d, created);
+            return r;
         } catch (RuntimeException e) {
-            d.close();
+            r.discard();
             throw e;
         }
     }
 
     /**
      * With {@code --allow-uid}, the admitted uids must be able to search every directory down to the socket. The
-     * daemon sets only a directory it creates (0755); an existing one (say, left 0700 by a daemon started without
-     * {@code --allow-uid}) or a parent such as a 0700 {@code $XDG_RUNTIME_DIR} keeps its mode, and the admitted
-     * uids' {@code connect} then fails with EACCES while the daemon says nothing. Not a refusal: a group or an ACL
-     * may still let them through, which the mode bits do not show.
+     * daemon sets only the directories it creates (0711 for the socket's, o+x for a parent); an existing one (say,
+     * left 0700 by a daemon started without {@code --allow-uid}) or a parent such as a 0700 {@code $XDG_RUNTIME_DIR}
+     * keeps its mode. Where neither its group nor others may search a directory (and the uid does not own it with
+     * u+x), no group and no ACL can let the uid through (an ACL's entries are bounded by its mask, which the group
+     * bits show): refused, since the uid's {@code connect} could only fail with EACCES. Where only the group may
+     * search it, a group or an ACL may still let the uid through, which the mode bits do not show: a warning.
+     *
+     * @throws IllegalStateException naming the directory, its mode and owner, the uid, and the fix
      */
-    static void warnUnlessOthersCanReach(Path real) {
+    static void checkAdmittedCanReach(Path real, Set<Integer> admitted) {
+        Set<Integer> others = new TreeSet<>(admitted);
+        others.remove(0);
+        others.remove(DirFd.geteuid());
+        if (others.isEmpty()) {
+            return;
+        }
         Path p = real.getRoot();
         for (int i = 0; i <= real.getNameCount(); i++) {
             if (i > 0) {
                 p = p.resolve(real.getName(i - 1));
             }
-            Set<PosixFilePermission> perms;
+            int mode;
+            int owner;
             try {
-                perms = Files.getPosixFilePermissions(p);
-            } catch (IOException | UnsupportedOperationException e) {
+                mode = (Integer) Files.getAttribute(p, "unix:mode") & 07777;
+                owner = (Integer) Files.getAttribute(p, "unix:uid");
+            } catch (IOException | RuntimeException e) {
                 return; // nothing to say
             }
-            if (!perms.contains(PosixFilePermission.OTHERS_EXECUTE)) {
-                LOG.log(WARNING, "--allow-uid: " + p + " (" + PosixFilePermissions.toString(perms)
-                        + ") is not searchable by other users, so the admitted uids cannot reach the socket unless a"
-                        + " group or an ACL lets them: chmod o+x " + p + " (0755 for the socket's directory), or choose"
-                        + " another --socket");
-                return;
+            String shown = p + " (" + PosixFilePermissions.toString(permissions(mode)) + ", owner " + who(owner, p) + ")";
+            for (int uid : others) {
+                boolean owns = owner == uid;
+                if (owns ? (mode & 0100) == 0 : (mode & 0011) == 0) {
+                    throw new IllegalStateException("--allow-uid " + uid + ": " + shown + " is not searchable by uid "
+                            + uid + ", so it could not reach the socket (EACCES): " + (owns ? "chmod u+x " + p
+                            : "chmod o+x " + p + " (or g+x, with uid " + uid + " in its group)") + ", or choose a --socket"
+                            + " in a directory it can search (one the daemon creates there gets mode 0711)");
+                }
+                if (!owns && (mode & 0001) == 0) {
+                    LOG.log(WARNING, "--allow-uid: " + shown + " is not searchable by other users, so the admitted uid "
+                            + uid + " cannot reach the socket unless its group or an ACL lets it: chmod o+x " + p
+                            + ", or choose another --socket");
+                    return;
+                }
             }
         }
     }
 
-    private static void createParents(Path parent) {
+    private static Set<PosixFilePermission> permissions(int mode) {
+        Set<PosixFilePermission> out = EnumSet.noneOf(PosixFilePermission.class);
+        PosixFilePermission[] bits = PosixFilePermission.values(); // OWNER_READ ... OTHERS_EXECUTE, high bit first
+        for (int i = 0; i < bits.length; i++) {
+            if ((mode & (0400 >> i)) != 0) {
+                out.add(bits[i]);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Creates the missing parents of the socket's directory, each through its parent's fd, with the umask's mode;
+     * when other uids are admitted, one this start creates gets search permission for group and others too, so that
+     * they can reach the socket. Each one made is added to {@code made}.
+     */
+    private static void createParents(Path parent, boolean othersAdmitted, List<Path> made) {
         if (Files.isDirectory(parent)) {
             return;
         }
+        Deque<Path> missing = new ArrayDeque<>();
+        Path existing = parent;
+        while (existing != null && !Files.isDirectory(existing)) {
+            missing.push(existing);
+            existing = existing.getParent();
+        }
+        if (existing == null) {
+            throw new IllegalStateException("cannot create the socket directory's parent " + parent + ": no part of it"
+                    + " exists");
+        }
+        DirFd at = null;
         try {
-            Files.createDirectories(parent);
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot create the socket directory's parent " + parent + ": " + e, e);
+            at = DirFd.openFollowing(existing);
+            for (Path p : missing) {
+                String name = p.getFileName().toString();
+                boolean createdHere = at.mkdir(name, 0777);
+                DirFd next = DirFd.openFollowing(p);
+                at.close();
+                at = next;
+                if (createdHere) {
+                    made.add(p);
+                    if (othersAdmitted) {
+                        at.chmod(at.stat().mode() | 0011);
+                    }
+                }
+            }
+        } catch (RuntimeException e) {
+            throw new IllegalStateException("cannot create the socket directory's parent " + parent + ": "
+                    + e.getMessage(), e);
+        } finally {
+            if (at != null) {
+                at.close();
+            }
         }
     }
 
@@ -326,5 +412,24 @@ public final class RuntimeDir implements AutoCloseable {
     @Override
     public void close() {
         dir.close();
+    }
+
+    /**
+     * Closes, and removes what this start created, for a start that was refused before it served: the socket's
+     * directory and the parents it made, each only while it is empty (a file someone put there since keeps it).
+     */
+    void discard() {
+        dir.close();
+        for (int i = made.size() - 1; i >= 0; i--) {
+            Path p = made.get(i);
+            try (DirFd parent = DirFd.openFollowing(p.getParent())) {
+                if (!parent.rmdir(p.getFileName().toString())) {
+                    return; // not empty: what is in it is not this start's, and nor are its parents
+                }
+            } catch (RuntimeException e) {
+                LOG.log(WARNING, "cannot remove " + p + ", which this refused start created: " + e.getMessage());
+                return;
+            }
+        }
     }
 }

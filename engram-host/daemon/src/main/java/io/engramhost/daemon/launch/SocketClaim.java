@@ -9,6 +9,7 @@ import io.engramhost.os.Posix;
 import io.engramhost.os.UnixListener;
 import io.engramhost.protocol.SocketPaths;
 import java.nio.file.Path;
+import java.util.Set;
 
 /**
  * How a daemon claims its socket path, whichever way it starts: the socket's directory checked once
@@ -28,15 +29,15 @@ public final class SocketClaim {
      *
      * @throws DaemonLock.AlreadyRunningException when a live daemon holds it
      */
-    public static DaemonLock lock(Path socket, boolean othersAdmitted) {
-        return DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), othersAdmitted), socket);
+    public static DaemonLock lock(Path socket, Set<Integer> admitted) {
+        return DaemonLock.acquire(RuntimeDir.prepare(socket.getParent(), admitted), socket);
     }
 
     /** A lock a predecessor handed over with its fd, which {@link DaemonLock#adopt} checks and owns. */
-    public static DaemonLock adopt(Fd lockFd, Path socket, boolean othersAdmitted) {
+    public static DaemonLock adopt(Fd lockFd, Path socket, Set<Integer> admitted) {
         RuntimeDir dir;
         try {
-            dir = RuntimeDir.prepare(socket.getParent(), othersAdmitted);
+            dir = RuntimeDir.prepare(socket.getParent(), admitted);
         } catch (RuntimeException e) {
             lockFd.close();
             throw e;
@@ -48,12 +49,11 @@ public final class SocketClaim {
      * {@link #lock}, waiting a little while a dying daemon still holds it (its lock goes with its last fd): for a
      * successor whose predecessor stopped answering before its commit.
      */
-    public static DaemonLock lockAfter(int predecessor, Path socket, boolean othersAdmitted)
-            throws InterruptedException {
+    public static DaemonLock lockAfter(int predecessor, Path socket, Set<Integer> admitted) throws InterruptedException {
         long deadline = System.nanoTime() + ORPHAN_LOCK_WAIT_MILLIS * 1_000_000L;
         while (true) {
             try {
-                return lock(socket, othersAdmitted);
+                return lock(socket, admitted);
             } catch (DaemonLock.AlreadyRunningException e) {
                 if (System.nanoTime() > deadline || e.pid() != predecessor && e.pid() > 0) {
                     throw e;
@@ -73,7 +73,7 @@ public final class SocketClaim {
      * socket bound. A stale ready file is removed first (one not in the daemon's format is refused). Owns
      * {@code handed} (null: none).
      */
-    public static UnixListener listen(DaemonLock lock, Path socket, Fd handed, boolean othersAdmitted) {
+    public static UnixListener listen(DaemonLock lock, Path socket, Fd handed, Set<Integer> admitted) {
         String name = socket.getFileName().toString();
         lock.dir().clearReady(SocketPaths.readyFile(socket).getFileName().toString());
         if (handed != null) {
@@ -96,7 +96,7 @@ public final class SocketClaim {
         lock.dir().clearSocket(name);
         UnixListener l = UnixListener.bind(socket, BACKLOG); // fails (EADDRINUSE) on anything planted since: never follows it
         try {
-            lock.dir().protectSocket(name, othersAdmitted);
+            lock.dir().protectSocket(name, !admitted.isEmpty());
         } catch (RuntimeException e) {
             l.close();
             lock.dir().removeOwn(name, true);

@@ -166,12 +166,12 @@ public final class FdStoreRestart {
      * The tables in {@code passed}, ready to serve, or null (after one log line saying why) when there are none or
      * they must not be served: then the caller loads the checkpoint, and the fds taken here are closed. The
      * checkpoint {@code store} names must still have the catalog's fingerprint; {@code socket}'s path is claimed
-     * ({@code othersAdmitted}: its directory is reachable by other uids). {@code notify} (null: not under systemd)
-     * checks that the fd store can hold the tables again.
+     * ({@code allowUids}: the other uids admitted, for whom its directory is made reachable). {@code notify} (null:
+     * not under systemd) checks that the fd store can hold the tables again.
      *
      * @throws IllegalStateException when the fd store is too small, or another daemon holds the lock
      */
-    public static Adopted adopt(Path socket, boolean othersAdmitted, StoreSettings store, Passed passed,
+    public static Adopted adopt(Path socket, Set<Integer> allowUids, StoreSettings store, Passed passed,
             SystemdNotify notify) {
         long t0 = System.nanoTime();
         int regionNames = passed.count(SystemdNotify.REGION_PREFIX);
@@ -234,13 +234,13 @@ public final class FdStoreRestart {
         UnixListener listener;
         Fd handedListener = passed.takeListener(socket);
         try {
-            lock = SocketClaim.lock(socket, othersAdmitted);
+            lock = SocketClaim.lock(socket, allowUids);
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, handedListener);
             throw e;
         }
         try {
-            listener = SocketClaim.listen(lock, socket, handedListener, othersAdmitted);
+            listener = SocketClaim.listen(lock, socket, handedListener, allowUids);
         } catch (RuntimeException e) {
             Closer.closeAllAfter(e, catalog, memfd, lock);
             throw e;
