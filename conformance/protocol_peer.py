@@ -401,6 +401,14 @@ def main():
         bench_peer(conn)
         print(f'protocol_peer: {case}: PING, ATTACH, RELEASE answered')
         return
+    if case == 'long-before-hello':  # an ERROR at accept of ~82 KB, over the 65,536 bytes allowed before a version
+        try:
+            send(conn, error(9, 1, 'busy', ['x' * 4096] * 20, version=1))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        conn.close()
+        print(f'protocol_peer: {case}: refused at accept')
+        return
     if case in BEFORE_HELLO:
         code, retryable, message = BEFORE_HELLO[case]
         send(conn, error(code, retryable, message, version=2 if case.startswith('v2-') else 1))

@@ -54,6 +54,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define MAX_PAYLOAD_V1 (64u << 20)       // payload_length of a daemon message in version 1 (and of the bench peer's)
 #define MAX_PAYLOAD_V2 1048584u          // ... in version 2: a 1 MiB piece of a body and the 8-byte frame header
+#define MAX_PAYLOAD_PRE 65536u           // ... before a version is chosen (an ERROR, or the WELCOME)
 #define MAX_PIECE 1048576u               // version 2: the most body bytes one message carries
 #define MAX_LOGICAL (1u << 30)           // version 2: the largest frame sent in parts (header and body), 1 GiB
 #define CONTINUED 0x8000u                // version 2: the type bit "the body continues in PARTs"
@@ -797,7 +798,7 @@ static void recv_parts(const struct conn *c, struct message *m, uint16_t version
 // appended. m->payload is then the 8-byte frame header (type without the continued bit) and the whole body.
 // Returns the type.
 static uint16_t recv_frame(const struct conn *c, struct message *m, const char *what, uint16_t *version_out) {
-    recv_message(c->s, m, what, c->version == 2 ? MAX_PAYLOAD_V2 : MAX_PAYLOAD_V1);
+    recv_message(c->s, m, what, c->version == 2 ? MAX_PAYLOAD_V2 : c->version == 1 ? MAX_PAYLOAD_V1 : MAX_PAYLOAD_PRE);
     uint32_t magic = rd32(m->payload);
     uint16_t version = rd16(m->payload + 4), type = rd16(m->payload + 6);
     if (magic != MAGIC) fail_msg(m, "%s at byte 0: bad magic 0x%08X (expected 0x%08X, \"EGRM\")", what, magic, MAGIC);
