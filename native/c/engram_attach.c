@@ -74,6 +74,7 @@
 #define MAX_TABLES 1048576u
 #define MAX_RANK 16u
 #define REPLY_TIMEOUT_S 10
+#define RETRY_MS 100                     // --wait-ms: NOT_READY asked again, a restarting daemon's socket tried again
 #define REGISTER_CHUNK (64ull << 30)     // r580 drivers refuse one register call of >= 512 GiB
 #define DIGEST_CHUNK (64ull << 20)       // engram digest v1 chunk size
 
@@ -1764,7 +1765,7 @@ static void import_manifest(struct conn *c, struct daemon_info *d, const struct 
             return;
         }
         message_free(m);
-        struct timespec pause = {0, 100 * 1000 * 1000};
+        struct timespec pause = {0, RETRY_MS * 1000 * 1000};
         nanosleep(&pause, NULL);
         if (retry == 6) {  // STOPPING: the daemon closes this connection; its successor answers on a new one
             close(c->s);

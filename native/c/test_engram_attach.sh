@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
-#      checks that it links only libc and, unless --no-package or --peer-only, builds the daemon
-#      (mvn -B -o -DskipTests package); builds its attach code as AttachBench's library (engram-attach-bench-lib)
+#      checks its protocol constants against docs/protocol-spec.json (native/c/check_spec.py, both ways: every
+#      constant the spec's, every limit a client holds one of them), checks that it links only libc and, unless
+#      --no-package or --peer-only, builds the daemon (mvn -B -o -DskipTests package); builds its attach code as AttachBench's library (engram-attach-bench-lib)
 #      and checks that it exports only the engram_bench_* calls and links only libc (libcuda is dlopen'd; the
 #      library's calls are exercised by the jmh module's AttachBenchTest);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
@@ -71,6 +72,10 @@ if [ -z "${ENGRAM_ATTACH:-}" ] && command -v ldd >/dev/null; then  # a sanitizer
     extra="$(ldd "$attach" | grep -vE 'linux-vdso|ld-linux|libc\.so|libdl\.so' || true)"
     [ -z "$extra" ] || fail "engram-attach links more than libc: $extra"
 fi
+# Its protocol constants against docs/protocol-spec.json, both ways (a test-only program prints them).
+make -s -C native engram-attach-spec
+python3 native/c/check_spec.py native/build/engram-attach-spec native/c/*.[ch] \
+    || fail "engram-attach's constants differ from docs/protocol-spec.json (above)"
 make -s -C native engram-attach-bench-lib
 lib="$root/native/build/libengram-attach-bench.so"
 exports="$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')"
