@@ -3,7 +3,8 @@
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
 #      checks its protocol constants against docs/protocol-spec.json (native/c/check_spec.py, both ways: every
 #      constant the spec's, every limit a client holds one of them), checks that it links only libc and, unless
-#      --no-package or --peer-only, builds the daemon (mvn -B -o -DskipTests package); builds its attach code as AttachBench's library (engram-attach-bench-lib)
+#      --no-package or --peer-only, builds the daemon (mvn -B -o -DskipTests package); builds its attach code as
+#      AttachBench's library (engram-attach-bench-lib)
 #      and checks that it exports only the engram_bench_* calls and links only libc (libcuda is dlopen'd; the
 #      library's calls are exercised by the jmh module's AttachBenchTest);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
