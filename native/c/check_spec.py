@@ -53,7 +53,7 @@ NOT_HELD = {
 # #defines and enum constants of the sources that are no constant of the protocol, by name or prefix, and why.
 NOT_PROTOCOL = {
     '_GNU_SOURCE': 'a feature macro',
-    'ENGRAM_ATTACH_LIB': 'the build of the bench library',
+    'ENGRAM_ATTACH_LIB': 'the build of the bench library', 'ENGRAM_ATTACH_H': "the header's guard",
     'F_GET_SEALS': "Linux's fcntl", 'F_SEAL_': "Linux's seals",
     'CU_': "CUDA's constants", 'P1': 'XXH64', 'P2': 'XXH64', 'P3': 'XXH64', 'P4': 'XXH64', 'P5': 'XXH64',
     'GIB': 'a unit for printing', 'MAX_DAEMON_UIDS': 'a flag of engram-attach (--daemon-uid)',

@@ -1,8 +1,7 @@
 // Test only, never shipped: prints engram-attach's protocol constants as one JSON object, for native/c/check_spec.py
 // to compare with docs/protocol-spec.json (test_engram_attach.sh builds it as `make -C native engram-attach-spec`).
-// It includes the client's code without its main, as the bench library does, and adds nothing to it.
-#define ENGRAM_ATTACH_LIB
-#include "engram_attach.c"
+// It is linked with the client's units but main.c, and adds nothing to them.
+#include "engram_attach.h"
 
 static void names(const char *key, const char *const *v, size_t n, size_t first) {
     printf(",\"%s\":{", key);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
+# Checks engram-attach (native/c: engram_attach.h and its units) against the real daemon and a scripted one, no GPU
+# needed:
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
 #      checks its protocol constants against docs/protocol-spec.json (native/c/check_spec.py, both ways: every
 #      constant the spec's, every limit a client holds one of them), checks that it links only libc and, unless
