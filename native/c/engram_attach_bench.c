@@ -87,7 +87,7 @@ EXPORT int engram_bench_context(int device) {
     return guarded(context_call, &device);
 }
 
-// Attaches region fd of size bytes as a client does (engram_attach.c's attach_memfd or attach_vmm: the same calls):
+// Attaches region fd of size bytes as a client does (attach_memfd.c's attach_memfd or attach_cuda.c's attach_vmm: the same calls):
 // kind 0 memfd, 1 hugetlb memfd, 2 cuda-vmm host allocation; flags 1 CPU view too (cuda-vmm, HOST_NUMA node), 2 register
 // (memfd: cuMemHostRegister READ_ONLY). The fd stays the caller's. Returns the view's address (the mapping of a memfd,
 // the reserved VA of a cuda-vmm region), or 0 after releasing what it had made.
