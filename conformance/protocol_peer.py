@@ -6,10 +6,16 @@ Written from the document, like the client.
 
 Usage: protocol_peer.py SOCKET CASE   (serves one connection, then exits; 0 when the client behaved)
 
+CASE is one of the peer scenarios conformance/cases.json names (each case's "peer", else its "name"); the peer
+refuses any other. The same file says what each case expects of a client, and the three clients' runners
+(HostileDaemonTest, python/tests/test_peer.py, native/c/peer_cases.py) iterate it. After a MANIFEST of a scenario
+that some case there accepts, the peer reads on (a BYE may follow); after any other answer it ends the connection.
+
 The peer chooses version 2 unless the case starts with 'v1-'. It answers with uid = its own euid (run it as
 another user, e.g. under setpriv, to be a daemon the client must refuse).
 """
 import errno
+import json
 import fcntl
 import hashlib
 import mmap
@@ -31,6 +37,20 @@ DAEMON_SEALS = SEAL | SHRINK | GROW | WRITE  # what the daemon sets
 OLD_SEALS = SEAL | SHRINK | GROW | FUTURE_WRITE  # what builds before WRITE set
 
 VERSION = 2  # the version this connection uses once WELCOME has chosen it (main sets it)
+
+CASES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'cases.json')
+
+
+def scenarios():
+    """The scenarios conformance/cases.json names, and those of them that some case accepts."""
+    with open(CASES) as f:
+        cases = json.load(f)['cases']
+    named = {c.get('peer', c['name']) for c in cases}
+    accepted = {c.get('peer', c['name']) for c in cases if c['outcome'] == 'accepted'}
+    return named, accepted
+
+
+SCENARIOS, ACCEPTED = scenarios()
 
 
 def frame(mtype, body, version=None, magic=MAGIC):
@@ -157,6 +177,16 @@ def regions_and_tables(n, size=PAGE):
     return regions, tables
 
 
+def hold_open(conn, seconds):
+    """Keeps the connection open until the client closes it, or for `seconds` at most."""
+    conn.settimeout(seconds)
+    try:
+        while conn.recv(4096):
+            pass
+    except (socket.timeout, ConnectionResetError):
+        pass
+
+
 def answer(conn, case, path):
     """Answers one IMPORT; returns False when the connection must end (an error answer)."""
     one = regions_and_tables(1)
@@ -235,7 +265,7 @@ def answer(conn, case, path):
         send(conn, manifest([(0, PAGE, 0, -1)], [('t', 'U8', [PAGE], PAGE, 0, 0, 1)]), memfds(1))
     elif case == 'fewer-fds':  # the header announces 2 fds, 1 rides on it, and no filler follows
         send(conn, manifest(*regions_and_tables(2)), memfds(1), fd_count=2)
-        time.sleep(5)  # the connection stays open: the client must tell from the count alone
+        hold_open(conn, 5)  # the client must tell from the count alone, not from the connection's end
     elif case == 'slow-parts':  # a continued MANIFEST, then a one-byte PART every 2 s: each in time, the whole not
         whole = manifest(*regions_and_tables(1), fingerprint=b'F' * (PIECE + 100))
         send(conn, whole[:4] + struct.pack('<HH', VERSION, MANIFEST | CONTINUED) + whole[8:8 + PIECE], memfds(1))
@@ -304,9 +334,13 @@ def answer(conn, case, path):
         send(conn, error(code, 1 if code in (3, 9) else 0, f'scripted error {code}', [f'detail of {code}']))
     elif case == 'eof':
         send(conn, manifest(*regions_and_tables(300)), memfds(253), fd_count=300)
+    elif case == 'region-kind':  # a region of kind 4, which no daemon sends
+        send(conn, manifest([(4, PAGE, 0, -1)], []), memfds(1))
+    elif case == 'region-device':  # a memfd region that names a GPU: host regions carry device -1
+        send(conn, manifest([(0, PAGE, 0, 3)], []), memfds(1))
     else:
         raise SystemExit(f'protocol_peer: unknown case {case}')
-    return case.startswith('batch-') or case.startswith('v1-batch-') or case == 'sealed-write' or case == 'parts-520'
+    return case in ACCEPTED
 
 
 # Cases the connection ends in before an IMPORT: the peer's side of them.
@@ -345,6 +379,8 @@ def bench_peer(conn):
 def main():
     global VERSION
     path, case = sys.argv[1], sys.argv[2]
+    if case not in SCENARIOS:
+        raise SystemExit(f'protocol_peer: {case} is no scenario of {CASES}: add a case there that names it')
     listener = listen(path)
     conn, _ = listener.accept()
     conn.settimeout(20)
@@ -364,6 +400,14 @@ def main():
     if case == 'bench-peer':
         bench_peer(conn)
         print(f'protocol_peer: {case}: PING, ATTACH, RELEASE answered')
+        return
+    if case == 'long-before-hello':  # an ERROR at accept of ~82 KB, over the 65,536 bytes allowed before a version
+        try:
+            send(conn, error(9, 1, 'busy', ['x' * 4096] * 20, version=1))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        conn.close()
+        print(f'protocol_peer: {case}: refused at accept')
         return
     if case in BEFORE_HELLO:
         code, retryable, message = BEFORE_HELLO[case]
@@ -418,8 +462,7 @@ def session(conn, case, path):
 
 
 def answer_ok(case):
-    return (case.startswith('batch-') or case.startswith('v1-batch-') or case.endswith('not-ready')
-            or case in ('sealed-write', 'parts-520', 'restarted'))
+    return case in ACCEPTED or case == 'restarted'
 
 
 if __name__ == '__main__':

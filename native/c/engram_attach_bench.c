@@ -1,5 +1,5 @@
 // libengram-attach-bench.so: the C baseline of JMH's AttachBench, run in the benchmark's own process. It is
-// engram_attach.c (included below, without its main) plus the four calls at the end, which the jmh module binds with
+// engram-attach's units without main.c, built with ENGRAM_ATTACH_LIB (native/Makefile), plus the four calls below, which the jmh module binds with
 // JNR-FFI (jmh/.../CAttach.java). JMH then times the C attach of a region fd exactly as it times the Java attach: the
 // same process, the same thread, the same fd, no child process and no socket in between.
 //
@@ -10,8 +10,10 @@
 // One region is attached at a time per process (JMH runs AttachBench on one thread). A call that fails returns -1
 // (engram_bench_attach: 0) and engram_bench_error() says why, naming the call and its errno or CUresult; a failed
 // attach has released whatever it had made before it returns.
-#define ENGRAM_ATTACH_LIB
-#include "engram_attach.c"
+#include "engram_attach.h"
+#ifndef ENGRAM_ATTACH_LIB
+#error "the bench library is built with -DENGRAM_ATTACH_LIB (make -C native engram-attach-bench-lib)"
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -85,7 +87,7 @@ EXPORT int engram_bench_context(int device) {
     return guarded(context_call, &device);
 }
 
-// Attaches region fd of size bytes as a client does (engram_attach.c's attach_memfd or attach_vmm: the same calls):
+// Attaches region fd of size bytes as a client does (attach_memfd.c's attach_memfd or attach_cuda.c's attach_vmm: the same calls):
 // kind 0 memfd, 1 hugetlb memfd, 2 cuda-vmm host allocation; flags 1 CPU view too (cuda-vmm, HOST_NUMA node), 2 register
 // (memfd: cuMemHostRegister READ_ONLY). The fd stays the caller's. Returns the view's address (the mapping of a memfd,
 // the reserved VA of a cuda-vmm region), or 0 after releasing what it had made.

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Checks engram-attach (native/c/engram_attach.c) against the real daemon and a scripted one, no GPU needed:
+# Checks engram-attach (native/c: engram_attach.h and its units) against the real daemon and a scripted one, no GPU
+# needed:
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
-#      checks that it links only libc and, unless --no-package or --peer-only, builds the daemon
-#      (mvn -B -o -DskipTests package); builds its attach code as AttachBench's library (engram-attach-bench-lib)
+#      checks its protocol constants against docs/protocol-spec.json (native/c/check_spec.py, both ways: every
+#      constant the spec's, every limit a client holds one of them), checks that it links only libc and, unless
+#      --no-package or --peer-only, builds the daemon (mvn -B -o -DskipTests package); builds its attach code as
+#      AttachBench's library (engram-attach-bench-lib)
 #      and checks that it exports only the engram_bench_* calls and links only libc (libcuda is dlopen'd; the
 #      library's calls are exercised by the jmh module's AttachBenchTest);
 #   2. generates a checkpoint, starts `engram-host serve` (memfd, --numa none), waits for its ready file;
@@ -21,13 +24,14 @@
 #      attached_* fields; --verify and --verify-content of the named tables alone; the text output's selected line;
 #      an unknown name (one line, exit 1); 300 repetitions under ulimit -n 8 (a leaked fd a repetition fails by the
 #      third), and with one fd too few for an import a failure (the limit binds);
-#   5. with python3 >= 3.9, runs conformance/protocol_peer.py cases (a scripted daemon, docs/protocol.md versions 2
-#      and 1): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
-#      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; the socket path's template and defaults; and
-#      malformed answers, each of which must fail (exit 1) with a named cause. The cases that need another uid run
-#      processes under `setpriv --reuid=65534` and need root; without it they are skipped, and said so.
-#      --table there: 2 of 520 regions attached; an unknown name; a bad region or table that the named tables do not
-#      use, refused all the same; the flag's limit (64), a name twice, an empty name.
+#   5. with python3 >= 3.9, runs every case of conformance/cases.json (native/c/peer_cases.py: the scripted daemon
+#      conformance/protocol_peer.py, docs/protocol.md versions 2 and 1, whose cases the Java and Python clients run
+#      too): MANIFESTs of 520 fds (two 0xFD fillers), in PARTs, in version 1; NOT_READY retried; refusals before
+#      HELLO; the daemon's uid (SO_PEERCRED, WELCOME); memfd seals; every MANIFEST check; every error code; and
+#      malformed answers, each of which must fail (exit 1) with a named cause. Then what engram-attach alone has:
+#      --verify; --table (2 of 520 regions attached; an unknown name; the flag's limit (64), a name twice, an empty
+#      name); the socket path's template and defaults. The cases that need another uid run processes under
+#      `setpriv --reuid=65534` and need root; without it they are skipped, and said so.
 # Usage: native/c/test_engram_attach.sh [--no-package] [--peer-only]     Exit 0 when every check passed.
 #   --peer-only   step 1 (engram-attach only) and step 5: no Maven, no real daemon.
 set -euo pipefail
@@ -70,6 +74,10 @@ if [ -z "${ENGRAM_ATTACH:-}" ] && command -v ldd >/dev/null; then  # a sanitizer
     extra="$(ldd "$attach" | grep -vE 'linux-vdso|ld-linux|libc\.so|libdl\.so' || true)"
     [ -z "$extra" ] || fail "engram-attach links more than libc: $extra"
 fi
+# Its protocol constants against docs/protocol-spec.json, both ways (a test-only program prints them).
+make -s -C native engram-attach-spec
+python3 native/c/check_spec.py native/build/engram-attach-spec native/c/*.[ch] \
+    || fail "engram-attach's constants differ from docs/protocol-spec.json (above)"
 make -s -C native engram-attach-bench-lib
 lib="$root/native/build/libengram-attach-bench.so"
 exports="$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')"
@@ -384,90 +392,19 @@ alone() {  # alone NAME EXPECTED_RC PATTERN COMMAND...: engram-attach without a 
     cases=$((cases + 1))
 }
 
-# Version 2: fds, fillers, parts.
-peer batch-520 0 "\"protocol\":2,.*\"regions\":520,.*\"bytes\":$((520 * page)),"
-peer batch-254 0 '"regions":254,'
+# Every case of conformance/cases.json, which the Java and Python clients run too: fds, fillers, parts, NOT_READY
+# retried, refusals before HELLO, the daemon's uid (SO_PEERCRED, WELCOME), memfd seals, every MANIFEST check, every
+# error code and malformed answers. The cases of another uid need root and setpriv; without them they are skipped,
+# and said so.
+"$python" native/c/peer_cases.py "$attach" || exit 1
+# What only engram-attach has: --verify, --table (only the named tables' regions are attached, after the whole
+# MANIFEST is checked; conformance/cases.json's select-* cases show the checks of the tables not named), the socket
+# path's template and defaults.
 peer batch-2 1 "table 't0': the mapped bytes digest to [0-9a-f]{16} but the manifest says 0{16}" --verify
-peer parts-520 0 "\"protocol\":2,.*\"regions\":520,\"vmm_regions\":0,\"tables\":520,\"bytes\":$((520 * page)),"
-peer parts-error 1 'ERROR FINGERPRINT_MISMATCH \(4\): fingerprint mismatch'
-peer part-orphan 1 'MANIFEST: a PART \(type 0x000B\) arrived without a continued frame before it'
-peer part-fds 1 'MANIFEST, PART 1: 1 fds arrived with it, but a frame.s fds all ride on its first message'
-peer part-interrupted 1 "MANIFEST, PART 1: type 0x0009 \(ERROR\) where a PART \(11\) was due"
-peer part-eof 1 'the daemon closed the connection while sending MANIFEST, PART 1'
-peer part-over-1gib 1 'MANIFEST, PART 1023: the frame grows past 1073741824 bytes \(1 GiB\)'
-peer not-ready 0 '"regions":2,' --wait-ms 5000
-peer not-ready 1 'ERROR NOT_READY \(3, retryable\): still loading'
-peer stopping-restart 0 '"regions":2,' --wait-ms 5000  # STOPPING, no socket for 300 ms, then a successor
-grep -q 'first daemon version 2, 1 IMPORT(s); successor version 2, 1 IMPORT(s)' "$tmp/peer.out" \
-    || fail "peer stopping-restart: not asked again on a new connection: $(cat "$tmp/peer.out")"
-peer bad-filler 1 'MANIFEST: filler 1 is 0x00, not 0xFD'
-peer empty-filler 1 'filler 1 carried no fds \(253 of 300'
-peer eof 1 'closed the connection while sending MANIFEST'
-peer count-mismatch 1 'lists 3 regions but the message carried 2 fds'
-peer outside-region 1 "table 't': \[100, 100 \+ $((page - 96))\) is outside region 0 of $page bytes"
-peer wrong-bytes 1 "bytes is 100 but F16 x shape needs 200"
-# What the manifest claims, checked before anything is mapped: sizes, dtypes, names, kinds.
-peer huge-shape 1 "table 't': \[0, 0 \+ 281474976710656\) is outside region 0 of $page bytes"
-peer unknown-dtype 1 "table 't': unknown dtype 'F9_E9M9'"
-peer duplicate-name 1 "table 't' is listed twice"
-peer control-name 1 'table 0: its name holds a control character or a line separator'
-peer control-dtype 1 "table 't': its dtype holds a control character"
-peer bad-fingerprint-sha 1 'fingerprint_sha256 is not the SHA-256 of the fingerprint it carries'
-peer kind-mismatch 1 "table 't': kind/numa_node/device 1/0/-1 differ from its region 0's 0/0/-1"
-# Only a kind 2 table runs on into the regions after it, and only into kind 2 regions of its node and device, as many
-# as its bytes need; refused before any import (the peer's "kind 2" regions are memfds).
-peer span-memfd 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': \[0, 0 \+ $((2 * page))\) is outside region 0 of $page bytes: a table of kind 0 \(memfd\) lies in one region; only a cuda-vmm host table \(kind 2\) runs on into the regions after it$"
-peer span-past-end 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': \[0, 0 \+ 5242880\) runs on from region 0 past the last region, 1: the run of regions 0\.\.1 holds 4194304 of its bytes, 1048576 short$"
-peer span-node 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': kind/numa_node/device 2/0/-1 differ from region 1's 2/1/-1, which its run from region 0 goes on into$"
-peer span-kind 1 "^engram-attach: MANIFEST at byte [0-9]+: table 't': its run from region 0 goes on into region 1, which is kind 0 \(memfd\), not 2 \(cuda-vmm host\): a table runs on only into cuda-vmm host regions$"
-# fds: fewer than the header announces are refused at once, not after a wait for fillers.
-peer fewer-fds 1 'fd_count is 2 but only 1 fds arrived with the header and 0 fillers'
-# An answer in parts is bounded as a whole: a PART every 2 s keeps each read in time, not the answer.
-peer slow-parts 1 'no whole answer from the daemon within 10 s while reading MANIFEST, PART'
-peer trailing 1 '1 trailing bytes after the frame'
-peer bad-magic 1 'bad magic 0x12345678'
-# Not the daemon protocol: --bench-peer serves the JMH AttachBench on its socket (its own framing, unchanged).
-socket_args=(--bench-peer "$psock")
-peer bench-peer 0 '^$'
-# Versions: what is chosen, and that every later frame carries it.
-peer bad-version 1 "WELCOME at byte 4: the frame header's version is 3; this client speaks 1 to 2"
-peer bad-version-body 1 'WELCOME at byte 10: the daemon chose version 3; this client speaks 1 to 2'
-peer welcome-header-version 1 "WELCOME at byte 10: the frame header's version is 1, but the WELCOME's version field chose 2"
-peer wrong-version-after 1 "MANIFEST at byte 4: the frame header's version is 1, but version 2 was chosen"
-peer v1-batch-520 0 "\"protocol\":1,.*\"regions\":520,.*\"bytes\":$((520 * page)),"
-peer v1-not-ready 0 '"protocol":1,.*"regions":2,' --wait-ms 5000
-# ERRORs: before HELLO is answered, codes new in version 2 and unknown ones, the documented limits.
-peer busy-before-hello 1 'the daemon answered before WELCOME: ERROR BUSY \(9, retryable\): connection limit: --max-connections-per-uid 1024'
-peer not-allowed-before-hello 1 'the daemon answered before WELCOME: ERROR NOT_ALLOWED \(5\): uid 4242 is not admitted'
-peer v2-error-before-hello 1 "ERROR at byte 8: the frame header's version is 2, but a frame sent before a version is chosen is version 1"
-peer timed-out 1 'ERROR TIMED_OUT \(10\): request timeout'
-peer unknown-error 1 'ERROR 42 \(a code unknown to this client\): a code from a later daemon'
-peer mismatch 1 'ERROR FINGERPRINT_MISMATCH \(4\): fingerprint mismatch'
-peer mismatch-101 1 '^  \.\.\. and 7 more differences$'
-peer too-many-details 1 'ERROR at byte [0-9]+: detail_count 102 exceeds the limit of 101'
-peer long-message 1 'ERROR at byte [0-9]+: message is 4097 bytes long, more than 4096'
-# a daemon's words that would start lines of their own and reach the terminal: each such character shown as '?'
-peer control-chars 1 'ERROR INTERNAL \(7\): internal\?2026-01-01T00:00:00\.000Z engram-host: forged\?\[2J$'
-peer control-chars 1 '^  detail\?forged\?line\?end$'
-# Seals and sizes of memfd regions.
-peer unsealed 1 'region 0 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE, so'
-peer some-seals 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW \(0x6\) and lack SEAL, WRITE, so'
-peer no-seal-seal 1 'region 0 \(memfd, fd [0-9]+\): its seals are SHRINK\|GROW\|FUTURE_WRITE \(0x16\) and lack SEAL, WRITE \(FUTURE_WRITE leaves writable'
-# FUTURE_WRITE after a writable mapping (what builds before WRITE sealing sent): refused, unless the user accepts it.
-peer future-write 1 'its seals are SEAL\|SHRINK\|GROW\|FUTURE_WRITE \(0x17\) and lack WRITE \(FUTURE_WRITE leaves writable a mapping made before it\)'
-peer future-write 0 '"regions":1,' --accept-future-write-seal
-peer regular-file 1 'region 0 \(memfd, fd [0-9]+\): fcntl\(F_GET_SEALS\) failed: EINVAL'
-peer sealed-write 0 '"regions":2,'
-peer wrong-size 1 "manifest says a memfd of $((2 * page)) bytes but fd [0-9]+ is a file of $page bytes"
-peer welcome-uid 1 "WELCOME at byte [0-9]+: uid is 4242, but SO_PEERCRED says the daemon's uid is $(id -u)"
-# --table: only the named tables' regions are attached, after the whole MANIFEST is checked (a bad region or table
-# that holds none of the named tables is refused all the same); the names are checked where they are parsed.
 peer batch-520 0 "\"regions\":520,.*\"bytes\":$((520 * page)),.*\"attached_regions\":2,\"attached_vmm_regions\":0,\"attached_bytes\":$((2 * page)),\"attached_tables\":2,\"attached_table_bytes\":$((2 * page)),\"selected_tables\":\[\"t7\",\"t300\"\]" \
     --table t7 --table t300
 peer batch-2 1 "^engram-attach: --table 'nope': the daemon on $psock serves no table of that name \(it serves 2\); list its tables with .engram-host status --socket $psock., or run engram-attach without --table to attach them all$" \
     --table t0 --table nope
-peer select-unsealed 1 '^engram-attach: region 1 \(memfd, fd [0-9]+\): its seals are SEAL \(0x1\) and lack SHRINK, GROW, WRITE, so' --table t0
-peer select-outside 1 "table 't1': \[100, 100 \+ $((page - 96))\) is outside region 1 of $page bytes" --table t0
 alone table-limit 1 '^engram-attach: --table: at most 64 tables may be named; name fewer, or leave out --table to attach every table$' \
     "$attach" --socket "$tmp/none.sock" $(for i in $(seq 65); do echo "--table t$i"; done)
 alone table-64 1 "^engram-attach: no daemon listens on $tmp/none.sock" \
@@ -491,7 +428,7 @@ if [ "$(id -u)" = 0 ] && [ ! -e /run/engram-host/default.sock ]; then
         env -u ENGRAM_HOST_SOCKET XDG_RUNTIME_DIR=/ignored/for/root "$attach"
 fi
 
-# Another uid: a daemon the client must refuse (and admit with --daemon-uid), and a non-root user's default path.
+# Another uid: a non-root user's default socket path (XDG_RUNTIME_DIR, else /tmp/engram-host-<euid>/).
 py_nobody=""
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
     for c in "$(command -v python3)" "$(python3 -c 'import sys; print(sys.executable)')" /usr/bin/python3 /usr/local/bin/python3; do
@@ -502,18 +439,11 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
     done
 fi
 if [ -z "$py_nobody" ]; then
-    echo "test_engram_attach: SKIP the cases of another uid: they need root, setpriv and a python3 >= 3.9 that uid $nobody can run"
-    skipped=9
+    echo "test_engram_attach: SKIP the socket path cases of another uid: they need root, setpriv and a python3 >= 3.9 that uid $nobody can run"
+    skipped=6
 else
     other="$(mktemp -d /tmp/engram-attach-uid.XXXXXX)"
     chown "$nobody:$nobody" "$other"
-    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
-    peer uid-refused 1 "refusing the daemon on $other/d.sock: its uid \(SO_PEERCRED, pid [0-9]+\) is $nobody, and this client trusts only the uids 0 \(root\); if that user's daemon is meant to serve you, add --daemon-uid $nobody"
-    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
-    peer uid-refused 1 "its uid \(SO_PEERCRED, pid [0-9]+\) is $nobody, and this client trusts only the uids 0 \(root\), 4242 \(--daemon-uid\), 4343 \(--daemon-uid\);" \
-        --daemon-uid 4242 --daemon-uid 4343
-    psock="$other/d.sock" socket_args=(--socket "$other/d.sock") peer_as=("${as_nobody[@]}") py="$py_nobody"
-    peer batch-2 0 "\"daemon_uid\":$nobody,\"protocol\":2,.*\"regions\":2," --daemon-uid 4242 --daemon-uid $nobody
     # As that user: XDG_RUNTIME_DIR/engram-host/{instance}.sock when it is absolute, else /tmp/engram-host-<euid>/.
     "${as_nobody[@]}" mkdir -p "$other/xdg/engram-host"
     psock="$other/xdg/engram-host/default.sock" socket_args=() peer_as=("${as_nobody[@]}") py="$py_nobody"
@@ -535,5 +465,5 @@ else
         skipped=$((skipped + 4))
     fi
 fi
-echo "test_engram_attach: protocol peer: ok ($cases cases$([ "$skipped" = 0 ] || echo ", $skipped skipped"))"
+echo "test_engram_attach: engram-attach's own peer cases (--verify, --table, the socket path): ok ($cases cases$([ "$skipped" = 0 ] || echo ", $skipped skipped"))"
 echo "test_engram_attach: PASS in $(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"

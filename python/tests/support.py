@@ -23,6 +23,31 @@ LAUNCHER = os.environ.get("ENGRAM_HOST_LAUNCHER", os.path.join(REPO, "bin", "eng
 # The checkout's test launcher: the CLI with the test jar's hooks (ENGRAM_HOST_TEST_* gates); bin/engram-host ignores them.
 TEST_LAUNCHER = os.environ.get("ENGRAM_HOST_TEST_LAUNCHER", os.path.join(REPO, "bin", "engram-host-test"))
 PEER = os.path.join(REPO, "conformance", "protocol_peer.py")
+CASES = os.path.join(REPO, "conformance", "cases.json")  # the peer's cases, which every client's runner iterates
+SPEC = os.path.join(REPO, "docs", "protocol-spec.json")  # docs/protocol.md's numbers as data
+NOBODY = 65534
+
+
+def conformance_cases() -> list:
+    """conformance/cases.json's cases (conformance/README.md)."""
+    with open(CASES) as f:
+        return json.load(f)["cases"]
+
+
+def protocol_spec() -> dict:
+    with open(SPEC) as f:
+        return json.load(f)
+
+
+def fill(text: str, socket_path: str = "") -> str:
+    """A case's text with its placeholders filled in (cases.json, "placeholders"): {page}, {page*N}, {page-N},
+    {socket} (escaped for a regular expression), {uid}, {nobody}."""
+    import re
+    page = os.sysconf("SC_PAGE_SIZE")
+    text = re.sub(r"\{page\*(\d+)\}", lambda m: str(page * int(m.group(1))), text)
+    text = re.sub(r"\{page-(\d+)\}", lambda m: str(page - int(m.group(1))), text)
+    return (text.replace("{page}", str(page)).replace("{socket}", re.escape(socket_path))
+            .replace("{uid}", str(os.geteuid())).replace("{nobody}", str(NOBODY)))
 
 
 def java_app_reason() -> Optional[str]:

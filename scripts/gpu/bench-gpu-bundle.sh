@@ -3,7 +3,7 @@
 #   benchmarks.jar   jmh/target/benchmarks.jar (every benchmark, BenchMain as main class)
 #   jre.tar.gz       a jlink runtime with the modules the jar uses (jdeps), --compress=2
 #   COMMIT           the commit the jar was built from (-dirty with uncommitted changes)
-#   engram-attach    the C client (native/c/engram_attach.c): RestartBench's C client, AttachBench's round trip
+#   engram-attach    the C client (native/c): RestartBench's C client, AttachBench's round trip
 #   libengram-attach-bench.so   its attach code as a library: AttachBench's C baseline, called in the JMH process
 #   python/          the Python client (python/engram_host, python/pyproject.toml): RestartBench's Python peer
 #                    (bench-gpu.sh names it with -Dengram.python.path; PyTorch comes from the machine's python3)

@@ -7,7 +7,7 @@
 #   lib-test/       junit-platform-console-standalone 1.14.1 (JUnit 5.14.1)
 #   test-classes/   native/, cudavmm/ and engram-host/ test classes (the gpu tests, ImportChild); engram-host/
 #                   holds the test classes of every engram-host/* module (protocol, checkpoint, client, daemon, cli)
-#   engram-attach   the C client of the wire protocol (native/c/engram_attach.c)
+#   engram-attach   the C client of the wire protocol (native/c)
 #   engram_kernels.ptx, cuda/, Makefile   the kernels (also inside the native jar) and their source
 #   jvm.options     the JVM flags of the parent pom (engram.jvm.flags); daemon.jvm.options, serve's own
 #   engram-host     a launcher of the CLI on the bundle's runtime (the Python GPU tests start daemons with it)

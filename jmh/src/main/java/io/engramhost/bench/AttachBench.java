@@ -26,7 +26,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * method's setup throws, naming the cause, where CUDA is not available.
  *
  * <p>The {@code cLib...} methods are the C baseline, timed exactly as the Java methods are: the C client's attach
- * code ({@code native/c/engram_attach.c}, the functions a protocol import calls) built as a library and called in
+ * code ({@code native/c}, the functions a protocol import calls) built as a library and called in
  * this JVM ({@link CAttach}), on the same table's fd, on the same thread, one JNR call around the same driver and
  * system calls. What it attached, the C code releases after the shot, outside the timing. So "Java within 1.1x of
  * C" compares the two attaches and nothing else. {@link #cRoundTrip} is timed on its own: one request/answer over a

@@ -7,7 +7,7 @@ import jnr.ffi.LibraryLoader;
 
 /**
  * The C baseline of {@link AttachBench}, in this process: the attach code of the C client
- * ({@code native/c/engram_attach.c}, the functions a protocol import calls) built as {@value #LIBRARY}
+ * ({@code native/c}, the functions a protocol import calls) built as {@value #LIBRARY}
  * ({@code make -C native engram-attach-bench-lib}; {@code native/c/engram_attach_bench.c}) and bound here with JNR-FFI.
  * JMH times a call of {@link #attach} exactly as it times the Java attach: the same thread, the same fd, nothing
  * between the clock and the driver but one JNR call. Whatever the C code maps, registers or imports, it releases

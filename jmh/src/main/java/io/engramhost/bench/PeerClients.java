@@ -20,7 +20,7 @@ import java.util.function.Predicate;
 import java.util.stream.Stream;
 
 /**
- * Where the benchmarks' peer clients are: the C client of the wire protocol ({@code native/c/engram_attach.c}),
+ * Where the benchmarks' peer clients are: the C client of the wire protocol ({@code native/c}),
  * and its attach code as a library, for the C baselines, and the Python client ({@code python/engram_host}) with an interpreter to run it, for
  * RestartBench's Python peer. Each is named by a system property or an environment variable (the GPU bundle names
  * them), else found in the repository: under the working directory or a directory above it, or under the

@@ -455,8 +455,8 @@ public final class EngramClient {
      * with MANIFEST only. A frame that fails a check is closed with its fds.
      */
     private static ProtocolChannel.Incoming receive(Connected c, ClientOptions options) {
-        int maxPayload = c.version >= 2 ? ProtocolDescriptor.MAX_PART_BODY + ProtocolDescriptor.HEADER_BYTES
-                : ProtocolDescriptor.MAX_PAYLOAD;
+        int maxPayload = c.version >= 2 ? ProtocolDescriptor.MAX_V2_PAYLOAD
+                : c.version == 1 ? ProtocolDescriptor.MAX_PAYLOAD : ProtocolDescriptor.MAX_PRE_VERSION_PAYLOAD;
         ProtocolChannel.Incoming in;
         try {
             in = c.channel.receive(maxPayload, ProtocolDescriptor.MAX_FDS, options.requestTimeoutMillis());

@@ -94,8 +94,8 @@ public final class ProtocolChannel implements AutoCloseable {
                     throw new ReceiveTimeoutException("timed out waiting for " + connection.peer() + ": the answer's"
                             + " parts did not all arrive within " + timeoutMillis + " ms");
                 }
-                FdMessages.Received part = connection.receive(ProtocolDescriptor.MAX_PART_BODY
-                        + ProtocolDescriptor.HEADER_BYTES, 0, timeoutMillis < 0 ? -1 : (int) Math.max(1, left));
+                FdMessages.Received part = connection.receive(ProtocolDescriptor.MAX_V2_PAYLOAD, 0,
+                        timeoutMillis < 0 ? -1 : (int) Math.max(1, left));
                 frame = joiner.feed(bytes(part.payload()));
             }
             return new Incoming(frame, m.fds());

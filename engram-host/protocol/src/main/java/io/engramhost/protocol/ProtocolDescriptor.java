@@ -26,6 +26,10 @@ public final class ProtocolDescriptor {
     public static final int CONTINUED = 0x8000;
     /** Version 2: most body bytes in one message of a frame sent in parts. */
     public static final int MAX_PART_BODY = 1 << 20;
+    /** Version 2: most payload bytes in one daemon message, a piece of a body and its frame header. */
+    public static final int MAX_V2_PAYLOAD = MAX_PART_BODY + HEADER_BYTES;
+    /** Most payload bytes in a daemon message before a version is chosen (an ERROR, or the WELCOME). */
+    public static final int MAX_PRE_VERSION_PAYLOAD = 64 << 10;
     /** Version 2: most bytes of a frame, all its parts together. */
     public static final int MAX_FRAME = 1 << 30;
     /** The largest valid HELLO: header, two u16, an i32 and a str16 of 4096 bytes. */
