@@ -1,6 +1,7 @@
 package io.engramhost.client;
 
 import io.engramhost.checkpoint.Fingerprint;
+import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
 import io.engramhost.os.NativeException;
 import io.engramhost.os.PeerClosedException;

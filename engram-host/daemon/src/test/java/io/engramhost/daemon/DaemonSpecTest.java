@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.engramhost.client.ClientOptions;
+import io.engramhost.daemon.loop.ConnectionLimits;
 import io.engramhost.json.JsonReader;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
@@ -31,21 +32,21 @@ class DaemonSpecTest {
     static {
         HELD.put("structured_decoded", new String[] {"io.engramhost.store.FingerprintMatch", "DETAILED_EXPECTATION"});
         HELD.put("mismatch_lines", new String[] {"io.engramhost.protocol.ErrorReply", "MAX_LISTED"});
-        HELD.put("small_message", new String[] {"io.engramhost.daemon.RequestMemory", "SMALL_MESSAGE"});
-        HELD.put("small_message_pool", new String[] {"io.engramhost.daemon.RequestMemory", "SMALL_POOL"});
-        HELD.put("request_memory", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_REQUEST_MEMORY"});
+        HELD.put("small_message", new String[] {"io.engramhost.daemon.loop.RequestMemory", "SMALL_MESSAGE"});
+        HELD.put("small_message_pool", new String[] {"io.engramhost.daemon.loop.RequestMemory", "SMALL_POOL"});
+        HELD.put("request_memory", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_REQUEST_MEMORY"});
         // serve refuses a --request-memory below one IMPORT of the largest size (ConnectionLimits)
         HELD.put("request_memory_floor", new String[] {"io.engramhost.protocol.ProtocolDescriptor", "MAX_REQUEST"});
-        HELD.put("max_connections", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_MAX_CONNECTIONS"});
-        HELD.put("max_connections_per_uid", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_MAX_PER_UID"});
-        HELD.put("hello_timeout", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_HELLO_TIMEOUT_MILLIS"});
-        HELD.put("request_timeout", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_REQUEST_TIMEOUT_MILLIS"});
-        HELD.put("idle_timeout", new String[] {"io.engramhost.daemon.ConnectionLimits", "DEFAULT_IDLE_TIMEOUT_MILLIS"});
-        HELD.put("handover_ready_wait", new String[] {"io.engramhost.daemon.HandoverSender", "READY_TIMEOUT_MILLIS"});
-        HELD.put("handover_drain", new String[] {"io.engramhost.daemon.HandoverSender", "DRAIN_MILLIS"});
-        HELD.put("handover_done_wait", new String[] {"io.engramhost.daemon.HandoverSender", "DONE_TIMEOUT_MILLIS"});
-        HELD.put("handover_catalog_wait", new String[] {"io.engramhost.daemon.Takeover", "CATALOG_TIMEOUT_MILLIS"});
-        HELD.put("handover_commit_wait", new String[] {"io.engramhost.daemon.Takeover", "COMMIT_TIMEOUT_MILLIS"});
+        HELD.put("max_connections", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_MAX_CONNECTIONS"});
+        HELD.put("max_connections_per_uid", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_MAX_PER_UID"});
+        HELD.put("hello_timeout", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_HELLO_TIMEOUT_MILLIS"});
+        HELD.put("request_timeout", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_REQUEST_TIMEOUT_MILLIS"});
+        HELD.put("idle_timeout", new String[] {"io.engramhost.daemon.loop.ConnectionLimits", "DEFAULT_IDLE_TIMEOUT_MILLIS"});
+        HELD.put("handover_ready_wait", new String[] {"io.engramhost.daemon.handover.HandoverSender", "READY_TIMEOUT_MILLIS"});
+        HELD.put("handover_drain", new String[] {"io.engramhost.daemon.handover.HandoverSender", "DRAIN_MILLIS"});
+        HELD.put("handover_done_wait", new String[] {"io.engramhost.daemon.handover.HandoverSender", "DONE_TIMEOUT_MILLIS"});
+        HELD.put("handover_catalog_wait", new String[] {"io.engramhost.daemon.handover.Takeover", "CATALOG_TIMEOUT_MILLIS"});
+        HELD.put("handover_commit_wait", new String[] {"io.engramhost.daemon.handover.Takeover", "COMMIT_TIMEOUT_MILLIS"});
         HELD.put("answer_wait", new String[] {"io.engramhost.protocol.ProtocolDescriptor", "DEFAULT_REQUEST_TIMEOUT_MILLIS"});
         HELD.put("retry_interval", new String[] {"io.engramhost.client.EngramClient", "RETRY_MILLIS"});
     }

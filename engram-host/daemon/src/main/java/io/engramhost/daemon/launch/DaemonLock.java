@@ -223,7 +223,7 @@ public final class DaemonLock implements AutoCloseable {
     }
 
     /** The daemon serves: from now on its lock file stays when it stops. */
-    void serving() {
+    public void serving() {
         serving = true;
     }
 
