@@ -11,7 +11,7 @@ import picocli.CommandLine.ITypeConverter;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.TypeConversionException;
 
-/** {@code serve --log-level} and {@code --log-format}: what the daemon logs and how (docs/operating.md, Logs). */
+/** {@code serve --log-level} and {@code --log-format}: what the daemon logs and how (docs/operator-reference.md, Logs). */
 final class LogOptions {
     @Option(names = "--log-level", defaultValue = "info", paramLabel = "LEVEL", converter = LevelConverter.class,
             completionCandidates = LevelNames.class,

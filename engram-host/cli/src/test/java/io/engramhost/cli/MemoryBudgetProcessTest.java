@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * {@code serve --memory-budget SIZE} (docs/operating.md, "Sizing"), as an operator runs it, in separate processes: a
+ * {@code serve --memory-budget SIZE} (docs/operator-reference.md, "Sizing"), as an operator runs it, in separate processes: a
  * budget above all this machine's memory lets a small checkpoint through and the log and STATUS say the budget was
  * used; a budget below the checkpoint is refused before the socket, naming both numbers; a malformed SIZE is a usage
  * error naming the option; huge pages are checked as without it.

@@ -184,7 +184,7 @@ class MetricsHttpTest {
             assertEquals(1, p.get("engram_host_import_duration_seconds_bucket", "le", "+Inf"));
             assertEquals(1, p.get("engram_host_import_duration_seconds_count"));
             assertTrue(p.get("engram_host_import_duration_seconds_sum") > 0);
-            // the buckets docs/operating.md lists, by value (the library writes le as Java doubles: 5.0E-4, 10.0),
+            // the buckets docs/operator-reference.md lists, by value (the library writes le as Java doubles: 5.0E-4, 10.0),
             // cumulative, ending at the count
             java.util.TreeMap<Double, Double> buckets = p.buckets("engram_host_import_duration_seconds");
             assertEquals(List.of(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,

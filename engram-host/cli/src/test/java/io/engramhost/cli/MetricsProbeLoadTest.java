@@ -35,7 +35,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The metrics port's probes under the attack of issue #27 (docs/operating.md, "Metrics and health"), against a
+ * The metrics port's probes under the attack of issue #27 (docs/operator-reference.md, "Metrics and health"), against a
  * daemon process: 1,000 connections that trickle a request a byte every 250 ms and 100 that announce a
  * {@code Content-Length: 1000000} body that never comes, each opened again as soon as the daemon closes it. /live
  * and /ready are probed as kubelet does (a connection each, a 3 s timeout) and must answer under 100 ms at the 99th
@@ -43,7 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @Timeout(300)
 class MetricsProbeLoadTest {
-    /** docs/operating.md: a request's head must be complete within 2 s of its first byte, and so on. */
+    /** docs/operator-reference.md: a request's head must be complete within 2 s of its first byte, and so on. */
     private static final long REQUEST_MILLIS = 2_000;
     private static final long IDLE_MILLIS = 10_000;
     private static final int MAX_CONNECTIONS = 2048;

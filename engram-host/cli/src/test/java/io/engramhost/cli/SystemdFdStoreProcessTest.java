@@ -29,7 +29,7 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The daemon under systemd (docs/operating.md, "systemd"), with systemd's side played by conformance/systemd_emulator.py
+ * The daemon under systemd (docs/upgrade.md, "Under systemd: the fd store"), with systemd's side played by conformance/systemd_emulator.py
  * (a datagram NOTIFY_SOCKET that keeps the fd store, and a restart that passes the stored fds at 3, 4, ... with
  * LISTEN_FDS, LISTEN_PID set after the fork, and LISTEN_FDNAMES): READY=1, the fd store, WATCHDOG=1, a SIGKILL
  * survived without reading the checkpoint while a client waits in the backlog, a changed checkpoint reloaded, and a

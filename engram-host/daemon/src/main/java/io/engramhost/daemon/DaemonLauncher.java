@@ -64,8 +64,8 @@ public final class DaemonLauncher {
      */
     public static Daemon start(DaemonContext context, Environment environment) {
         context.conclude();
-        // Under systemd (docs/operating.md, "systemd"): the notify socket, and the fds a previous run left in the
-        // fd store (or a socket unit's listening socket), passed at 3, 4, ...
+        // Under systemd (docs/upgrade.md, "Under systemd: the fd store"): the notify socket, and the fds a previous
+        // run left in the fd store (or a socket unit's listening socket), passed at 3, 4, ...
         SystemdNotify notify = SystemdNotify.fromEnvironment(environment.variables());
         FdStoreRestart.Passed passed = FdStoreRestart.fromEnvironment(environment.variables());
         Adoption adoption = null;

@@ -30,7 +30,7 @@ import java.util.function.ToDoubleFunction;
  * import-latency histogram ({@link ImportLatency}) and the build's {@link Info} ({@link BuildInfo}) is a callback: a
  * scrape reads the daemon's live state, the same objects the STATUS document is built from ({@link StatusDocument}), never its JSON.
  * A callback that has nothing to say (no tables yet, no load timings yet) leaves its metric out of the page.
- * docs/operating.md ("Metrics and health") lists every metric.
+ * docs/operator-reference.md ("The metrics") lists every metric.
  */
 final class DaemonMetrics {
     /** Per-table series stop here; past it only the aggregates by backend, NUMA node and device are written. */

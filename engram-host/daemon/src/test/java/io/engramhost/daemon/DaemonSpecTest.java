@@ -53,7 +53,7 @@ class DaemonSpecTest {
 
     /** Public defaults of ConnectionLimits that are no limit of the protocol, and why. */
     private static final Map<String, String> NOT_PROTOCOL = Map.of(
-            "DEFAULT_WORKERS", "the size of the daemon's worker pool (docs/operating.md), not a limit a peer meets");
+            "DEFAULT_WORKERS", "the size of the daemon's worker pool (docs/operator-reference.md), not a limit a peer meets");
 
     @Test
     void theDaemonsAndTheClientsLimitsAreTheSpecs() throws Exception {

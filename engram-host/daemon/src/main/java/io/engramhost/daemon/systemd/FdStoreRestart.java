@@ -29,7 +29,7 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * A restart under systemd (docs/operating.md, "systemd"): the fds the previous run put in the fd store come back
+ * A restart under systemd (docs/upgrade.md, "Under systemd: the fd store"): the fds the previous run put in the fd store come back
  * at 3, 4, ... with {@code LISTEN_FDS}, {@code LISTEN_PID} and {@code LISTEN_FDNAMES}, under the names
  * {@link SystemdNotify} gave them. When the catalog memfd is among them, and it passes its checks (seals, size,
  * checksum), the checkpoint on disk still has the catalog's fingerprint and every region fd is what the catalog

@@ -23,7 +23,7 @@ import java.util.Map;
 import java.util.function.LongSupplier;
 
 /**
- * systemd's notify protocol (sd_notify(3), docs/operating.md "systemd"), spoken when {@code NOTIFY_SOCKET} is set:
+ * systemd's notify protocol (sd_notify(3), docs/first-deploy.md, "Under systemd"), spoken when {@code NOTIFY_SOCKET} is set:
  * READY=1, STATUS=, STOPPING=1, WATCHDOG=1, and the fd store. What the daemon stores, each under its own
  * {@code FDNAME=} (systemd gives one name to every fd of a message and keeps no order within one, so each name
  * travels in a datagram of its own; no datagram carries more than 253 fds):
