@@ -14,7 +14,8 @@ import unittest
 import engram_host
 from engram_host import _wire, client
 from engram_host import errors as E
-from engram_host.checkpoint import (Fingerprint, FingerprintFile, FingerprintTable, _encode, decode_fingerprint,
+from engram_host._checkpoint.fingerprint import _encode
+from engram_host.checkpoint import (Fingerprint, FingerprintFile, FingerprintTable, decode_fingerprint,
                                     fingerprint_sha256_hex)
 from tests.support import hf_snapshot, write_published
 
