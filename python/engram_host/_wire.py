@@ -16,7 +16,6 @@ import os
 import socket
 import struct
 import time
-from typing import Optional
 
 from . import _regions
 from .errors import one_line

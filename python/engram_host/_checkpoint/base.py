@@ -5,6 +5,7 @@ widths, the file suffixes, the limits of "Limits", a tensor's byte length, and t
 from __future__ import annotations
 
 import math
+import os
 from typing import Sequence, Union
 
 #: Every safetensors dtype and its width in bits, in the Java enum's order (which error messages list): one

@@ -7,12 +7,15 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Union
 
 from .._wire import DTYPE_BITS
 from .base import CheckpointError, LAYOUT_VERSION, MAX_RANK, _I64_MAX, _shape_text, byte_length, counted
 from .model import Checkpoint
 from .safetensors import TensorInfo, _name
+
+if TYPE_CHECKING:
+    from .served import ContentIdentity
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence
 
 from .. import _wire, errors as E
 from .attachment import _Attachment
-from .content import _verify_content
+from .content import ContentReport, _verify_content
 from .options import PathLike
 from .tables import Table
 from .watch import _Watch

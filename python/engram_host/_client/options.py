@@ -5,6 +5,7 @@ timings.
 
 from __future__ import annotations
 
+import os
 from typing import Optional, Union
 
 from .. import _wire

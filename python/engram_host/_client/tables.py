@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .. import _memory, _wire, errors as E
 from .attachment import _Export
+
+if TYPE_CHECKING:
+    from .imported import ImportedTables
 
 
 class Table:
