@@ -25,6 +25,7 @@ import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _regions
 from .errors import CudaUnavailable, EngramHostError
 
 LIBRARY = "libcuda.so.1"
@@ -724,9 +725,7 @@ class VmmImport:
         self.timings["import_ms"] = _elapsed_ms(start)
 
         granularity: Dict[Tuple[int, int], int] = {}
-        offsets: List[int] = []
-        end = 0
-        alignment = 0
+        granules: List[int] = []
         for i, (loc, size) in enumerate(zip(locations, self.sizes)):
             key = (loc.type, loc.id)
             if key not in granularity:
@@ -743,11 +742,8 @@ class VmmImport:
             if size % g:
                 raise ValueError(f"VmmImport: region {i}: size {size} is not a multiple of the {g}-byte allocation "
                                  f"granularity of {_describe_location(loc)} (is it the allocation's size?)")
-            offset = _round_up(end, g)
-            offsets.append(offset)
-            end = offset + size
-            alignment = max(alignment, g)
-        total = _round_up(end, alignment)
+            granules.append(g)
+        offsets, total, alignment = _regions.back_to_back(self.sizes, granules)
 
         start = time.perf_counter_ns()
         va = _CUdeviceptr()
@@ -816,10 +812,6 @@ class VmmImport:
         state = "closed" if self.closed else f"range 0x{self.range_base:x}+{self.range_size}"
         return (f"VmmImport(GPU {self.device.ordinal}, {len(self)} regions, "
                 f"{'read-only' if self.read_only else 'read-write'}{', cpu view' if self.cpu_view else ''}, {state})")
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 def _describe_location(loc: CUmemLocation) -> str:

@@ -10,15 +10,14 @@ message are closed first.
 from __future__ import annotations
 
 import array
-import bisect
 import enum
 import hashlib
 import os
 import socket
 import struct
 import time
-from typing import Optional
 
+from . import _regions
 from .errors import one_line
 
 MAGIC = 0x4D524745  # "EGRM" in byte order
@@ -287,76 +286,11 @@ def table_bytes(dtype: str, shape: tuple) -> int:
     return n * DTYPE_BITS[dtype] // 8
 
 
-class _Runs:
-    """What the check of a run of regions needs, built once for a manifest's regions: ``ends[i]``, where region i
-    ends in the regions laid back to back, and ``other[i]``, the first region after i whose kind, node or device
-    differs from region i's (len(regions) if none). A table's run is then found by bisection, not a walk: a lying
-    peer's million tables over 65536 regions cost no more than their count."""
-    __slots__ = ("ends", "other")
-
-    def __init__(self, regions: list):
-        ends, at = [], 0
-        for r in regions:
-            at += r.size
-            ends.append(at)
-        n = len(regions)
-        other = [n] * n
-        for i in range(n - 2, -1, -1):
-            a, b = regions[i], regions[i + 1]
-            other[i] = i + 1 if (a.kind, a.numa_node, a.device) != (b.kind, b.numa_node, b.device) else other[i + 1]
-        self.ends, self.other = ends, other
-
-    def last(self, region: int, offset: int, nbytes: int) -> tuple:
-        """The last region a table of ``nbytes`` at ``offset`` in ``region`` reaches (len(regions) when it runs
-        past the last one), and the bytes it has past the end of the last region (0 when none)."""
-        end = (self.ends[region - 1] if region else 0) + offset + nbytes
-        return max(region, bisect.bisect_left(self.ends, end)), max(0, end - self.ends[-1])
-
-
-def _check_place(name: str, nbytes: int, region: int, offset: int, kind: int, node: int, device: int,
-                 regions: list, runs: list) -> None:
-    """A table's place and kind against its region, or, for a cuda-vmm host table (kind 2) past its region's end,
-    against the run of regions from ``region`` on (docs/protocol.md, "A table over several regions"). ``runs``
-    holds the manifest's :class:`_Runs` once one was needed (a list of at most one, filled here)."""
-    reg = regions[region]
-    if offset + nbytes > reg.size and (offset >= reg.size or kind != KIND_VMM_HOST):
-        why = "" if offset >= reg.size else "; only a cuda-vmm host table (kind 2) runs on into the regions after it"
-        raise ProtocolError(f"MANIFEST: table {name!r} [{offset}, +{nbytes}) does not fit in region {region} "
-                            f"of {reg.size} bytes{why}")
-    if (kind, node, device) != (reg.kind, reg.numa_node, reg.device):
-        raise ProtocolError(f"MANIFEST: table {name!r} says kind {kind}, node {node}, device {device} but "
-                            f"its region {region} has {reg.kind}, {reg.numa_node}, {reg.device}")
-    if offset + nbytes <= reg.size:
-        return
-    if not runs:
-        runs.append(_Runs(regions))
-    last, left = runs[0].last(region, offset, nbytes)
-    j = runs[0].other[region]  # the first region after it of another kind, node or device
-    if j < len(regions) and j <= last:
-        r = regions[j]
-        raise ProtocolError(f"MANIFEST: table {name!r} says kind {kind}, node {node}, device {device} but "
-                            f"region {j} of its run from region {region} has {r.kind}, {r.numa_node}, {r.device}")
-    if left:
-        raise ProtocolError(f"MANIFEST: table {name!r} [{offset}, +{nbytes}) at region {region} runs past the "
-                            f"last region, {len(regions) - 1}, with {left} bytes left to place")
-
-
 def table_runs(manifest: "Manifest") -> list:
     """The regions each table of a decoded (so checked) manifest lies in, in the order of ``manifest.tables``: an
     empty range for an empty table, its region, or for a cuda-vmm host table over several regions the run from
-    its ``region`` on (docs/protocol.md, "A table over several regions")."""
-    regions = manifest.regions
-    runs = None
-    out = []
-    for t in manifest.tables:
-        if t.region < 0:
-            out.append(range(0))
-        elif t.offset + t.nbytes <= regions[t.region].size:
-            out.append(range(t.region, t.region + 1))
-        else:
-            runs = runs or _Runs(regions)
-            out.append(range(t.region, runs.last(t.region, t.offset, t.nbytes)[0] + 1))
-    return out
+    its ``region`` on (docs/protocol.md, "A table over several regions"; the arithmetic is ``_regions``')."""
+    return _regions.table_runs(manifest.regions, manifest.tables)
 
 
 def decode_manifest(r: Reader, fd_count: int, base_page: int) -> Manifest:
@@ -395,7 +329,7 @@ def decode_manifest(r: Reader, fd_count: int, base_page: int) -> Manifest:
         raise ProtocolError(f"MANIFEST: table_count {table_count} is over the limit of {MAX_TABLES}")
     tables = []
     names = set()
-    runs: list = []  # the regions' _Runs, built for the first table over several regions
+    runs: list = []  # the regions' _regions.Runs, built for the first table over several regions
     for i in range(table_count):
         name = r.str16(f"table {i} name")
         if one_line(name) != name:   # the daemon refuses such names; an engine would print it
@@ -432,7 +366,10 @@ def decode_manifest(r: Reader, fd_count: int, base_page: int) -> Manifest:
         else:
             if not 0 <= region < region_count:
                 raise ProtocolError(f"MANIFEST: table {name!r} names region {region} of {region_count}")
-            _check_place(name, nbytes, region, offset, kind, node, device, regions, runs)
+            why = _regions.place_problem(name, nbytes, region, offset, kind, node, device, kind == KIND_VMM_HOST,
+                                         regions, runs)
+            if why is not None:
+                raise ProtocolError(f"MANIFEST: {why}")
         tables.append(TableEntry(name, dtype, shape, nbytes, region, offset, digest, kind, node, device))
     r.end()
     return Manifest(sha, fp, regions, tables)

@@ -19,9 +19,13 @@ from typing import Optional, Sequence, Tuple, Union
 
 # The digest record's format is read in engram_host.checkpoint (which needs it for content identity, and so
 # imports nothing of this module); its names are re-exported here as before.
-from .checkpoint import (CheckpointError, DigestRecord, PathArg, RECORD_TREE_CHUNK, SIDECAR_DIRECTORY_FILE,
-                         SIDECAR_FORMAT, SIDECAR_MAX_BYTES, SIDECAR_SUFFIX, TREE_DIGEST, is_sidecar, open_checkpoint,
-                         read_record, read_sidecar, record_beside, _ReadFailed, _pread_into)  # noqa: F401
+from ._checkpoint.base import CheckpointError, PathArg  # noqa: F401
+from ._checkpoint.fingerprint import TREE_DIGEST  # noqa: F401
+from ._checkpoint.model import open_checkpoint
+from ._checkpoint.records import (RECORD_TREE_CHUNK, SIDECAR_DIRECTORY_FILE, SIDECAR_FORMAT,  # noqa: F401
+                                  SIDECAR_MAX_BYTES, SIDECAR_SUFFIX, DigestRecord, is_sidecar, read_record,
+                                  read_sidecar, record_beside)
+from ._checkpoint.safetensors import _pread_into, _ReadFailed
 
 __all__ = [
     "xxh64", "engram_digest", "engram_digest_hex", "ENGRAM_CHUNK", "TREE_ALGORITHM", "TREE_CHUNK", "tree_digest",

@@ -863,7 +863,7 @@ class FingerprintTest(TempDirTest):
     PINNED_EVERY_DTYPE_SELECTED = "3eea58edb03d502f1afebce3b7b45636ac534dc12fa65a8292385940c18f0941"
 
     def test_a_fingerprint_without_identity_keeps_its_version_1_bytes(self) -> None:
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         fp = Fingerprint(1, "memfd", ("*.scale", "layers.1.*"), (
             FingerprintFile("a.safetensors", 1234, bytes(range(32))),
             FingerprintFile("b.safetensors", 99, bytes(32))), (
@@ -894,7 +894,7 @@ class FingerprintTest(TempDirTest):
         "65642e7765696768740700000046385f45344d3302000000e803000000000000000100000000000000e8030000000000")
 
     def test_the_javas_pinned_fingerprints(self) -> None:
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         small = Fingerprint(1, "memfd", ("t*",), (FingerprintFile("m.safetensors", 100, bytes.fromhex(self.SHA_A)),),
                             (FingerprintTable("t", "F4", (2, 2), 2),))
         self.assertEqual(self.JAVA_SMALL_SHA256, fingerprint_sha256_hex(_encode(small)))
@@ -990,7 +990,7 @@ class FingerprintTest(TempDirTest):
     def test_decodes_only_canonical_order(self) -> None:
         two = Fingerprint(1, "", ("*",), (),
                           (FingerprintTable("b", "U8", (1,), 1), FingerprintTable("a", "U8", (1,), 1)))
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         data = _encode(two)
         second = data.rindex(b"\x01\x00\x00\x00a")
         self.assertEqual(f"fingerprint at byte {second}: table 'a' is out of order (after 'b')",
@@ -1020,7 +1020,7 @@ class FingerprintTest(TempDirTest):
                  "table 't4': missing",
                  "table 't5': not expected"]
         self.assertEqual(lines, fingerprint_differences(expected, actual))
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         self.assertEqual(lines, fingerprint_differences(_encode(expected), _encode(actual)), "encoded forms")
         self.assertEqual(lines[:3] + ["... and 9 more differences"], fingerprint_differences(expected, actual, 3))
         self.assertEqual([], fingerprint_differences(expected, expected))
@@ -1046,7 +1046,7 @@ class FingerprintV2Test(TempDirTest):
             self.T("x", "U8", (2,), 2)))
 
     def test_encodes_version_2_when_an_identity_is_present(self) -> None:
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         fp = self.v2()
         s = lambda text: struct.pack("<I", len(text.encode())) + text.encode()  # noqa: E731
         expected = (b"EGFP" + struct.pack("<HHi", 2, 0, 1) + s("") + struct.pack("<I", 2)
@@ -1078,7 +1078,7 @@ class FingerprintV2Test(TempDirTest):
         return str(caught.exception)
 
     def test_decodes_version_2_strictly(self) -> None:
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         good = _encode(self.v2())
         content_at = good.index(b"a.safetensors") + len("a.safetensors") + 8 + 32
         self.assertEqual(1, good[content_at])
@@ -1119,7 +1119,7 @@ class FingerprintV2Test(TempDirTest):
             f"table 'layers.1.engram.embed.scale': content differs: sha256-tree-v1 expected {self.C2.hex()}, actual "
             f"{self.H2.hex()}",
         ], fingerprint_differences(e, a))
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         self.assertEqual(fingerprint_differences(e, a), fingerprint_differences(_encode(e), _encode(a)))
         small = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 5),))
         twelve = Fingerprint(1, "", ("*",), (), (self.T("t", "U8", (1,), 1, 12),))
@@ -1169,7 +1169,7 @@ class FingerprintV2Test(TempDirTest):
         tree_only = Fingerprint(1, "", ("*",), (), (self.T("layers.1.engram.embed.scale", "U8", (1,), 1, None,
                                                            self.H1),))
         self.assertTrue(shares(tree_only, self.v2()), "compared even where the headers differ")
-        from engram_host.checkpoint import _encode
+        from engram_host._checkpoint.fingerprint import _encode
         self.assertTrue(shares(_encode(self.v2()), _encode(self.v2())))
 
 

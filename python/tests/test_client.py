@@ -13,8 +13,10 @@ import unittest
 
 import engram_host
 from engram_host import _wire, client
+from engram_host._client import attach as attaching, manifest as answers
 from engram_host import errors as E
-from engram_host.checkpoint import (Fingerprint, FingerprintFile, FingerprintTable, _encode, decode_fingerprint,
+from engram_host._checkpoint.fingerprint import _encode
+from engram_host.checkpoint import (Fingerprint, FingerprintFile, FingerprintTable, decode_fingerprint,
                                     fingerprint_sha256_hex)
 from tests.support import hf_snapshot, write_published
 
@@ -46,7 +48,7 @@ class MismatchMessageTest(unittest.TestCase):
                    "expectation selects 52 tables by [*]",
                    f"table 'layers.1.engram.embed.weight': content differs: sha256-tree-v1 expected {'3f' * 32}, "
                    f"actual {'0c' * 32}"]
-        e = client._mismatch(reply(details, fp), SOCKET, STRUCTURED)
+        e = answers._mismatch(reply(details, fp), SOCKET, STRUCTURED)
         self.assertIsInstance(e, E.FingerprintMismatch)
         self.assertEqual(E.ErrorCode.FINGERPRINT_MISMATCH, e.code)
         self.assertEqual(fp, e.daemon_fingerprint)
@@ -57,19 +59,19 @@ class MismatchMessageTest(unittest.TestCase):
 
     def test_at_most_five_differences_then_how_many_more(self) -> None:
         details = [f"table 't{i}': missing" for i in range(7)]
-        lines = str(client._mismatch(reply(details, daemon_fingerprint()), SOCKET, STRUCTURED)).splitlines()
+        lines = str(answers._mismatch(reply(details, daemon_fingerprint()), SOCKET, STRUCTURED)).splitlines()
         self.assertTrue(lines[0].endswith(": 7 differences"), lines[0])
         self.assertEqual(["  " + d for d in details[:5]] + ["  ... and 2 more differences"], lines[1:])
         # the daemon lists 100 and counts the rest (docs/protocol.md): they count too
         listed = [f"table 't{i}': missing" for i in range(100)] + ["... and 900 more differences"]
-        e = client._mismatch(reply(listed, daemon_fingerprint()), SOCKET, STRUCTURED)
+        e = answers._mismatch(reply(listed, daemon_fingerprint()), SOCKET, STRUCTURED)
         lines = str(e).splitlines()
         self.assertTrue(lines[0].endswith(": 1000 differences"), lines[0])
         self.assertEqual(["  " + d for d in listed[:5]] + ["  ... and 995 more differences"], lines[1:])
         self.assertEqual(tuple(listed), e.details, "the daemon's lines as it sent them")
-        six = str(client._mismatch(reply(details[:6], b""), SOCKET, STRUCTURED)).splitlines()
+        six = str(answers._mismatch(reply(details[:6], b""), SOCKET, STRUCTURED)).splitlines()
         self.assertEqual("  ... and 1 more difference", six[-1])
-        five = str(client._mismatch(reply(details[:5], b""), SOCKET, STRUCTURED)).splitlines()
+        five = str(answers._mismatch(reply(details[:5], b""), SOCKET, STRUCTURED)).splitlines()
         self.assertEqual(f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves a fingerprint it did not send, not the "
                          "expected checkpoint: 5 differences", five[0])
         self.assertEqual(6, len(five))
@@ -81,7 +83,7 @@ class MismatchMessageTest(unittest.TestCase):
         # what the daemon words its line does not matter: the kind of expectation sent decides
         for details in ([f"expected fingerprint {expected} but the daemon serves {sha}"], ["other words"], []):
             with self.subTest(details):
-                e = client._mismatch(reply(details, fp), SOCKET, _wire.Expectation.sha256(expected))
+                e = answers._mismatch(reply(details, fp), SOCKET, _wire.Expectation.sha256(expected))
                 self.assertEqual([
                     f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves fingerprint {sha}, not the expected "
                     "checkpoint: 1 difference",
@@ -89,12 +91,12 @@ class MismatchMessageTest(unittest.TestCase):
                     "  the daemon serves 4 tables from 2 files: layers.1.engram.embed.scale, ...",
                 ], str(e).splitlines())
         one = _encode(Fingerprint(1, "", ("*",), (), (FingerprintTable("t", "U8", (1,), 1),)))
-        e = client._mismatch(reply([], one), SOCKET, _wire.Expectation.sha256(expected))
+        e = answers._mismatch(reply([], one), SOCKET, _wire.Expectation.sha256(expected))
         self.assertEqual("  the daemon serves 1 table from 0 files: t", str(e).splitlines()[2])
-        e = client._mismatch(reply([], b"EGFP"), SOCKET, _wire.Expectation.sha256(expected))
+        e = answers._mismatch(reply([], b"EGFP"), SOCKET, _wire.Expectation.sha256(expected))
         self.assertEqual("  the daemon's record could not be decoded: fingerprint at byte 4: u16 needs 2 bytes but "
                          "only 0 are left", str(e).splitlines()[2])
-        e = client._mismatch(reply([], b""), SOCKET, _wire.Expectation.sha256(expected))
+        e = answers._mismatch(reply([], b""), SOCKET, _wire.Expectation.sha256(expected))
         self.assertEqual([f"FINGERPRINT_MISMATCH: the daemon on {SOCKET} serves a fingerprint it did not send, not the "
                           "expected checkpoint: 1 difference",
                           f"  expected fingerprint {expected} but the daemon serves a fingerprint it did not send"],
@@ -102,7 +104,7 @@ class MismatchMessageTest(unittest.TestCase):
 
     def test_a_structured_expectation_never_gets_the_record(self) -> None:
         details = [f"expected fingerprint {'00' * 32} but the daemon serves {'11' * 32}"]
-        e = client._mismatch(reply(details, daemon_fingerprint()), SOCKET, STRUCTURED)
+        e = answers._mismatch(reply(details, daemon_fingerprint()), SOCKET, STRUCTURED)
         self.assertEqual(2, len(str(e).splitlines()))
 
 
@@ -115,7 +117,7 @@ class HeadersOnlyTest(unittest.TestCase):
         expectation = {_wire.ExpectationKind.STRUCTURED: _wire.Expectation.structured(expected),
                        _wire.ExpectationKind.SHA256: _wire.Expectation.sha256(hashlib.sha256(served).digest()),
                        _wire.ExpectationKind.ANY: _wire.Expectation.any()}[kind]
-        why, headers_only = client._served_mismatch(manifest, expectation)
+        why, headers_only = answers._served_mismatch(manifest, expectation)
         self.assertIsNone(why)
         return [client.HEADERS_ONLY] if headers_only else []
 
@@ -234,10 +236,10 @@ class RegionRunTest(unittest.TestCase):
     def test_a_run_must_be_mapped_back_to_back(self) -> None:
         m = decode([self.VMM] * 3, [("a", 3 * MIB, 0, 0, 2, 0, -1), ("b", MIB, 2, 0, 2, 0, -1)])
         base = 1 << 40
-        client._check_runs_contiguous(m, [base, base + 2 * MIB, base + 8 * MIB])  # b's region may lie anywhere
+        attaching._check_runs_contiguous(m, [base, base + 2 * MIB, base + 8 * MIB])  # b's region may lie anywhere
         with self.assertRaisesRegex(E.EngramHostError, "table a: region 1 of its run is mapped at 0x[0-9a-f]+, not "
                                                        "right after region 0"):
-            client._check_runs_contiguous(m, [base, base + 4 * MIB, base + 8 * MIB])
+            attaching._check_runs_contiguous(m, [base, base + 4 * MIB, base + 8 * MIB])
 
     def test_a_run_too_short_or_not_all_alike_is_refused(self) -> None:
         cases = [

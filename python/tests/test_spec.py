@@ -1,6 +1,6 @@
 """docs/protocol-spec.json, docs/protocol.md's numbers as data, against the document and against this package, and
 conformance/cases.json against both: the document is the contract, the spec its data, and the package's constants
-(``_wire``, ``errors``, ``client``, ``_paths``) are held to the spec both ways, as ProtocolSpecTest holds the Java
+(``_wire``, ``errors``, ``_client.options``, ``_paths``) are held to the spec both ways, as ProtocolSpecTest holds the Java
 ones and native/c/check_spec.py the C client's. No daemon needed."""
 
 import os
@@ -11,7 +11,8 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from engram_host import _paths, _wire, client, errors  # noqa: E402
+from engram_host import _paths, _wire, errors  # noqa: E402
+from engram_host._client import options  # noqa: E402
 from support import REPO, conformance_cases, protocol_spec  # noqa: E402
 
 DOC = os.path.join(REPO, "docs", "protocol.md")
@@ -36,8 +37,8 @@ HELD = {
     "error_message": (_wire, "MAX_MESSAGE", 1),
     "error_details": (_wire, "MAX_DETAILS", 1),
     "error_detail": (_wire, "MAX_DETAIL", 1),
-    "answer_wait": (client, "DEFAULT_TIMEOUT", 1000),
-    "retry_interval": (client, "NOT_READY_RETRY", 1000),
+    "answer_wait": (options, "DEFAULT_TIMEOUT", 1000),
+    "retry_interval": (options, "NOT_READY_RETRY", 1000),
     "socket_path": (_paths, "MAX_PATH_BYTES", 1),
 }
 # The spec's limits of scope "wire" that this client does not hold, and why.
