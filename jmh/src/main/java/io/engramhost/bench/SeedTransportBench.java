@@ -112,7 +112,7 @@ public class SeedTransportBench {
     static final int BUFFER = 8 << 20;
     /** gRPC's HTTP/2 flow-control window, each direction of each connection. */
     static final int GRPC_WINDOW = 16 << 20;
-    /** The exporter's I/O threads (SeedServer.IO_THREADS); the gRPC server gets as many. */
+    /** The exporter's I/O threads (SeedExporter.IO_THREADS); the gRPC server gets as many. */
     static final int SERVER_THREADS = 2;
     private static final int ASK_BYTES = 20;
     private static final int DRAIN_CHUNK = 64 << 10;

@@ -9,15 +9,11 @@ import io.engramhost.hooks.DaemonHooks;
 import io.engramhost.protocol.Backend;
 import io.engramhost.protocol.DaemonState;
 import io.engramhost.util.Bytes;
-import io.engramhost.seed.SeedAuth;
-import io.engramhost.seed.SeedKey;
 import io.engramhost.seed.SeedSettings;
-import io.engramhost.seed.SeedTls;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -229,125 +225,13 @@ final class ServeCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** {@code --seed-listen}, {@code --seed-from} and {@code --seed-key}, checked; usage errors name the flag. */
+    /** The {@code --seed-*} options, checked together by {@link SeedSettings.Context#conclude}; a usage error names the flag. */
     private SeedSettings seedSettings() {
-        boolean anyTls = seedTlsCert != null || seedTlsKey != null || seedTlsCa != null;
-        if (seedListen == null && seedFrom.isEmpty()) {
-            if (seedKey != null) {
-                throw new ParameterException(spec.commandLine(), "--seed-key needs --seed-listen or --seed-from");
-            }
-            if (anyTls) {
-                throw new ParameterException(spec.commandLine(), "--seed-tls-cert, --seed-tls-key and --seed-tls-ca"
-                        + " need --seed-listen or --seed-from");
-            }
-            if (seedStaging != null) {
-                throw new ParameterException(spec.commandLine(), "--seed-staging needs --seed-from");
-            }
-            return SeedSettings.NONE;
-        }
-        if (seedKey == null) {
-            throw new ParameterException(spec.commandLine(), "--seed-key FILE is needed with "
-                    + (seedListen != null ? "--seed-listen" : "--seed-from"));
-        }
-        SeedKey key;
         try {
-            key = SeedKey.read(seedKey);
+            return new SeedSettings.Context().listen(seedListen).from(seedFrom).key(seedKey)
+                    .tls(seedTlsCert, seedTlsKey, seedTlsCa).staging(seedStaging).conclude();
         } catch (IllegalArgumentException e) {
             throw new ParameterException(spec.commandLine(), e.getMessage());
-        }
-        SeedTls tls = null;
-        if (anyTls) {
-            if (seedTlsCert == null || seedTlsKey == null || seedTlsCa == null) {
-                throw new ParameterException(spec.commandLine(), "seeding over TLS needs all three of --seed-tls-cert,"
-                        + " --seed-tls-key and --seed-tls-ca; missing: " + String.join(", ",
-                                missing(seedTlsCert, "--seed-tls-cert", seedTlsKey, "--seed-tls-key", seedTlsCa,
-                                        "--seed-tls-ca")));
-            }
-            try {
-                tls = SeedTls.read(seedTlsCert, seedTlsKey, seedTlsCa);
-            } catch (IllegalArgumentException e) {
-                throw new ParameterException(spec.commandLine(), e.getMessage());
-            }
-        }
-        InetSocketAddress listen = null;
-        if (seedListen != null) {
-            String[] hp = hostPort("--seed-listen", seedListen);
-            listen = new InetSocketAddress(literal("--seed-listen", hp[0]), port("--seed-listen", hp[1], seedListen));
-        }
-        List<InetSocketAddress> peers = new ArrayList<>();
-        for (String p : seedFrom) {
-            String[] hp = hostPort("--seed-from", p);
-            int port = port("--seed-from", hp[1], p);
-            try {
-                for (InetAddress a : InetAddress.getAllByName(hp[0])) {
-                    peers.add(new InetSocketAddress(a, port));
-                }
-            } catch (UnknownHostException e) {
-                // a peer whose name does not resolve (yet): the others, or the disk
-                System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
-                        "seed: --seed-from " + p + ": the name does not resolve; skipping it");
-            }
-        }
-        if (!seedFrom.isEmpty() && peers.isEmpty()) {
-            System.getLogger(ServeCommand.class.getName()).log(System.Logger.Level.WARNING,
-                    "seed: no --seed-from name resolves; loading from the disk");
-        }
-        if (seedStaging != null && seedFrom.isEmpty()) {
-            throw new ParameterException(spec.commandLine(), "--seed-staging needs --seed-from (it holds what a seed"
-                    + " receives; an exporter needs none)");
-        }
-        if (seedStaging != null && seedStaging != 0 && seedStaging < SeedSettings.STAGING_UNIT) {
-            throw new ParameterException(spec.commandLine(), "--seed-staging " + seedStaging + ": at least "
-                    + Bytes.format(SeedSettings.STAGING_UNIT) + " (one range), or 0 for none");
-        }
-        return new SeedSettings(listen, peers, key, SeedAuth.random(SeedAuth.ID_BYTES), tls,
-                seedStaging == null ? 0 : seedStaging);
-    }
-
-    /** The flags of {@code pairs} (value, flag, value, flag...) whose value is null. */
-    private static List<String> missing(Object... pairs) {
-        List<String> out = new ArrayList<>();
-        for (int i = 0; i < pairs.length; i += 2) {
-            if (pairs[i] == null) {
-                out.add((String) pairs[i + 1]);
-            }
-        }
-        return out;
-    }
-
-    private String[] hostPort(String flag, String v) {
-        int colon = v.lastIndexOf(':');
-        if (colon <= 0 || colon == v.length() - 1) {
-            throw new ParameterException(spec.commandLine(), flag + ": '" + v + "' is not HOST:PORT");
-        }
-        String host = v.substring(0, colon);
-        if (host.startsWith("[") && host.endsWith("]")) {
-            host = host.substring(1, host.length() - 1);
-        }
-        return new String[] {host, v.substring(colon + 1)};
-    }
-
-    private int port(String flag, String p, String whole) {
-        try {
-            int n = Integer.parseInt(p);
-            if (n >= 1 && n <= 65535) {
-                return n;
-            }
-        } catch (NumberFormatException e) {
-            // below
-        }
-        throw new ParameterException(spec.commandLine(), flag + ": '" + whole + "': the port must be 1-65535");
-    }
-
-    private InetAddress literal(String flag, String a) {
-        if (!a.matches("[0-9.]+|[0-9a-fA-F:.]*:[0-9a-fA-F:.]*")) {
-            throw new ParameterException(spec.commandLine(), flag + " must name an IP address such as 127.0.0.1 or"
-                    + " 10.0.0.5, got '" + a + "'");
-        }
-        try {
-            return InetAddress.getByName(a);
-        } catch (UnknownHostException e) {
-            throw new ParameterException(spec.commandLine(), flag + ": not an IP address: '" + a + "'");
         }
     }
 

@@ -25,6 +25,8 @@ import io.engramhost.protocol.Parts;
 import io.engramhost.protocol.ReadyFile;
 import io.engramhost.protocol.SocketPaths;
 import io.engramhost.protocol.Welcome;
+import io.engramhost.seed.SeedExporter;
+import io.engramhost.seed.SeedStats;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
@@ -73,8 +75,8 @@ public final class Daemon implements AutoCloseable {
     private volatile Exception loadError;
     private volatile String stopReason;
     private volatile MetricsServer metrics;
-    private volatile SeedServer seeds;
-    private final SeedServer.Stats seedStats = new SeedServer.Stats();
+    private volatile SeedExporter seeds;
+    private final SeedStats seedStats = new SeedStats();
     /** The catalog memfd adopted from the fd store, stored again (a no-op for systemd) once ready; then closed. */
     private volatile Fd keptCatalog;
     /** The successor's pid once a handover committed: close then gives nothing up that the successor holds. */
@@ -146,8 +148,9 @@ public final class Daemon implements AutoCloseable {
                     a.catalog() != null ? MetricsServer.AFTER_HANDOVER_RETRY_MILLIS : 0);
         }
         if (context.seed().listen() != null) { // before a load, so that a peer list naming this daemon tells it apart
-            seeds = SeedServer.start(() -> catalog, context.seed(), seedStats, services.threads(),
-                    context.store().device() != null ? context.store().device() : 0);
+            seeds = SeedExporter.start(new CatalogExport(() -> catalog,
+                    context.store().device() != null ? context.store().device() : 0), context.seed(), seedStats,
+                    services.threads());
         }
         if (systemd != null) {
             supervisor.staleEntries().forEach(systemd::remove);
@@ -175,7 +178,7 @@ public final class Daemon implements AutoCloseable {
 
     /** The address the seed exporter listens on (null: none). */
     public InetSocketAddress seedAddress() {
-        SeedServer s = seeds;
+        SeedExporter s = seeds;
         return s == null ? null : s.address();
     }
 
@@ -466,7 +469,7 @@ public final class Daemon implements AutoCloseable {
         }
 
         @Override
-        public SeedServer.Stats seedStats() {
+        public SeedStats seedStats() {
             return seedStats;
         }
     }

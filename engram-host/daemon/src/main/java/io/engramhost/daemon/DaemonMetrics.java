@@ -9,6 +9,7 @@ import io.engramhost.protocol.ErrorCode;
 import io.engramhost.protocol.Manifest;
 import io.engramhost.protocol.ProtocolDescriptor;
 import io.engramhost.protocol.RegionKind;
+import io.engramhost.seed.SeedStats;
 import io.engramhost.store.Catalog;
 import io.engramhost.store.LoadProgress;
 import io.engramhost.store.LoadReport;
@@ -55,7 +56,7 @@ final class DaemonMetrics {
         long requestMemoryUsed();
 
         /** The seed exporter's counts ({@code --seed-listen}; all 0 without it). */
-        SeedServer.Stats seedStats();
+        SeedStats seedStats();
     }
 
     private DaemonMetrics() {
@@ -152,7 +153,7 @@ final class DaemonMetrics {
                     }
                 }).register(r);
         s.importLatency().registerIn(r);
-        SeedServer.Stats seed = d.seedStats();
+        SeedStats seed = d.seedStats();
         GaugeWithCallback.builder().name("engram_host_seed_received_bytes")
                 .help("Verified bytes of the host tables this daemon's load took from each peer (--seed-from).")
                 .labelNames("peer").callback(cb -> {
@@ -170,15 +171,15 @@ final class DaemonMetrics {
                     }
                 }).register(r);
         counter(r, "engram_host_seed_sent_bytes_total", "Table bytes sent to peers (--seed-listen).",
-                () -> seed.bytesSent.get());
+                seed::bytesSent);
         counter(r, "engram_host_seed_ranges_total", "Ranges sent to peers (--seed-listen).",
-                () -> seed.rangesSent.get());
+                seed::rangesSent);
         gauge(r, "engram_host_seed_peers", "Peers connected to the seed port now (--seed-listen).",
-                () -> seed.open.get());
+                seed::open);
         CounterWithCallback.builder().name("engram_host_seed_peers_refused_total")
                 .help("Connections to the seed port refused, by reason (not-authenticated, bad-request, busy,"
                         + " timed-out, not-ready).")
-                .labelNames("reason").callback(cb -> seed.refused.forEach((k, v) -> cb.call(v.get(), k)))
+                .labelNames("reason").callback(cb -> seed.refused().forEach((k, v) -> cb.call(v, k)))
                 .register(r);
 
         gauge(r, "engram_host_http_connections_open", "Connections open on the metrics port.", http::open);

@@ -1,4 +1,4 @@
-package io.engramhost.daemon;
+package io.engramhost.seed;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -37,8 +37,8 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The exporter's ranges from a CPU view ({@link SeedServer#fromMemory}: how a cuda-vmm region's bytes go out), whole
- * or in the pieces TLS needs ({@link SeedServer#fromMemoryInPieces}, through {@link ChunkedWriteHandler}), over a real
+ * The exporter's ranges from a CPU view ({@link RangeSource#fromMemory}: how a cuda-vmm region's bytes go out), whole
+ * or in the pieces TLS needs ({@link RangeSource#fromMemoryInPieces}, through {@link ChunkedWriteHandler}), over a real
  * loopback socket on each of Netty's transports the exporter uses: the peer reads exactly the memory's bytes, and
  * sending them frees nothing (the view's owner unmaps it).
  */
@@ -64,8 +64,8 @@ class SeedRangeFromMemoryTest {
             for (long i = 0; i < size; i++) {
                 RawMemory.putByte(m.address() + i, (byte) (i * 31 + (i >> 12)));
             }
-            SeedServer.RangeSource from = pieces ? SeedServer.fromMemoryInPieces(m.address())
-                    : SeedServer.fromMemory(m.address());
+            RangeSource from = pieces ? RangeSource.fromMemoryInPieces(m.address())
+                    : RangeSource.fromMemory(m.address());
             Channel server = new ServerBootstrap().group(loop).channel(channel)
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
@@ -109,7 +109,7 @@ class SeedRangeFromMemoryTest {
                 if (b instanceof ByteBuf whole) {
                     assertEquals(0, whole.refCnt(), "the transport released every range once written");
                 } else {
-                    SeedServer.Pieces p = (SeedServer.Pieces) b;
+                    RangeSource.Pieces p = (RangeSource.Pieces) b;
                     assertTrue(p.isEndOfInput(), "every piece was read");
                     assertEquals(p.length(), p.progress());
                 }
