@@ -43,9 +43,16 @@ public final class RegionRuns {
         return k * maxRegion;
     }
 
-    /** The byte after the last of the table that region {@code k} of its run holds. */
+    /**
+     * The byte after the last of the table that region {@code k} of its run holds (of a table not in a run, its
+     * length).
+     */
     public static long end(long k, long length, long maxRegion) {
-        return Math.min(length, start(k, maxRegion) + maxRegion);
+        if (!isRun(length, maxRegion)) {
+            return length;
+        }
+        long start = start(k, maxRegion);
+        return start + Math.min(maxRegion, length - start); // not start + maxRegion: the last run's may pass 2^63
     }
 
     /** Which region of its run, counted from the run's first, holds byte {@code at} of a table in a run. */
