@@ -296,6 +296,7 @@ void attach_vmm(const struct options *o, struct manifest *mf, struct timings *t,
 // manifest.c
 extern const struct dtype DTYPES[20];
 void parse_manifest(struct message *m, struct reader *r, struct manifest *mf);
+uint32_t run_end(const struct manifest *mf, uint32_t region, uint64_t offset, uint64_t bytes, uint64_t *short_by);
 const uint8_t *table_host(struct manifest *mf, const struct table *t);
 void select_tables(const struct options *o, struct message *m, struct manifest *mf);
 

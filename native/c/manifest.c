@@ -4,8 +4,9 @@
 
 // The last region that `bytes` from `offset` in `region` reach, the regions laid back to back (mf->ends); when they run
 // past the last region, that region, and *short_by says how many bytes no region holds (else 0). offset is at most
-// the region's size, and the region sizes' sum fits 64 bits (both checked first).
-static uint32_t run_end(const struct manifest *mf, uint32_t region, uint64_t offset, uint64_t bytes, uint64_t *short_by) {
+// the region's size, and the region sizes' sum fits 64 bits (both checked first). The C client's one owner of the
+// arithmetic of runs; its cases are conformance/region-runs.json's "find" (c/test_region_runs.c).
+uint32_t run_end(const struct manifest *mf, uint32_t region, uint64_t offset, uint64_t bytes, uint64_t *short_by) {
     uint64_t start = (region ? mf->ends[region - 1] : 0) + offset, total = mf->ends[mf->regions_n - 1];
     *short_by = bytes > total - start ? bytes - (total - start) : 0;
     if (*short_by) return mf->regions_n - 1;

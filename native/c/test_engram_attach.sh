@@ -3,7 +3,8 @@
 # needed:
 #   1. builds it (make -C native engram-attach), runs its --self-test-sha256 (SHA-256 and sha256-tree-v1 vectors),
 #      checks its protocol constants against docs/protocol-spec.json (native/c/check_spec.py, both ways: every
-#      constant the spec's, every limit a client holds one of them), checks that it links only libc and, unless
+#      constant the spec's, every limit a client holds one of them), its run_end against the "find" cases of
+#      conformance/region-runs.json (native/c/check_region_runs.py), checks that it links only libc and, unless
 #      --no-package or --peer-only, builds the daemon (mvn -B -o -DskipTests package); builds its attach code as
 #      AttachBench's library (engram-attach-bench-lib)
 #      and checks that it exports only the engram_bench_* calls and links only libc (libcuda is dlopen'd; the
@@ -78,6 +79,10 @@ fi
 make -s -C native engram-attach-spec
 python3 native/c/check_spec.py native/build/engram-attach-spec native/c/*.[ch] \
     || fail "engram-attach's constants differ from docs/protocol-spec.json (above)"
+# Its run_end (the arithmetic of region runs) over conformance/region-runs.json's "find" cases (a test-only program).
+make -s -C native engram-attach-runs
+python3 native/c/check_region_runs.py native/build/engram-attach-runs \
+    || fail "engram-attach's run_end differs from conformance/region-runs.json (above)"
 make -s -C native engram-attach-bench-lib
 lib="$root/native/build/libengram-attach-bench.so"
 exports="$(nm -D --defined-only "$lib" | awk '{print $3}' | sort | tr '\n' ' ')"

@@ -157,9 +157,9 @@ public final class CatalogFactory {
             }
             default -> throw new IllegalStateException("no store for backend " + ctx.backend());
         }
-        HostCatalogBuilder builder = new HostCatalogBuilder(open, selected, fingerprint, records, factory,
-                ctx.backend().wireName(), device, ctx.threads(), ctx.hooks(),
-                seedSource(ctx, chosen.identity(), records, selected));
+        HostCatalogBuilder builder = new HostCatalogBuilder(new LoadSettings(open, selected, fingerprint, records,
+                factory, ctx.backend().wireName(), device, ctx.threads(), ctx.hooks(),
+                seedSource(ctx, chosen.identity(), records, selected)));
         Limits.checkManifest(all, fingerprint, builder.regionCount());
         OptionalLong override = ctx.memoryBudget() == null ? OptionalLong.empty()
                 : OptionalLong.of(ctx.memoryBudget());

@@ -62,7 +62,7 @@ final class DeviceTensors {
                 RegionPlan.Slot s = plan.slots().get(i);
                 address.put(tensors.get(i), s.region() < 0 ? 0L : staging.get(s.region()).address() + s.offset());
             }
-            CheckpointLoader.Result read = HostCatalogBuilder.loader(threads, progress, hooks).load(source, tensors, address::get);
+            CheckpointLoader.Result read = DiskFill.loader(threads, progress, hooks).load(source, tensors, address::get);
             for (TensorInfo t : tensors) {
                 records.check(t, read.digest(t));
             }

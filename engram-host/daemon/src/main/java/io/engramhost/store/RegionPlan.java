@@ -1,6 +1,7 @@
 package io.engramhost.store;
 
 import io.engramhost.memfd.PageKind;
+import io.engramhost.util.RegionRuns;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -23,7 +24,7 @@ public final class RegionPlan {
 
         /** The region holding byte {@code at} of the item, for an item over a run of regions of {@code maxRegion}. */
         public int regionAt(long at, long maxRegion) {
-            return regions <= 1 ? region : region + (int) (at / maxRegion);
+            return regions <= 1 ? region : region + RegionRuns.indexOf(at, maxRegion);
         }
     }
 
@@ -77,14 +78,14 @@ public final class RegionPlan {
             }
             if (length == 0) {
                 slots.add(new Slot(-1, 0, 0));
-            } else if (maxRegion > 0 && length > maxRegion) {
+            } else if (RegionRuns.isRun(length, maxRegion)) {
                 int first = sizes.size();
-                for (long at = 0; at < length; at += maxRegion) {
-                    sizes.add(roundUp(Math.min(maxRegion, length - at), granule));
+                for (long k = 0, n = RegionRuns.count(length, maxRegion); k < n; k++) {
+                    sizes.add(RegionRuns.size(k, length, maxRegion, granule));
                 }
                 slots.add(new Slot(first, 0, length, sizes.size() - first));
             } else if (length >= ownRegionAbove) {
-                sizes.add(roundUp(length, granule));
+                sizes.add(RegionRuns.roundUp(length, granule));
                 slots.add(new Slot(sizes.size() - 1, 0, length));
             } else {
                 long offset = (packed + alignment - 1) & -alignment;
@@ -95,14 +96,10 @@ public final class RegionPlan {
                 }
                 slots.add(new Slot(packing, offset, length));
                 packed = offset + length;
-                sizes.set(packing, roundUp(packed, granule));
+                sizes.set(packing, RegionRuns.roundUp(packed, granule));
             }
         }
         return new RegionPlan(sizes, slots);
-    }
-
-    private static long roundUp(long bytes, long granule) {
-        return (Math.max(bytes, 1) + granule - 1) / granule * granule;
     }
 
     public List<Long> regionSizes() {

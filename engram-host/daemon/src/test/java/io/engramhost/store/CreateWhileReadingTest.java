@@ -41,8 +41,8 @@ class CreateWhileReadingTest {
                 read0[0] = progress.bytesDone();
             }
         });
-        HostCatalogBuilder builder = new HostCatalogBuilder(open, tensors, fingerprint, RecordCheck.NONE, watched, "memfd", null, 2,
-                io.engramhost.hooks.DaemonHooks.NONE, null);
+        HostCatalogBuilder builder = new HostCatalogBuilder(new LoadSettings(open, tensors, fingerprint,
+                RecordCheck.NONE, watched, "memfd", null, 2, io.engramhost.hooks.DaemonHooks.NONE, null));
         try (Catalog c = builder.build(progress)) {
             assertTrue(seen.size() >= 3, "regions: " + seen.size());
             long total = builder.plannedBytes();

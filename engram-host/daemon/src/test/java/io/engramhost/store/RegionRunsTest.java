@@ -112,8 +112,8 @@ class RegionRunsTest {
         List<TensorInfo> tensors = open.checkpoint().select(List.of());
         Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "memfd");
         RecordCheck records = RecordCheck.of(open.checkpoint(), tensors, ContentIdentity.of(open.checkpoint(), tensors));
-        return new HostCatalogBuilder(open, tensors, fingerprint, records, factory, "memfd", null, 2, DaemonHooks.NONE,
-                seed);
+        return new HostCatalogBuilder(new LoadSettings(open, tensors, fingerprint, records, factory, "memfd", null, 2,
+                DaemonHooks.NONE, seed));
     }
 
     /** Every table's place (the large ones over runs of 64 MiB regions) and bytes, read through the regions' fds. */
@@ -209,7 +209,7 @@ class RegionRunsTest {
         List<TensorInfo> tensors = open.checkpoint().select(List.of());
         Fingerprint fingerprint = Limits.checkServed(open.checkpoint(), List.of(), "cuda-vmm");
         io.engramhost.checkpoint.CheckpointException e = org.junit.jupiter.api.Assertions.assertThrows(
-                io.engramhost.checkpoint.CheckpointException.class, () -> new HostCatalogBuilder(open, tensors,
+                io.engramhost.checkpoint.CheckpointException.class, () -> new LoadSettings(open, tensors,
                         fingerprint, RecordCheck.NONE, new MemfdRuns(i -> { }), "cuda-vmm", null, 2, DaemonHooks.NONE,
                         null));
         open.close();

@@ -79,8 +79,8 @@ class SeedWhileCreatingTest {
         assertEquals(tensors.size(), records.tables());
         SeedSettings seed = new SeedSettings(null, List.of(peer.address()), KEY, SeedAuth.random(SeedAuth.ID_BYTES),
                 null, staging);
-        return new HostCatalogBuilder(open, tensors, fingerprint, records, factory, "memfd", null, 2, DaemonHooks.NONE,
-                seed);
+        return new HostCatalogBuilder(new LoadSettings(open, tensors, fingerprint, records, factory, "memfd", null, 2,
+                DaemonHooks.NONE, seed));
     }
 
     /** Waits until {@code peer} has sent a DATA, up to 20 s; whether it had. */

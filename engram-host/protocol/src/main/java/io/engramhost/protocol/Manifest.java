@@ -1,5 +1,6 @@
 package io.engramhost.protocol;
 
+import io.engramhost.util.RegionRuns;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -159,23 +160,22 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
     }
 
     /**
-     * The regions laid back to back, for the check of runs: where each ends (saturating at Long.MAX_VALUE), and the
-     * first region after each whose kind, node or device differs from its own (the count when none).
+     * The regions laid back to back, for the check of runs: their ends ({@link RegionRuns.Ends}, the one owner of
+     * that arithmetic), and the first region after each whose kind, node or device differs from its own (the count
+     * when none).
      */
     private static final class Runs {
-        final long[] ends;
+        final RegionRuns.Ends ends;
         final int[] other;
 
         Runs(List<Region> regions) {
             int n = regions.size();
-            ends = new long[n];
-            other = new int[n];
-            long at = 0;
+            long[] sizes = new long[n];
             for (int i = 0; i < n; i++) {
-                long size = regions.get(i).size();
-                at = at > Long.MAX_VALUE - size ? Long.MAX_VALUE : at + size;
-                ends[i] = at;
+                sizes[i] = regions.get(i).size();
             }
+            ends = new RegionRuns.Ends(sizes);
+            other = new int[n];
             if (n > 0) {
                 other[n - 1] = n;
             }
@@ -187,36 +187,12 @@ public record Manifest(byte[] fingerprintSha256, byte[] fingerprint, List<Region
             }
         }
 
-        /** Where the table's bytes end, counted from the first region's start; Long.MAX_VALUE when past it. */
-        private long end(int region, long offset, long bytes) {
-            long start = (region == 0 ? 0 : ends[region - 1]);
-            start = start > Long.MAX_VALUE - offset ? Long.MAX_VALUE : start + offset;
-            return start > Long.MAX_VALUE - bytes ? Long.MAX_VALUE : start + bytes;
-        }
-
-        /** The last region the table reaches, or -1 when it runs past the last region. */
         int last(int region, long offset, long bytes) {
-            long end = end(region, offset, bytes);
-            if (end > ends[ends.length - 1] || end == Long.MAX_VALUE) {
-                return -1;
-            }
-            int lo = region;
-            int hi = ends.length - 1;
-            while (lo < hi) { // the first region whose end is at or past the table's
-                int mid = (lo + hi) >>> 1;
-                if (ends[mid] >= end) {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            return lo;
+            return ends.last(region, offset, bytes);
         }
 
-        /** The bytes of a table that runs past the last region which no region holds. */
         long lacking(int region, long offset, long bytes) {
-            long start = (region == 0 ? 0 : ends[region - 1]) + offset; // within the first region: no overflow
-            return bytes - (ends[ends.length - 1] - start);
+            return ends.lacking(region, offset, bytes);
         }
     }
 
