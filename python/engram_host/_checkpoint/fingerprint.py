@@ -15,7 +15,7 @@ from .model import Checkpoint
 from .safetensors import TensorInfo, _name
 
 if TYPE_CHECKING:
-    from .served import ContentIdentity
+    from .identity import ContentIdentity
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .. import _wire, errors as E
 
 if TYPE_CHECKING:
-    from .imported import ImportedTables
+    from .owner import TablesOwner
 
 
 CONTENT_ALGORITHM = "sha256-tree-v1"
@@ -23,7 +23,7 @@ class ContentReport(_wire.Record):
     __slots__ = ("tables", "summary")
 
 
-def _verify_content(imported: ImportedTables, sources: list, threads: int) -> ContentReport:
+def _verify_content(imported: TablesOwner, sources: list, threads: int) -> ContentReport:
     from .. import digests
     imported._check_open()
     t0 = time.perf_counter()

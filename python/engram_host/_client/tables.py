@@ -9,7 +9,7 @@ from .. import _memory, _wire, errors as E
 from .attachment import _Export
 
 if TYPE_CHECKING:
-    from .imported import ImportedTables
+    from .owner import TablesOwner
 
 
 class Table:
@@ -20,7 +20,7 @@ class Table:
     back to back so that its bytes are contiguous), and its views: ``cpu_address``/``gpu_address`` (0 when it has
     none), :meth:`to_torch`, :meth:`to_numpy`, :meth:`buffer`."""
 
-    def __init__(self, imported: "ImportedTables", entry: _wire.TableEntry, cpu_address: int, gpu_address: int,
+    def __init__(self, imported: "TablesOwner", entry: _wire.TableEntry, cpu_address: int, gpu_address: int,
                  digest: Optional[int], backend: str, regions: Optional[range] = None):
         self._imported = imported
         self.name = entry.name
