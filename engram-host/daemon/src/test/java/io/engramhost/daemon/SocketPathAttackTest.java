@@ -406,6 +406,40 @@ class SocketPathAttackTest {
         }
     }
 
+    /**
+     * A daemon killed inside its claim, between writing its pid over a longer one and cutting the file to it, leaves
+     * the old pid's tail on a second line: that is still a daemon's lock file, taken and cut to the new pid; the
+     * first line is the pid named to a start refused meanwhile.
+     */
+    @Test
+    void shouldTakeALockFileLeftHalfWayThroughAClaim() throws Exception {
+        Path socket = sticky.resolve("d.sock");
+        Path lock = SocketPaths.lockFile(socket);
+        Process holder = new ProcessBuilder("sh", "-c", "exec 9>" + q(lock) + "; printf '4242\\n456\\n' >&9;"
+                + " flock -n 9 || exit 3; echo ready; exec sleep 60").redirectErrorStream(true).start();
+        try {
+            assertEquals('r', holder.getInputStream().read());
+            DaemonLock.AlreadyRunningException e = assertThrows(DaemonLock.AlreadyRunningException.class,
+                    () -> loading(socket, Set.of()).close());
+            assertContains(e.getMessage(), "(pid=4242)");
+        } finally {
+            holder.destroyForcibly();
+            holder.waitFor();
+        }
+        Files.writeString(lock, "99\n4567890\n"); // a 2-digit pid written over 9 digits, then killed
+        try (Daemon d = loading(socket, Set.of())) {
+            assertEquals(d.pid() + "\n", Files.readString(lock), "cut to the daemon's own pid");
+        }
+        Files.writeString(lock, "1234567890\n");
+        try (Daemon d = loading(socket, Set.of())) {
+            assertEquals(d.pid() + "\n", Files.readString(lock), "a longer stale pid leaves nothing behind");
+        }
+        Files.writeString(lock, "12\nnotes\n");
+        assertContains(refused(socket).getMessage(), "refusing the lock file " + lock + ": it holds 9 bytes that are"
+                + " not a daemon's pid");
+        assertEquals("12\nnotes\n", Files.readString(lock), "left as it was");
+    }
+
     /** The SHA-256 of an empty fingerprint: a MANIFEST's fingerprint_sha256 must be that of the fingerprint it carries. */
     private static byte[] sha256OfNothing() {
         try {

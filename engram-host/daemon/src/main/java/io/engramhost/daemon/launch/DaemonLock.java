@@ -8,6 +8,7 @@ import io.engramhost.os.Posix;
 import io.engramhost.protocol.SocketPaths;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.Arrays;
 
 /**
  * Who owns a socket path: an exclusive flock on {@code <socket>.lock}, which holds the owner's pid.
@@ -29,6 +30,13 @@ import java.nio.file.Path;
 public final class DaemonLock implements AutoCloseable {
     /** The most of a lock file that is read for its pid. */
     private static final int PID_BYTES = 32;
+
+    /**
+     * What a daemon's lock file holds: nothing, or a pid on its first line. A daemon killed inside {@link #claim},
+     * between writing its pid over a longer one and cutting the file to it, leaves the old pid's last digits on a
+     * second line.
+     */
+    private static final String PID_CONTENT = "(\\d{1,10}(\n\\d{0,10}\n?)?)?";
 
     /** How often a lock whose name went away while it was taken is taken again before giving up. */
     private static final int RETRIES = 10;
@@ -142,8 +150,14 @@ public final class DaemonLock implements AutoCloseable {
      * point, or a predecessor serving again after a takeover that failed before it).
      */
     public void claim() {
-        Posix.ftruncate(fd, 0);
-        DirFd.writeFully(fd, (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII), 0);
+        byte[] pid = (Posix.getpid() + "\n").getBytes(StandardCharsets.US_ASCII);
+        if (Arrays.equals(DirFd.readUpTo(fd, PID_BYTES), pid)) {
+            return; // it names this process already: a reader never sees it change
+        }
+        // the pid over the old one first, then the file cut to it: a reader never finds it empty, and one that reads
+        // between the two calls finds this pid on the first line, followed by the tail of a longer old pid
+        DirFd.writeFully(fd, pid, 0);
+        Posix.ftruncate(fd, pid.length);
     }
 
     /** The lock file's fd, to hand over to a successor (which then shares the lock); this lock keeps owning it. */
@@ -187,7 +201,7 @@ public final class DaemonLock implements AutoCloseable {
         }
         String content = st.size() > PID_BYTES ? null
                 : new String(DirFd.readUpTo(fd, PID_BYTES), StandardCharsets.US_ASCII);
-        if (content == null || !content.matches("(\\d{1,10}\n?)?")) {
+        if (content == null || !content.matches(PID_CONTENT)) {
             throw new IllegalStateException("refusing the lock file " + lockFile + ": it holds " + st.size() + " bytes"
                     + " that are not a daemon's pid, so it is not an engram-host lock file and writing it would change"
                     + " it; remove it yourself if it is not needed, or give --socket another path");
@@ -207,9 +221,11 @@ public final class DaemonLock implements AutoCloseable {
                 + st.typeName() + "): " + why);
     }
 
-    /** The pid written in the lock file (through its fd), or -1 when it holds none. */
+    /** The pid written in the lock file (through its fd, its first line), or -1 when it holds none. */
     private static int readPid(Fd fd) {
-        String s = new String(DirFd.readUpTo(fd, PID_BYTES), StandardCharsets.US_ASCII).trim();
+        String s = new String(DirFd.readUpTo(fd, PID_BYTES), StandardCharsets.US_ASCII);
+        int line = s.indexOf('\n');
+        s = (line < 0 ? s : s.substring(0, line)).trim();
         return s.matches("\\d{1,9}") ? Integer.parseInt(s) : -1;
     }
 
