@@ -64,8 +64,8 @@ def resolve(tmpl: str, instance: Optional[str] = None, device: Optional[int] = N
         if name == "device_uuid":
             d = need_device("{device_uuid}")
             if uuid_of_device is None:
-                from . import _cuda
-                return _cuda.device_uuid(d)
+                from ._cuda.device import device_uuid
+                return device_uuid(d)
             return uuid_of_device(d)
         raise ValueError(f"socket template '{tmpl}': unknown placeholder {{{name}}}; known: {{instance}}, "
                          "{device}, {device_uuid}")

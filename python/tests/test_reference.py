@@ -137,7 +137,8 @@ class DefinitionTest(unittest.TestCase):
 
     def test_importing_needs_neither_torch_nor_numpy(self):
         code = ("import sys, engram_host.reference, engram_host.reference.cpu, engram_host.reference.layout, "
-                "engram_host.reference.synthetic, engram_host.reference.gpu; "
+                "engram_host.reference.synthetic, engram_host.reference.gpu, engram_host.reference.gpu_ops, "
+                "engram_host.reference.gpu_tables, engram_host.reference.gpu_workload; "
                 "print('torch' in sys.modules, 'numpy' in sys.modules)")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                            env={**os.environ, "PYTHONPATH": PYTHON_DIR})

@@ -28,10 +28,11 @@ class _GpuPrep:
     def _run(self) -> None:
         t0 = time.perf_counter_ns()
         try:
-            from .. import _cuda
-            if not _cuda.available():
-                raise E.CudaUnavailable(f"a GPU view needs CUDA: {_cuda.unavailable_reason()}")
-            self.device = _cuda.Device(self.ordinal)
+            from .._cuda.device import Device
+            from .._cuda.driver import available, unavailable_reason
+            if not available():
+                raise E.CudaUnavailable(f"a GPU view needs CUDA: {unavailable_reason()}")
+            self.device = Device(self.ordinal)
         except BaseException as e:
             self.error = e
         self.nanos = time.perf_counter_ns() - t0
@@ -69,12 +70,12 @@ def import_vmm(manifest: _wire.Manifest, fds: list, which: list, label: str, wit
         raise E.EngramHostError(f"{_wire.KIND_BACKENDS[first.kind]} memory needs a GPU to attach: import "
                                 "with a device (device=N, --gpu --device N)")
     check()
-    from .. import _cuda
-    imp = _cuda.VmmImport(attachment.device,
-                          [(fds[i], manifest.regions[i].size,
-                            "host" if manifest.regions[i].kind == _wire.KIND_VMM_HOST else "device",
-                            manifest.regions[i].numa_node) for i in which],
-                          cpu_view=with_cpu, read_only=True)
+    from .._cuda.vmm import VmmImport
+    imp = VmmImport(attachment.device,
+                    [(fds[i], manifest.regions[i].size,
+                      "host" if manifest.regions[i].kind == _wire.KIND_VMM_HOST else "device",
+                      manifest.regions[i].numa_node) for i in which],
+                    cpu_view=with_cpu, read_only=True)
     attachment.add(f"release of the {label} import", imp.close)
     for j, i in enumerate(which):
         gpu[i] = imp.address_of(j)

@@ -49,8 +49,8 @@ def map_memfds(manifest: _wire.Manifest, fds: list, attachment: _Attachment, dev
         per_region[i]["mmap_ms"] = _ms(t1 - t0)
         map_ns += t1 - t0
         if device is not None:
-            from .. import _cuda
-            reg = _cuda.HostRegistration(attachment.device, addr, r.size)
+            from .._cuda.host_register import HostRegistration
+            reg = HostRegistration(attachment.device, addr, r.size)
             attachment.add(f"cuMemHostUnregister of region {i}", reg.close)
             gpu[i] = reg.device_pointer
             t2 = time.perf_counter_ns()

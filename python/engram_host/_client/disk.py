@@ -89,13 +89,15 @@ def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device
             cp.check_unchanged()
         gpu = [0] * len(selected)
         if device is not None:
-            from .. import _cuda
-            if not _cuda.available():
-                raise E.CudaUnavailable(f"a GPU view needs CUDA: {_cuda.unavailable_reason()}")
-            attachment.device = _cuda.Device(device)
+            from .._cuda.device import Device
+            from .._cuda.driver import available, unavailable_reason
+            from .._cuda.host_register import HostRegistration
+            if not available():
+                raise E.CudaUnavailable(f"a GPU view needs CUDA: {unavailable_reason()}")
+            attachment.device = Device(device)
             for i, (t, base) in enumerate(zip(selected, bases)):
                 if base:
-                    reg = _cuda.HostRegistration(attachment.device, base, t.nbytes)
+                    reg = HostRegistration(attachment.device, base, t.nbytes)
                     attachment.add(f"cuMemHostUnregister of table {t.name}", reg.close)
                     gpu[i] = reg.device_pointer
         total = _ms(time.perf_counter_ns() - t_start)

@@ -7,8 +7,10 @@ bit for bit against the same computation on tables loaded from disk.
 - :mod:`.spec`: the workload's definition (token streams, row ids, dequantisation, projection), standard library
   and NumPy; :mod:`.cpu`: the CPU engine over disk or served tables; :mod:`.layout`: where a model's tables are;
   :mod:`.synthetic`: a small model of finite values.
-- :mod:`.gpu`: the PyTorch engine (GPU gather, dequantisation and projection; restarts, ranks, timings). It is
-  imported only by its commands, so ``import engram_host.reference`` needs neither PyTorch nor NumPy.
+- :mod:`.gpu`: the PyTorch engine's commands (restarts, ranks, timings), over :mod:`.gpu_ops` (GPU hashing,
+  gather, dequantisation and projection), :mod:`.gpu_tables` (served, disk-loaded and self-loaded tables) and
+  :mod:`.gpu_workload` (the lookups run, compared and timed). They are imported only by the commands, so
+  ``import engram_host.reference`` needs neither PyTorch nor NumPy.
 
 ``python -m engram_host.reference --help`` lists the commands.
 """

@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # one line, as the package's command line
-        from .gpu import Unavailable
+        from .gpu_ops import Unavailable
         what = str(e) if isinstance(e, Unavailable) else f"{type(e).__name__}: {e}"
         print(f"{PROG} {args.command}: {what}".splitlines()[0], file=sys.stderr)
         return 1

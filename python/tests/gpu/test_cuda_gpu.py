@@ -20,6 +20,7 @@ import threading
 import unittest
 import weakref
 
+import engram_host
 from engram_host import _cuda, _memory, _tensors
 
 try:
@@ -42,7 +43,7 @@ def _skip_reason() -> str:
 SKIP_REASON = _skip_reason()
 
 ORDINAL = 0
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(_cuda.__file__)))
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(engram_host.__file__)))  # python/ (_cuda is a package)
 
 F_ADD_SEALS = getattr(fcntl, "F_ADD_SEALS", 1033)
 SEALS = 0x1 | 0x2 | 0x4 | 0x10  # SEAL, SHRINK, GROW, FUTURE_WRITE: what the daemon sets
