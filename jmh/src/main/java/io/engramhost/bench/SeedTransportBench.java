@@ -1,5 +1,6 @@
 package io.engramhost.bench;
 
+import io.engramhost.bench.SeedTransportGrpc.Ask;
 import io.engramhost.memfd.MemfdRegion;
 import io.engramhost.memfd.PageKind;
 import io.engramhost.memfd.ReadOnlyMapping;
@@ -7,10 +8,7 @@ import io.engramhost.os.Mapping;
 import io.engramhost.os.RawMemory;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
-import io.grpc.Detachable;
-import io.grpc.Drainable;
 import io.grpc.HasByteBuffer;
-import io.grpc.KnownLength;
 import io.grpc.ManagedChannel;
 import io.grpc.Metadata;
 import io.grpc.MethodDescriptor;
@@ -20,9 +18,7 @@ import io.grpc.Status;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import io.grpc.netty.shaded.io.netty.channel.epoll.EpollSocketChannel;
-import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.ServerCalls;
-import io.grpc.stub.StreamObserver;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
@@ -37,10 +33,8 @@ import io.netty.channel.epoll.Epoll;
 import io.netty.channel.epoll.EpollIoHandler;
 import io.netty.channel.epoll.EpollServerSocketChannel;
 import io.netty.channel.socket.SocketChannel;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.io.UncheckedIOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -85,14 +79,14 @@ import org.openjdk.jmh.annotations.Warmup;
  * straight into the destination.</li>
  * <li>{@link #grpc1MiB}, {@link #grpc4MiB}: gRPC-java (grpc-netty-shaded, its own Netty on its native epoll transport)
  * serving each range as a server-streaming call of 1 MiB or 4 MiB messages, one channel (one HTTP/2 connection) per
- * stream. No protobuf: a hand-written {@link MethodDescriptor} whose response marshaller streams a message as a
- * {@link KnownLength} {@link Drainable} view of a read-only mapping of the memfd (gRPC's framer drains it into its
- * own buffer: one copy through a 64 KiB scratch array that stays in cache) and, on the client, takes the received
- * stream with {@link Detachable} and copies its {@link HasByteBuffer} buffers straight into the destination (one
- * copy). Server and client use directExecutor() (no hand-off to an executor), a fixed 16 MiB HTTP/2 flow-control
- * window (no BDP probing on loopback), the maximum inbound message size set to the message size; the server sends
- * only while the call is ready (its onReady handler), on the same two I/O threads as the Netty server; the client is
- * gRPC's default shared event loop group.</li>
+ * stream. No protobuf: a hand-written {@link MethodDescriptor} ({@link SeedTransportGrpc}) whose response marshaller
+ * streams a message as a {@code KnownLength} {@code Drainable} view of a read-only mapping of the memfd (gRPC's framer
+ * drains it into its own buffer: one copy through a 64 KiB scratch array that stays in cache) and, on the client, takes
+ * the received stream with {@code Detachable} and copies its {@link HasByteBuffer} buffers straight into the
+ * destination (one copy). Server and client use directExecutor() (no hand-off to an executor), a fixed 16 MiB HTTP/2
+ * flow-control window (no BDP probing on loopback), the maximum inbound message size set to the message size; the
+ * server sends only while the call is ready (its onReady handler), on the same two I/O threads as the Netty server;
+ * the client is gRPC's default shared event loop group.</li>
  * </ul>
  * {@code dest}: {@code buffer}, every stream's bytes into one reused 8 MiB direct buffer (the transport alone, as
  * scripts/bench/tcp-rate.py's first receiver); {@code memfd}, into fresh pages of a new memfd mapping of the whole
@@ -114,8 +108,6 @@ public class SeedTransportBench {
     static final int GRPC_WINDOW = 16 << 20;
     /** The exporter's I/O threads (SeedExporter.IO_THREADS); the gRPC server gets as many. */
     static final int SERVER_THREADS = 2;
-    private static final int ASK_BYTES = 20;
-    private static final int DRAIN_CHUNK = 64 << 10;
 
     @Param({"2", "16"})
     public int streams;
@@ -146,13 +138,6 @@ public class SeedTransportBench {
     private ByteBuffer[] buffers;
     private MemfdRegion target;
     private final AtomicLong received = new AtomicLong();
-
-    private static final MethodDescriptor<Ask, Object> RANGE_METHOD = MethodDescriptor.<Ask, Object>newBuilder()
-            .setType(MethodDescriptor.MethodType.SERVER_STREAMING)
-            .setFullMethodName(MethodDescriptor.generateFullMethodName("engram.bench.Seed", "Range"))
-            .setRequestMarshaller(new AskMarshaller())
-            .setResponseMarshaller(new PieceMarshaller())
-            .build();
 
     @Setup(Level.Trial)
     public void setUp() throws IOException, InterruptedException {
@@ -208,11 +193,12 @@ public class SeedTransportBench {
         grpcWorkers = new io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup(SERVER_THREADS,
                 io.grpc.netty.shaded.io.netty.channel.epoll.EpollIoHandler.newFactory());
         ServerServiceDefinition service = ServerServiceDefinition.builder("engram.bench.Seed")
-                .addMethod(RANGE_METHOD, ServerCalls.asyncServerStreamingCall(this::serveRange)).build();
+                .addMethod(SeedTransportGrpc.RANGE_METHOD, ServerCalls.asyncServerStreamingCall(
+                        (ask, observer) -> SeedTransportGrpc.serveRange(sourceView.address(), ask, observer))).build();
         grpcServer = NettyServerBuilder.forAddress(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0))
                 .bossEventLoopGroup(grpcBoss).workerEventLoopGroup(grpcWorkers)
                 .channelType(io.grpc.netty.shaded.io.netty.channel.epoll.EpollServerSocketChannel.class)
-                .directExecutor().flowControlWindow(GRPC_WINDOW).maxInboundMessageSize(ASK_BYTES)
+                .directExecutor().flowControlWindow(GRPC_WINDOW).maxInboundMessageSize(SeedTransportGrpc.ASK_BYTES)
                 .addService(service).build().start();
         int port = grpcServer.getPort();
         grpcClientLoops = new io.grpc.netty.shaded.io.netty.channel.MultiThreadIoEventLoopGroup(0,
@@ -372,7 +358,7 @@ public class SeedTransportBench {
                 int len = (int) Math.min(range, total - off);
                 Sink sink = sink(stream, off, len);
                 CompletableFuture<Status> closed = new CompletableFuture<>();
-                ClientCall<Ask, Object> call = channel.newCall(RANGE_METHOD, CallOptions.DEFAULT);
+                ClientCall<Ask, Object> call = channel.newCall(SeedTransportGrpc.RANGE_METHOD, CallOptions.DEFAULT);
                 call.start(new ClientCall.Listener<>() {
                     @Override
                     public void onMessage(Object message) {
@@ -518,130 +504,6 @@ public class SeedTransportBench {
         @Override
         protected void deallocate() {
             // the file stays open for the next range
-        }
-    }
-
-    /** gRPC's answer to an ask: the range as messages of {@code ask.message} bytes, sent while the call is ready. */
-    private void serveRange(Ask ask, StreamObserver<Object> observer) {
-        ServerCallStreamObserver<Object> out = (ServerCallStreamObserver<Object>) observer;
-        long base = sourceView.address();
-        Runnable pump = new Runnable() {
-            private long next = ask.offset;
-            private boolean done;
-
-            @Override
-            public void run() {
-                long end = ask.offset + ask.length;
-                while (!done && next < end && out.isReady()) {
-                    int n = (int) Math.min(ask.message, end - next);
-                    out.onNext(new Piece(base + next, n));
-                    next += n;
-                }
-                if (!done && next == end) {
-                    done = true;
-                    out.onCompleted();
-                }
-            }
-        };
-        out.setOnCancelHandler(() -> {
-        });
-        out.setOnReadyHandler(pump);
-        pump.run();
-    }
-
-    /** A request: the range and the message size. */
-    record Ask(long offset, long length, int message) {
-    }
-
-    private static final class AskMarshaller implements MethodDescriptor.Marshaller<Ask> {
-        @Override
-        public InputStream stream(Ask a) {
-            ByteBuffer b = ByteBuffer.allocate(ASK_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-            b.putLong(a.offset()).putLong(a.length()).putInt(a.message());
-            return new ByteArrayInputStream(b.array());
-        }
-
-        @Override
-        public Ask parse(InputStream in) {
-            try {
-                ByteBuffer b = ByteBuffer.wrap(in.readNBytes(ASK_BYTES)).order(ByteOrder.LITTLE_ENDIAN);
-                return new Ask(b.getLong(), b.getLong(), b.getInt());
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        }
-    }
-
-    /** One response message: {@code length} bytes of the source's read-only mapping at {@code address}. */
-    record Piece(long address, int length) {
-    }
-
-    /**
-     * Responses: out, a {@link Piece} as a Drainable, KnownLength stream over the mapping; in, the received message's
-     * own buffers, detached from gRPC (the listener copies them to the destination and closes the stream).
-     */
-    private static final class PieceMarshaller implements MethodDescriptor.Marshaller<Object> {
-        @Override
-        public InputStream stream(Object p) {
-            return new PieceStream((Piece) p);
-        }
-
-        @Override
-        public InputStream parse(InputStream in) {
-            if (in instanceof Detachable d) {
-                return d.detach();
-            }
-            try {
-                return new ByteArrayInputStream(in.readAllBytes());
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        }
-    }
-
-    private static final class PieceStream extends InputStream implements KnownLength, Drainable {
-        private static final ThreadLocal<byte[]> SCRATCH = ThreadLocal.withInitial(() -> new byte[DRAIN_CHUNK]);
-        private final long address;
-        private final int length;
-        private int at;
-
-        PieceStream(Piece p) {
-            this.address = p.address();
-            this.length = p.length();
-        }
-
-        @Override
-        public int available() {
-            return length - at;
-        }
-
-        @Override
-        public int read() {
-            return at < length ? RawMemory.getByte(address + at++) & 0xff : -1;
-        }
-
-        @Override
-        public int read(byte[] b, int off, int len) {
-            if (at == length) {
-                return -1;
-            }
-            int n = Math.min(len, length - at);
-            RawMemory.copy(address + at, b, off, n);
-            at += n;
-            return n;
-        }
-
-        @Override
-        public int drainTo(OutputStream out) throws IOException {
-            byte[] scratch = SCRATCH.get();
-            int start = at;
-            while (at < length) {
-                int n = Math.min(scratch.length, length - at);
-                RawMemory.copy(address + at, scratch, 0, n);
-                out.write(scratch, 0, n);
-                at += n;
-            }
-            return at - start;
         }
     }
 }

@@ -1,15 +1,8 @@
 package io.engramhost.checkpoint;
 
-import io.engramhost.os.Arch;
-import io.engramhost.os.DirFd;
-import io.engramhost.os.Errno;
 import io.engramhost.os.Fd;
-import io.engramhost.os.FileStat;
 import io.engramhost.os.Mapping;
-import io.engramhost.os.NativeException;
-import io.engramhost.os.PageCache;
 import io.engramhost.os.Posix;
-import io.engramhost.os.RawMemory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Path;
@@ -38,7 +31,7 @@ import java.util.function.ToLongFunction;
  * stream the disk (or the block device behind a virtual one) sees as such; the thread that reads a unit's last
  * piece hashes the unit from memory (a cold disk is far slower than that second pass). The O_DIRECT fd is a second open
  * of the same file through {@code /proc/self/fd}, checked to be the same inode, so every byte still comes from the
- * file that was validated. A filesystem that refuses O_DIRECT (tmpfs) is read through the cache.
+ * file that was validated ({@link LoadFile}). A filesystem that refuses O_DIRECT (tmpfs) is read through the cache.
  *
  * <p>Work can be added while the threads run ({@link #start}, {@link Session#add}): the daemon adds each region's
  * tensors as soon as the region exists, so reading overlaps the creation of the next. Read from an
@@ -207,8 +200,8 @@ public final class CheckpointLoader {
      * One tensor's part in a load: its file (the threads reach it here, never through the session's map, which
      * only the adding thread touches), its destination and the XXH64 of each of its digest chunks.
      */
-    private record Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes, boolean[] added) {
-        Target(TensorInfo tensor, FileAccess file, long address, long[] chunkHashes) {
+    private record Target(TensorInfo tensor, LoadFile file, long address, long[] chunkHashes, boolean[] added) {
+        Target(TensorInfo tensor, LoadFile file, long address, long[] chunkHashes) {
             this(tensor, file, address, chunkHashes, new boolean[chunkHashes.length]);
         }
     }
@@ -226,59 +219,6 @@ public final class CheckpointLoader {
 
     private static final Task END = new Task(null, 0, 0);
 
-    /** One file's O_DIRECT fd and page-cache view, made on first need; owned by the session. */
-    private static final class FileAccess implements AutoCloseable {
-        final Fd fd;
-        PageCache.Residency residency;
-        Fd direct;
-        String directRefused;
-        boolean tried;
-
-        FileAccess(Fd fd) {
-            this.fd = fd;
-        }
-
-        synchronized void prepare(ReadMode mode) {
-            if (tried) {
-                return;
-            }
-            long size = Posix.size(fd);
-            if (mode == ReadMode.AUTO) {
-                residency = PageCache.residency(fd, size);
-            }
-            if (mode != ReadMode.BUFFERED) {
-                try {
-                    Fd d = Posix.open(Path.of("/proc/self/fd/" + fd.get()), Posix.O_RDONLY | Arch.current().oDirect(), 0);
-                    FileStat a = DirFd.stat(fd);
-                    FileStat b = DirFd.stat(d);
-                    if (a.dev() != b.dev() || a.ino() != b.ino()) {
-                        d.close();
-                        throw new CheckpointException(fd.what() + ": reopened for O_DIRECT through /proc/self/fd, but it"
-                                + " is another file (dev/ino " + b.dev() + "/" + b.ino() + ", not " + a.dev() + "/"
-                                + a.ino() + ")");
-                    }
-                    direct = d;
-                } catch (NativeException e) {
-                    directRefused = e.getMessage(); // tmpfs and some others refuse O_DIRECT: read through the cache
-                }
-            }
-            tried = true;
-        }
-
-        @Override
-        public void close() {
-            try {
-                if (residency != null) {
-                    residency.close();
-                }
-            } finally {
-                if (direct != null) {
-                    direct.close();
-                }
-            }
-        }
-    }
-
     /** A load in progress: reading threads fed by {@link #add}, ended by {@link #finish} or {@link #close}. */
     public final class Session implements AutoCloseable {
         private final Function<TensorInfo, Fd> fdOf;
@@ -288,7 +228,7 @@ public final class CheckpointLoader {
         private final List<Target> targets = new ArrayList<>();
         /** The targets of non-empty tensors, by tensor: the parts of one share it. */
         private final Map<TensorInfo, Target> parts = new IdentityHashMap<>();
-        private final Map<Fd, FileAccess> files = new IdentityHashMap<>();
+        private final Map<Fd, LoadFile> files = new IdentityHashMap<>();
         private final AtomicReference<RuntimeException> failure = new AtomicReference<>();
         private final AtomicLong done = new AtomicLong();
         private final AtomicLong direct = new AtomicLong();
@@ -353,8 +293,8 @@ public final class CheckpointLoader {
             Target target = parts.get(t);
             if (target == null) {
                 Fd fd = fdOf.apply(t);
-                FileAccess file = files.computeIfAbsent(fd, FileAccess::new);
-                checkSize(fd, t);
+                LoadFile file = files.computeIfAbsent(fd, LoadFile::new);
+                LoadFile.checkSize(fd, t);
                 file.prepare(mode);
                 int n = Math.toIntExact((t.length() + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
                 target = new Target(t, file, address, new long[n], new boolean[n]);
@@ -363,7 +303,7 @@ public final class CheckpointLoader {
             } else if (target.address != address) {
                 throw new IllegalArgumentException("tensor '" + t.name() + "': a part at another address");
             }
-            FileAccess file = target.file;
+            LoadFile file = target.file;
             int first = Math.toIntExact(from / ContentDigest.CHUNK);
             int last = Math.toIntExact((to + ContentDigest.CHUNK - 1) / ContentDigest.CHUNK);
             for (int i = first; i < last; i++) {
@@ -374,9 +314,7 @@ public final class CheckpointLoader {
                 long off = i * ContentDigest.CHUNK;
                 long len = Math.min(ContentDigest.CHUNK, t.length() - off);
                 long fileOffset = t.offset() + off;
-                boolean useDirect = file.direct != null && (mode == ReadMode.DIRECT
-                        || file.residency.residentPages(fileOffset, len) * 2 * Posix.pageSize() < len);
-                if (!useDirect) {
+                if (!file.readsDirect(mode, fileOffset, len)) {
                     batch.add(new Task(new Unit(target, i, fileOffset, address + off, len, null), 0, len));
                     continue;
                 }
@@ -413,7 +351,7 @@ public final class CheckpointLoader {
                 bytes += t.tensor.length();
             }
             String refused = null;
-            for (FileAccess f : files.values()) {
+            for (LoadFile f : files.values()) {
                 refused = refused == null ? f.directRefused : refused;
             }
             long first = firstRead.get();
@@ -431,7 +369,7 @@ public final class CheckpointLoader {
             }
             end();
             RuntimeException closing = null;
-            for (FileAccess f : files.values()) {
+            for (LoadFile f : files.values()) {
                 try {
                     f.close();
                 } catch (RuntimeException e) {
@@ -520,7 +458,7 @@ public final class CheckpointLoader {
 
         /** Reads a unit through the page cache in pieces of {@code pieceSize}, hashing each piece as it is read. */
         private void readUnit(Unit u) {
-            FileAccess file = u.target.file;
+            LoadFile file = u.target.file;
             firstRead.accumulateAndGet(System.nanoTime(), Math::min);
             Xxh64 hash = new Xxh64(0);
             for (long p = 0; p < u.length; p += pieceSize) {
@@ -547,12 +485,12 @@ public final class CheckpointLoader {
          */
         private void readDirectPiece(Task task, Mapping bounce) {
             Unit u = task.unit;
-            FileAccess file = u.target.file;
+            LoadFile file = u.target.file;
             firstRead.accumulateAndGet(System.nanoTime(), Math::min);
             long at = u.address + task.offset;
             long fileOffset = u.fileOffset + task.offset;
             try {
-                readDirect(file.direct, bounce, at, task.length, fileOffset);
+                file.readDirect(bounce, at, task.length, fileOffset);
             } catch (RuntimeException e) {
                 throw readFailed(u, task.length, fileOffset, true, e);
             }
@@ -581,27 +519,6 @@ public final class CheckpointLoader {
             } catch (RuntimeException e) {
                 throw new CheckpointException("progress listener failed: " + e, e);
             }
-        }
-    }
-
-    /** Reads {@code [offset, offset + len)} with O_DIRECT into {@code bounce} (aligned around it) and copies it to {@code at}. */
-    private static void readDirect(Fd direct, Mapping bounce, long at, long len, long offset) {
-        long alignedStart = offset / DIRECT_ALIGN * DIRECT_ALIGN;
-        long head = offset - alignedStart;
-        long want = (head + len + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-        long got = Posix.preadAtMost(direct, bounce.address(), want, alignedStart);
-        if (got < head + len) {
-            throw new NativeException("pread(" + direct.what() + " O_DIRECT, off=" + alignedStart + ")",
-                    Errno.EIO, "unexpected end of file after " + (alignedStart + got) + " bytes");
-        }
-        RawMemory.copy(null, bounce.address() + head, null, at, len);
-    }
-
-    private static void checkSize(Fd fd, TensorInfo t) {
-        long size = Posix.size(fd);
-        if (t.offset() + t.length() > size) {
-            throw new CheckpointException(t.file() + ": tensor '" + t.name() + "': ends at byte "
-                    + (t.offset() + t.length()) + " but the file now has " + size + " (changed since it was validated?)");
         }
     }
 }
