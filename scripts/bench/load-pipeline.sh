@@ -6,6 +6,7 @@
 #
 #   scripts/bench/load-pipeline.sh CHECKPOINT_DIR BASE_BIN NEW_BIN [RUNS]
 #   (a checkpoint of ~2 GiB: bin/engram-host generate --model --out DIR --rows 4000000)
+#   SERVE_ARGS="--backend cuda-vmm" adds serve flags to both builds' daemons (memfd-hugetlb needs vm.nr_hugepages)
 set -euo pipefail
 model=${1:?usage: load-pipeline.sh CHECKPOINT_DIR BASE_BIN NEW_BIN [RUNS]}
 base=${2:?BASE_BIN}
@@ -14,12 +15,13 @@ runs=${4:-3}
 work=$(mktemp -d)
 trap '[ -f "$work/d.pid" ] && kill "$(cat "$work/d.pid")" 2>/dev/null; rm -rf "$work"' EXIT
 
-echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "serve flags added: ${SERVE_ARGS:-none}; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 0 "$runs"); do
   for which in base new; do
     bin=$base
     [ "$which" = new ] && bin=$new
-    "$bin" serve --checkpoint "$model" --socket "$work/d.sock" --numa none > "$work/d.log" 2>&1 &
+    # shellcheck disable=SC2086  # SERVE_ARGS is a list of flags
+    "$bin" serve --checkpoint "$model" --socket "$work/d.sock" --numa none ${SERVE_ARGS:-} > "$work/d.log" 2>&1 &
     echo $! > "$work/d.pid"
     for _ in $(seq 1200); do [ -f "$work/d.sock.ready" ] && break; sleep 0.1; done
     [ -f "$work/d.sock.ready" ] || { cat "$work/d.log"; echo "not ready: $which" >&2; exit 1; }
