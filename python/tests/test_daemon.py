@@ -306,7 +306,9 @@ class AbsentTest(unittest.TestCase):
     def test_no_socket_file(self):
         with self.assertRaises(E.DaemonAbsent) as cm:
             engram_host.connect(os.path.join(self.dir, "none.sock"))
-        self.assertIn("ENOENT", str(cm.exception))
+        self.assertEqual(f"no daemon listens on {self.dir}/none.sock (no socket file: ENOENT): start one (engram-host"
+                         " serve), or name the running one's socket with socket= or ENGRAM_HOST_SOCKET",
+                         str(cm.exception), "what to do, in one line")
 
     def test_a_socket_nobody_listens_on_then_the_fallback(self):
         path = os.path.join(self.dir, "dead.sock")
@@ -315,6 +317,8 @@ class AbsentTest(unittest.TestCase):
             with self.assertRaises(E.DaemonAbsent) as cm:
                 engram_host.connect(path)
             self.assertIn("ECONNREFUSED", str(cm.exception))
+            self.assertTrue(str(cm.exception).endswith(": the socket file is left from a daemon that is gone; the next"
+                                                       " daemon on this path removes it"), str(cm.exception))
             notices = []
             with engram_host.connect_or_load(CKPT, path, notice=notices.append, threads=2) as imported:
                 self.assertEqual("disk", imported.source)
