@@ -105,6 +105,9 @@ class RefusedStartTest {
                 "--seed-from", "127.0.0.1:1");
         assertRefusedLeavingNothing(run, "--seed-listen must name an IP address", "--checkpoint", ckpt,
                 "--seed-listen", "nothost:1", "--seed-key", key.toString());
+        assertRefusedLeavingNothing(run, "--seed-key " + dir.resolve("no-key") + ": no such file: give --seed-key the"
+                + " path of one (a key needs 32 to 4096", "--checkpoint", ckpt, "--seed-listen", "127.0.0.1:1",
+                "--seed-key", dir.resolve("no-key").toString());
         assertRefusedLeavingNothing(run, "--memory-budget gives only", "--checkpoint", ckpt, "--memory-budget", "1K");
         assertEquals(List.of("notes.txt"), list(run));
 
