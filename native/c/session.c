@@ -111,8 +111,12 @@ static struct conn connect_and_hello(const struct options *o, struct daemon_info
             c.s = -1;
             return c;
         }
-        if (e == ENOENT || e == ECONNREFUSED)
-            fail("no daemon listens on %s: connect failed: %s (%s)", o->socket, strerrorname_np(e), strerror(e));
+        if (e == ENOENT || e == ECONNREFUSED)  // what to do, as the Java and Python clients say it
+            fail("no daemon listens on %s: connect failed: %s (%s): %s", o->socket, strerrorname_np(e), strerror(e),
+                 e == ENOENT ? "start one (engram-host serve), or name the running one's socket with --socket or"
+                               " ENGRAM_HOST_SOCKET"
+                             : "the socket file is left from a daemon that is gone; the next daemon on this path"
+                               " removes it");
         if (e == EACCES || e == EPERM) fail_access(o->socket, e);
         errno = e;
         fail_errno("connect", o->socket);

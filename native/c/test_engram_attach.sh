@@ -215,7 +215,8 @@ if [ "$real" = 1 ]; then
     rate="$(grep -o '"gb_per_s":[0-9.]*' <<<"$content" | cut -d: -f2)"
 
     err="$("$attach" --socket "$tmp/none.sock" 2>&1)" && fail "a missing socket exited 0"
-    grep -q "^engram-attach: no daemon listens on $tmp/none.sock" <<<"$err" || fail "missing socket: unexpected message: $err"
+    grep -q "^engram-attach: no daemon listens on $tmp/none.sock: connect failed: ENOENT (No such file or directory): start one (engram-host serve), or name the running one's socket with --socket or ENGRAM_HOST_SOCKET$" <<<"$err" \
+        || fail "missing socket: unexpected message (the fix named?): $err"
 
     bin/engram-host stop --socket "$sock" >/dev/null
     wait "$daemon" || fail "the daemon exited $? after stop"

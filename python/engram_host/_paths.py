@@ -83,7 +83,8 @@ def socket_path(socket: Optional[str] = None, instance: Optional[str] = None, de
     """The socket path for these options and this process's environment and euid. A user other than root who named
     no path (no ``socket``, no ``$ENGRAM_HOST_SOCKET``) and has no socket at their own default, while the system
     daemon's ``/run/engram-host/...`` exists, gets the system path, said once through the package's logger, as the
-    Java client does (``SocketPaths.forClient``)."""
+    Java client does (``SocketPaths.forClient``); one who may not search ``/run/engram-host`` keeps their own default,
+    and the logger says what root's daemon needs to serve them."""
     return for_client(socket, os.environ, os.geteuid(), instance, device)
 
 
@@ -103,9 +104,21 @@ def for_client(socket: Optional[str], env: Mapping[str, str], euid: int, instanc
     if not own_default or os.path.lexists(own):
         return own
     system = resolve(ROOT_TEMPLATE, instance, device, uuid_of_device)
-    if not os.path.lexists(system):
-        return own
     import logging
+    try:
+        os.lstat(system)
+    except PermissionError:
+        # this uid may not search the system daemon's directory: whether root's daemon serves this node cannot be
+        # told; its own default stays, and the warning says what root's daemon needs to serve it
+        directory = os.path.dirname(system)
+        logging.getLogger("engram_host").warning(
+            f"no daemon socket at {own} (this user's default), and uid {euid} may not search {directory} for the "
+            f"system daemon's {system}: if root's daemon serves this node, it must admit uid {euid} (serve "
+            f"--allow-uid {euid}) and {directory} must let it search (chmod o+x {directory}); --socket or {ENV} "
+            "chooses another")
+        return own
+    except OSError:
+        return own
     logging.getLogger("engram_host").warning(
         f"no daemon socket at {own} (this user's default): using the system daemon's {system} (--socket or {ENV} "
         "chooses another)")

@@ -159,7 +159,14 @@ class DaemonAbsent(EngramHostError):
     as a daemon killed with SIGKILL leaves. The only error :func:`engram_host.connect_or_load` falls back on."""
 
     def __init__(self, socket_path: str, reason: str):
-        super().__init__(f"no daemon listens on {socket_path} ({reason})")
+        # what to do, as the Java client and engram-attach say it
+        if "ENOENT" in reason:
+            fix = ": start one (engram-host serve), or name the running one's socket with socket= or ENGRAM_HOST_SOCKET"
+        elif "ECONNREFUSED" in reason:
+            fix = ": the socket file is left from a daemon that is gone; the next daemon on this path removes it"
+        else:
+            fix = ""
+        super().__init__(f"no daemon listens on {socket_path} ({reason}){fix}")
         self.socket_path = socket_path
         self.reason = reason
 

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import engram_host  # noqa: E402
 from engram_host import errors as E  # noqa: E402
+from engram_host import _cuda  # noqa: E402
 from support import (TEST_LAUNCHER, Daemon, fd_count, generate, hf_snapshot, java_work_dir,  # noqa: E402
                      memfd_mappings, require_test_launcher, run_cli, run_python_cli, safetensors_tables, table_names,
                      unlistened_socket, write_published)
@@ -305,7 +306,9 @@ class AbsentTest(unittest.TestCase):
     def test_no_socket_file(self):
         with self.assertRaises(E.DaemonAbsent) as cm:
             engram_host.connect(os.path.join(self.dir, "none.sock"))
-        self.assertIn("ENOENT", str(cm.exception))
+        self.assertEqual(f"no daemon listens on {self.dir}/none.sock (no socket file: ENOENT): start one (engram-host"
+                         " serve), or name the running one's socket with socket= or ENGRAM_HOST_SOCKET",
+                         str(cm.exception), "what to do, in one line")
 
     def test_a_socket_nobody_listens_on_then_the_fallback(self):
         path = os.path.join(self.dir, "dead.sock")
@@ -314,6 +317,8 @@ class AbsentTest(unittest.TestCase):
             with self.assertRaises(E.DaemonAbsent) as cm:
                 engram_host.connect(path)
             self.assertIn("ECONNREFUSED", str(cm.exception))
+            self.assertTrue(str(cm.exception).endswith(": the socket file is left from a daemon that is gone; the next"
+                                                       " daemon on this path removes it"), str(cm.exception))
             notices = []
             with engram_host.connect_or_load(CKPT, path, notice=notices.append, threads=2) as imported:
                 self.assertEqual("disk", imported.source)
@@ -352,6 +357,19 @@ class AbsentTest(unittest.TestCase):
         self.assertIn("from disk", notices[0])
         with self.assertRaises(TypeError):
             engram_host.connect_or_load(CKPT, path, no_such_option=1)
+
+    @unittest.skipIf(_cuda.available(), "this machine has CUDA: a GPU view works here")
+    def test_a_gpu_view_without_cuda_names_the_cpu_views(self):
+        # a daemon's tables and the disk's alike: the reason, then the way out, in one line
+        for attach in (lambda: engram_host.connect(DAEMON.socket, device=0),
+                       lambda: engram_host.connect_or_load(CKPT, os.path.join(self.dir, "none.sock"), device=0,
+                                                           threads=2)):
+            with self.assertRaises(E.CudaUnavailable) as cm:
+                attach()
+            message = str(cm.exception)
+            self.assertTrue(message.startswith("a GPU view needs CUDA: "), message)
+            self.assertTrue(message.endswith("; for CPU views only, connect with device=None"), message)
+            self.assertNotIn("\n", message)
 
     def test_a_live_daemon_never_falls_back(self):
         with self.assertRaises(E.FingerprintMismatch):

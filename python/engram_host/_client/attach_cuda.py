@@ -29,9 +29,9 @@ class _GpuPrep:
         t0 = time.perf_counter_ns()
         try:
             from .._cuda.device import Device
-            from .._cuda.driver import available, unavailable_reason
+            from .._cuda.driver import available, gpu_view_refusal
             if not available():
-                raise E.CudaUnavailable(f"a GPU view needs CUDA: {unavailable_reason()}")
+                raise E.CudaUnavailable(gpu_view_refusal())
             self.device = Device(self.ordinal)
         except BaseException as e:
             self.error = e

@@ -90,10 +90,10 @@ def load_from_disk(paths: Sequence[PathLike], tables: Sequence[str] = (), device
         gpu = [0] * len(selected)
         if device is not None:
             from .._cuda.device import Device
-            from .._cuda.driver import available, unavailable_reason
+            from .._cuda.driver import available, gpu_view_refusal
             from .._cuda.host_register import HostRegistration
             if not available():
-                raise E.CudaUnavailable(f"a GPU view needs CUDA: {unavailable_reason()}")
+                raise E.CudaUnavailable(gpu_view_refusal())
             attachment.device = Device(device)
             for i, (t, base) in enumerate(zip(selected, bases)):
                 if base:

@@ -250,6 +250,12 @@ def unavailable_reason() -> str:
     return _reason or ""
 
 
+def gpu_view_refusal() -> str:
+    """The one line a connect or a disk load that asked for a GPU view (``device=N``) raises where CUDA cannot be
+    used: the reason, then the way out (CPU views need no driver)."""
+    return f"a GPU view needs CUDA: {unavailable_reason()}; for CPU views only, connect with device=None"
+
+
 def _driver() -> ctypes.CDLL:
     """The loaded driver with every call bound (argtypes set, CUresult returned), for this package's code and its
     tests. Raises :class:`CudaUnavailableError` with the reason when there is none."""

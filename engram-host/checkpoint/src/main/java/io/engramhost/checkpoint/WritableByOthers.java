@@ -48,6 +48,22 @@ public final class WritableByOthers {
         return out;
     }
 
+    /**
+     * {@link #of} as the one line {@code serve} warns with, or empty when there is nothing to say: the first file or
+     * directory, and how many more there are (a checkpoint of many shards another user owns is one line, not one a
+     * shard), then what it means.
+     */
+    public static Optional<String> warning(Checkpoint checkpoint, int uid) {
+        List<String> all = of(checkpoint, uid);
+        if (all.isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of("checkpoint: " + all.get(0) + (all.size() > 1 ? " (and " + (all.size() - 1) + " more of its"
+                + " files and directories)" : "") + ": another user can change what a later load reads (this load"
+                + " checks that the files did not change under it, and verify compares them afterwards;"
+                + " docs/security.md)");
+    }
+
     private static Optional<String> describe(Path p, int uid, boolean directory) {
         int owner;
         int mode;

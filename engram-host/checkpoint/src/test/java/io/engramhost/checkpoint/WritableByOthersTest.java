@@ -27,6 +27,7 @@ class WritableByOthersTest {
         mode(dir, "rwxr-xr-x");
         mode(file, "rw-r--r--");
         assertEquals(List.of(), WritableByOthers.of(cp, me), "0644 in 0755, owned by the daemon's uid");
+        assertTrue(WritableByOthers.warning(cp, me).isEmpty(), "nothing to warn of");
 
         mode(file, "rw-rw-r--");
         List<String> group = WritableByOthers.of(cp, me);
@@ -38,6 +39,18 @@ class WritableByOthersTest {
         assertEquals(1, others.size(), others.toString());
         assertTrue(others.get(0).startsWith("directory " + dir.toRealPath() + " (mode 0777")
                 && others.get(0).endsWith("is writable by its others, without the sticky bit"), others.get(0));
+
+        // serve's warning: one line, whatever the count
+        Path second = new SafetensorsWriter().add("u", DType.U8, new long[] {1}, new byte[1])
+                .write(dir.resolve("n.safetensors"));
+        mode(second, "rw-rw-rw-");
+        Checkpoint two = Checkpoint.open(dir);
+        assertEquals(2, WritableByOthers.of(two, me).size(), WritableByOthers.of(two, me).toString());
+        String line = WritableByOthers.warning(two, me).orElseThrow();
+        assertTrue(line.startsWith("checkpoint: " + WritableByOthers.of(two, me).get(0) + " (and 1 more of its files"
+                + " and directories): another user can change what a later load reads"), line);
+        assertEquals(1, line.lines().count(), line);
+        Files.delete(second);
 
         Files.setAttribute(dir, "unix:mode", 01777); // /tmp's mode: others cannot rename what they do not own
         assertEquals(List.of(), WritableByOthers.of(cp, me));

@@ -119,8 +119,9 @@ final class StatusCommand implements Callable<Integer> {
         String doc;
         try {
             path = socket.resolveForClient();
-            if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
-                // answered without starting the client
+            if (Files.notExists(path, LinkOption.NOFOLLOW_LINKS)) {
+                // answered without starting the client; a path this uid may not reach (EACCES) is neither, and the
+                // client's connect then says which directory or socket shuts it out
                 System.out.println(NOT_READY + ": no daemon: " + path + " does not exist");
                 return 1;
             }

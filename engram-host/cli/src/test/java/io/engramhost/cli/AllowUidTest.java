@@ -10,6 +10,7 @@ import io.engramhost.os.Posix;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
@@ -122,8 +123,13 @@ class AllowUidTest {
                 assertTrue(py.startsWith("1: EngramHostError: cannot connect to " + privateSocket + ": EACCES"
                         + " (Permission denied): " + what), "the Python client says the same: " + py);
                 String java = javaClient(privateSocket);
-                assertTrue(java.startsWith("1: ") && java.contains("cannot connect to " + privateSocket + ": ")
-                        && java.contains("EACCES") && java.contains(": " + what), "and the Java client: " + java);
+                assertTrue(java.startsWith("1: ") && java.contains("cannot connect to " + privateSocket + ": EACCES"
+                        + " (Permission denied): " + what), "and the Java client, in the same words: " + java);
+                // a probe that cannot reach the socket says why, not that there is none (stat fails with EACCES too)
+                String probe = asNobody(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
+                        APP_LIB + "/*", Main.class.getName(), "status", "--ready", "--socket", privateSocket.toString());
+                assertEquals("1: not ready: cannot connect to " + privateSocket + ": EACCES (Permission denied): " + what
+                        + "\n", probe, "status --ready");
             }
             // the directory is searchable, the socket is not: 0600 without --allow-uid
             Path open = Files.createDirectory(dir.resolve("searchable"));
@@ -216,6 +222,49 @@ class AllowUidTest {
                 assertFalse(d.log().contains("not searchable"), d.log());
             }
         } finally {
+            delete(dir);
+        }
+    }
+
+    /**
+     * A user's client that names no socket, has none at its own default and may not search the system daemon's
+     * directory (root's daemon made /run/engram-host 0700, without --allow-uid) cannot tell whether root's daemon
+     * serves the node: it keeps its own default and says, in one line, what root's daemon needs to serve it.
+     */
+    @Test
+    void shouldTellAUserShutOutOfTheSystemDaemonsDirectoryWhatItNeeds() throws Exception {
+        assumeRootAndClients();
+        Path run = Path.of("/run/engram-host");
+        boolean made = !Files.exists(run);
+        assumeTrue(made || !Files.getPosixFilePermissions(run).contains(PosixFilePermission.OTHERS_EXECUTE),
+                run + " is searchable by others on this machine: nothing to tell");
+        Path dir = sharedDir();
+        String instance = "allow-uid-test-" + ProcessHandle.current().pid();
+        Path system = run.resolve(instance + ".sock");
+        try (DaemonProcess d = DaemonProcess.start(system, dir.resolve("s.log"), "--checkpoint",
+                checkpoint(dir).toString()).awaitReady()) {
+            Path own = Path.of("/tmp/engram-host-" + NOBODY, instance + ".sock");
+            String note = "no daemon socket at " + own + " (this user's default), and uid " + NOBODY + " may not search "
+                    + run + " for the system daemon's " + system + ": if root's daemon serves this node, it must admit"
+                    + " uid " + NOBODY + " (serve --allow-uid " + NOBODY + ") and " + run + " must let it search (chmod"
+                    + " o+x " + run + "); --socket or ENGRAM_HOST_SOCKET chooses another";
+            String java = asNobody("env", "-u", "XDG_RUNTIME_DIR", "-u", "ENGRAM_HOST_SOCKET",
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", APP_LIB + "/*",
+                    Main.class.getName(), "import", "--instance", instance);
+            assertTrue(java.startsWith("1: engram-host: " + note + "\n"), "the Java client: " + java);
+            String py = asNobody("env", "-u", "XDG_RUNTIME_DIR", "-u", "ENGRAM_HOST_SOCKET", PYTHON.toString(), "-c",
+                    "import logging, sys, engram_host\n"
+                    + "logging.basicConfig(format='%(message)s')\n"
+                    + "try:\n"
+                    + "    engram_host.connect(instance=sys.argv[1])\n"
+                    + "except engram_host.DaemonAbsent as e:\n"
+                    + "    print('DaemonAbsent'); sys.exit(1)\n", instance);
+            assertEquals("1: " + note + "\nDaemonAbsent\n", py, "the Python client");
+        } finally {
+            Files.deleteIfExists(run.resolve(instance + ".sock.lock"));
+            if (made) {
+                Files.deleteIfExists(run);
+            }
             delete(dir);
         }
     }

@@ -96,7 +96,8 @@ class CliIntegrationTest {
                 CliRun g = CliRun.of("import", "--socket", socket.toString(), "--json", "--gpu");
                 assertEquals(1, g.exit(), g.err());
                 assertEquals("engram-host import: CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause()
-                        + "\n", g.err());
+                        + "; for CPU views only, connect without a GPU view (no ClientOptions.withGpu; engram-host"
+                        + " import without --gpu)\n", g.err(), "the message names the way out");
                 assertEquals("", g.out());
             }
         }

@@ -70,10 +70,13 @@ class ClientExceptionsTest {
             EngramClientException e = assertThrows(EngramClientException.class,
                     () -> EngramClient.connect(d.socket, Expectation.any(), gpu));
             assertInstanceOf(CudaUnavailableException.class, e.getCause(), e.toString());
-            assertEquals(e.getCause().getMessage(), e.getMessage(), "the driver's one line, as it was");
+            assertEquals(e.getCause().getMessage() + "; for CPU views only, connect without a GPU view (no"
+                    + " ClientOptions.withGpu; engram-host import without --gpu)", e.getMessage(),
+                    "the driver's one line, then the way out");
             EngramClientException background = assertThrows(EngramClientException.class,
                     () -> EngramClient.connectInBackground(d.socket, Expectation.any(), gpu).await());
             assertInstanceOf(CudaUnavailableException.class, background.getCause(), background.toString());
+            assertEquals(e.getMessage(), background.getMessage(), "the same line from the background attach");
         }
     }
 }

@@ -279,7 +279,8 @@ class MetricsHttpTest {
             assertEquals(1, serve.exit(), serve.out() + serve.err());
             List<String> errors = serve.err().lines().filter(l -> l.startsWith("engram-host serve:")).toList();
             assertEquals(List.of("engram-host serve: cannot listen on 127.0.0.1:" + taken.getLocalPort()
-                    + " (--metrics-port): Address already in use"), errors, serve.err());
+                    + " (--metrics-port): Address already in use: another process listens on that port (ss -ltnp"
+                    + " shows which): stop it, or give --metrics-port another port"), errors, serve.err());
             assertFalse(serve.err().contains("loading"), "refused before the load: " + serve.err());
             assertFalse(Files.exists(socket), "socket removed");
             assertFalse(Files.exists(SocketPaths.readyFile(socket)));

@@ -21,7 +21,9 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * A refused start leaves nothing behind: for each setting {@code serve} refuses (a busy --metrics-port, a busy
- * --seed-listen address, a --seed-key others may read, a checkpoint that is not there), a daemon process exits non-zero
+ * --seed-listen address, a --seed-key others may read, a checkpoint that is not there or not a checkpoint, a bad
+ * --allow-uid, --seed-from without --seed-key, a --seed-listen that is no address, a --memory-budget too small, a
+ * socket a live daemon serves), a daemon process exits non-zero
  * with one line naming the setting, and the socket's directory holds exactly what it held before (no lock file, no
  * socket, no ready file), or, when it was not there, is not there after. A daemon that starts and stops, by contrast,
  * keeps its lock file (DaemonLock: two daemons never lock two files of one name).
@@ -76,8 +78,12 @@ class RefusedStartTest {
             String port = String.valueOf(busy.getLocalPort());
             assertRefusedLeavingNothing(run, "cannot listen on 127.0.0.1:" + port + " (--metrics-port)",
                     "--checkpoint", ckpt, "--metrics-port", port);
-            assertRefusedLeavingNothing(run, "127.0.0.1:" + port, "--checkpoint", ckpt, "--seed-listen",
-                    "127.0.0.1:" + port, "--seed-key", key.toString());
+            // Netty's epoll transport's own words (its exception class, "bind(..) failed with error(-98)") are not
+            // repeated: the kernel's, then the fix, as for --metrics-port
+            assertRefusedLeavingNothing(run, "cannot listen on 127.0.0.1:" + port + " (--seed-listen): Address already"
+                    + " in use: another process listens on that port (ss -ltnp shows which): stop it, or give"
+                    + " --seed-listen another port", "--checkpoint", ckpt, "--seed-listen", "127.0.0.1:" + port,
+                    "--seed-key", key.toString());
             // a socket directory this start would create: not there after the refusal either
             assertRefusedLeavingNothing(dir.resolve("new/sub"), "(--metrics-port)", "--checkpoint", ckpt,
                     "--metrics-port", port);
@@ -89,12 +95,30 @@ class RefusedStartTest {
                 "127.0.0.1:" + SeedProcessTest.freePort(), "--seed-key", loose.toString());
         assertRefusedLeavingNothing(run, dir.resolve("no-such-model").toString(), "--checkpoint",
                 dir.resolve("no-such-model").toString());
+        // a file that is not a checkpoint, and settings refused before anything is opened (usage errors, exit 2)
+        Path garbage = Files.writeString(dir.resolve("garbage.safetensors"), "garbage\n");
+        assertRefusedLeavingNothing(run, garbage + ": not a safetensors file", "--checkpoint", garbage.toString());
+        assertRefusedLeavingNothing(dir.resolve("new2"), garbage + ": not a safetensors file", "--checkpoint",
+                garbage.toString());
+        assertRefusedLeavingNothing(run, "--allow-uid: -5 is not a uid", "--checkpoint", ckpt, "--allow-uid", "-5");
+        assertRefusedLeavingNothing(run, "--seed-key FILE is needed with --seed-from", "--checkpoint", ckpt,
+                "--seed-from", "127.0.0.1:1");
+        assertRefusedLeavingNothing(run, "--seed-listen must name an IP address", "--checkpoint", ckpt,
+                "--seed-listen", "nothost:1", "--seed-key", key.toString());
+        assertRefusedLeavingNothing(run, "--seed-key " + dir.resolve("no-key") + ": no such file: give --seed-key the"
+                + " path of one (a key needs 32 to 4096", "--checkpoint", ckpt, "--seed-listen", "127.0.0.1:1",
+                "--seed-key", dir.resolve("no-key").toString());
+        assertRefusedLeavingNothing(run, "--memory-budget gives only", "--checkpoint", ckpt, "--memory-budget", "1K");
         assertEquals(List.of("notes.txt"), list(run));
 
         // a daemon that served keeps its lock file when it stops, as it always has
         List<String> args = new ArrayList<>(List.of("--checkpoint", ckpt));
         try (DaemonProcess d = DaemonProcess.start(run.resolve("d.sock"), dir.resolve("served.log"),
                 args.toArray(String[]::new)).awaitReady()) {
+            assertEquals(List.of("d.sock", "d.sock.lock", "d.sock.ready", "notes.txt"), list(run));
+            // a second daemon on its socket is refused, naming the live one, and leaves its files as they are
+            assertRefusedLeavingNothing(run, "engram-host is already running (pid=" + d.process.pid() + ")",
+                    "--checkpoint", ckpt);
             assertEquals(List.of("d.sock", "d.sock.lock", "d.sock.ready", "notes.txt"), list(run));
         }
         assertEquals(List.of("d.sock.lock", "notes.txt"), list(run));

@@ -283,7 +283,9 @@ class TakeoverProcessTest {
             String said = r.out() + r.err();
             assertNotEquals(0, r.exit(), said);
             assertTrue(said.contains("takeover refused by this successor"), said);
-            assertTrue(said.contains("backend memfd"), said);
+            assertTrue(said.contains("the daemon serves backend memfd, this successor was started with --backend"
+                    + " memfd-hugetlb: start it with --backend memfd (a takeover keeps the backend; another one needs a"
+                    + " stop and a load)"), "the refusal names the fix: " + said);
             awaitLog(a, "keeps serving");
             assertTrue(a.process.isAlive());
             assertServesTheCheckpoint(socket, ckpt);

@@ -342,7 +342,8 @@ public final class EngramClient {
                 throw new DaemonAbsentException(socket, e.errno(), e);
             }
             if (e.errno() == Errno.EACCES || e.errno() == Errno.EPERM) {
-                throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage() + ": "
+                // the errno alone, as the C and Python clients say it: the call is the socket just named
+                throw new EngramClientException("cannot connect to " + socket + ": " + Errno.describe(e.errno()) + ": "
                         + AccessHint.of(socket, Posix.geteuid()), e);
             }
             throw new EngramClientException("cannot connect to " + socket + ": " + e.getMessage(), e);

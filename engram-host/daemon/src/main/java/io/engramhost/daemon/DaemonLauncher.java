@@ -126,11 +126,7 @@ public final class DaemonLauncher {
                 + prepared.fingerprint().sha256Hex() + ", " + prepared.placement() + "; memory: "
                 + prepared.budget());
         prepared.spillWarning().ifPresent(w -> LOG.log(WARNING, "--numa " + context.numa() + ": " + w));
-        for (String w : WritableByOthers.of(prepared.checkpoint(), Posix.geteuid())) {
-            LOG.log(WARNING, "checkpoint: " + w + ": another user can change what a later load reads (this load"
-                    + " checks that the files did not change under it, and verify compares them afterwards;"
-                    + " docs/security.md)");
-        }
+        WritableByOthers.warning(prepared.checkpoint(), Posix.geteuid()).ifPresent(w -> LOG.log(WARNING, w));
         try {
             if (notify != null) {
                 notify.checkFdStore(prepared.regionCount());

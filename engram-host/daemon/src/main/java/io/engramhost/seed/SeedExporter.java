@@ -3,6 +3,7 @@ package io.engramhost.seed;
 import static java.lang.System.Logger.Level.INFO;
 import static java.lang.System.Logger.Level.WARNING;
 
+import io.engramhost.util.BindFailure;
 import io.engramhost.util.Closer;
 import io.engramhost.util.Threads;
 import io.netty.bootstrap.ServerBootstrap;
@@ -24,7 +25,6 @@ import io.netty.channel.socket.nio.NioServerSocketChannel;
 import io.netty.handler.ssl.SslHandler;
 import io.netty.handler.stream.ChunkedWriteHandler;
 import java.io.IOException;
-import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
@@ -128,7 +128,7 @@ public final class SeedExporter implements AutoCloseable {
             if (!bound.isSuccess()) {
                 Throwable e = bound.cause();
                 throw new IllegalStateException("cannot listen on " + SeedSettings.show(settings.listen())
-                        + " (--seed-listen): " + (e instanceof BindException ? e.getMessage() : e));
+                        + " (--seed-listen): " + BindFailure.describe(e, "--seed-listen", "--seed-listen"));
             }
             s.listener = bound.channel();
             SeedAuth.warm(settings.key()); // before READY: the first peer's CHALLENGE then costs no JCA loading

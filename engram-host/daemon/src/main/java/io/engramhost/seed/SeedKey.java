@@ -4,6 +4,7 @@ import io.engramhost.os.Posix;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
@@ -55,6 +56,9 @@ public final class SeedKey {
         PosixFileAttributes a;
         try {
             a = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            throw new IllegalArgumentException(what + "no such file: give " + flag + " the path of one (" + sizeRule
+                    + ")", e);
         } catch (IOException e) {
             throw new IllegalArgumentException(what + "cannot read it (" + e.getMessage() + ")", e);
         }

@@ -150,7 +150,9 @@ class DaemonClientTest {
         Path socket = dir.resolve("g.sock");
         ClientOptions gpu = ClientOptions.defaults().withGpu(0, false);
         try (Daemon daemon = ready(socket)) {
-            String expected = "CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause();
+            String expected = "CUDA is not available: " + io.engramhost.cuda.Cuda.unavailabilityCause()
+                    + "; for CPU views only, connect without a GPU view (no ClientOptions.withGpu; engram-host import"
+                    + " without --gpu)";
             EngramClient.prepareCudaDriver();
             EngramClient.prepare(gpu);
             for (int i = 0; i < 2; i++) { // the first takes the early preparation, the second starts its own

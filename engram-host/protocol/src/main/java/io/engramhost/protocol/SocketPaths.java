@@ -107,7 +107,9 @@ public final class SocketPaths {
     /**
      * A client's socket, and what to say about it (null: nothing): the path of {@link #template} and
      * {@link #resolve}; but when that path is a non-root user's own default (no flag, no {@value #ENV}), nothing is
-     * there, and the system daemon's path ({@value #ROOT_TEMPLATE}) holds something, that path, with a line saying so.
+     * there, and the system daemon's path ({@value #ROOT_TEMPLATE}) holds something, that path, with a line saying so;
+     * and when that user may not search the system daemon's directory, its own default, with a line saying what root's
+     * daemon needs to serve it.
      */
     public record ClientSocket(Path path, String note) {
     }
@@ -124,10 +126,25 @@ public final class SocketPaths {
         }
         Path system = resolve(ROOT_TEMPLATE, instance, device, uuidOfDevice);
         if (!Files.exists(system, LinkOption.NOFOLLOW_LINKS)) {
-            return new ClientSocket(own, null);
+            // neither there nor surely absent: this uid may not search the system daemon's directory (EACCES), so
+            // whether root's daemon serves this node cannot be told; its own default stays, and the note says why
+            return new ClientSocket(own, Files.notExists(system, LinkOption.NOFOLLOW_LINKS) ? null
+                    : systemUnreachable(own, system, euid));
         }
         return new ClientSocket(system, "no daemon socket at " + own + " (this user's default): using the system"
                 + " daemon's " + system + " (--socket or " + ENV + " chooses another)");
+    }
+
+    /**
+     * The note of a user's client that found no socket at its own default {@code own} and may not look for the
+     * system daemon's {@code system}: what root's daemon needs to serve it (the same two fixes as a refused connect's).
+     */
+    static String systemUnreachable(Path own, Path system, int euid) {
+        Path dir = system.getParent();
+        return "no daemon socket at " + own + " (this user's default), and uid " + euid + " may not search " + dir
+                + " for the system daemon's " + system + ": if root's daemon serves this node, it must admit uid " + euid
+                + " (serve --allow-uid " + euid + ") and " + dir + " must let it search (chmod o+x " + dir
+                + "); --socket or " + ENV + " chooses another";
     }
 
     private static int requireDevice(String template, Integer device, String placeholder) {

@@ -159,7 +159,8 @@ public final class Takeover {
         try {
             if (!handed.backend().equals(settings.backend().wireName())) {
                 throw new IllegalStateException("the daemon serves backend " + handed.backend() + ", this successor was"
-                        + " started with --backend " + settings.backend().wireName());
+                        + " started with --backend " + settings.backend().wireName() + ": start it with --backend "
+                        + handed.backend() + " (a takeover keeps the backend; another one needs a stop and a load)");
             }
             report = LoadReport.parse(handed.report());
             catalog = AdoptedCatalog.adopt(handed, got.regions(), settings.verifyDigests());

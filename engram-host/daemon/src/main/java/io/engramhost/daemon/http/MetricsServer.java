@@ -3,6 +3,7 @@ package io.engramhost.daemon.http;
 import static java.lang.System.Logger.Level.INFO;
 
 import io.engramhost.protocol.DaemonState;
+import io.engramhost.util.BindFailure;
 import io.engramhost.util.Threads;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
@@ -43,7 +44,6 @@ import io.prometheus.metrics.expositionformats.PrometheusTextFormatWriter;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
-import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.URI;
@@ -183,7 +183,7 @@ public final class MetricsServer implements AutoCloseable {
                 if (System.nanoTime() >= deadline || interrupted) {
                     Throwable e = bound.cause();
                     throw new IllegalStateException("cannot listen on " + hostPort(where) + " (--metrics-port): "
-                            + (e instanceof BindException ? e.getMessage() : e));
+                            + BindFailure.describe(e, "--metrics-port", "--metrics-address"));
                 }
                 try {
                     Thread.sleep(20);
