@@ -61,20 +61,21 @@ public class EngramClientException extends RuntimeException {
         return details;
     }
 
-    /**
-     * {@code e} as the client's API throws it: a failure below the client (CUDA, a system call, a checkpoint, a
-     * frame; no CUDA at all gets {@link #NO_GPU_VIEW} after its cause) becomes an EngramClientException with the same message and {@code e} as its cause; anything else
-     * (an EngramClientException, a wrong argument) is returned as it is.
-     */
     /** What a client without CUDA can do instead: the CPU views, which need no driver. */
     static final String NO_GPU_VIEW = "for CPU views only, connect without a GPU view (no ClientOptions.withGpu;"
             + " engram-host import without --gpu)";
 
+    /**
+     * {@code e} as the client's API throws it: a failure below the client (CUDA, a system call, a checkpoint, a
+     * frame; no CUDA at all gets {@link #NO_GPU_VIEW} after its cause) becomes an EngramClientException with the same
+     * message and {@code e} as its cause; anything else (an EngramClientException, a wrong argument) is returned as it
+     * is.
+     */
     static RuntimeException of(RuntimeException e) {
         if (e instanceof CudaUnavailableException) { // a GPU view asked for where there is none: say the way out
             return new EngramClientException(e.getMessage() + "; " + NO_GPU_VIEW, e);
         }
-        if (e instanceof CudaException || e instanceof CudaUnavailableException || e instanceof NativeException
+        if (e instanceof CudaException || e instanceof NativeException
                 || e instanceof CheckpointException || e instanceof ProtocolException
                 || e instanceof UncheckedIOException) {
             return new EngramClientException(e.getMessage(), e);
