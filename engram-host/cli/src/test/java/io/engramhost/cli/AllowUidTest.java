@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.engramhost.checkpoint.CheckpointGenerator;
 import io.engramhost.os.Posix;
+import java.io.File;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -16,17 +18,20 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Other uids: the socket is private unless --allow-uid opens it, and then SO_PEERCRED admits only the listed uids.
- * The clients run as the user nobody (setpriv): the C client of the wire protocol (native/build/engram-attach), the
- * Python package (Debian's /usr/bin/python3, with python/ on its path) and the Java client (the CLI's import, from the
- * build's app/lib: nobody cannot read root's Maven repository, where the tests' class path is). A client refused by the file system (EACCES) says in one line which
- * directory or socket shuts it out, with its mode and owner, and that the daemon must admit its uid with
- * --allow-uid. A socket directory the daemon creates with --allow-uid is 0711, so that an admitted uid reaches the
- * socket; one it did not create and that no admitted uid can search is refused at start, leaving nothing behind.
+ * Other uids: the socket is private unless --allow-uid opens it, and then SO_PEERCRED admits only the listed uids. The
+ * clients run as the user nobody (setpriv): the C client of the wire protocol (native/build/engram-attach), the Python
+ * package (Debian's /usr/bin/python3, with python/ on its path) and the Java client (the CLI's import, on the CLI's
+ * runtime class path copied where the user nobody can read it: nobody cannot read root's Maven repository, where the
+ * tests' class path is; the copy is made in the test phase, so mvn verify runs these tests before the package phase
+ * builds app/lib). A client refused by the file system (EACCES) says in one line which directory or socket shuts it
+ * out, with its mode and owner, and that the daemon must admit its uid with --allow-uid. A socket directory the daemon
+ * creates with --allow-uid is 0711, so that an admitted uid reaches the socket; one it did not create and that no
+ * admitted uid can search is refused at start, leaving nothing behind.
  */
 @Timeout(240)
 class AllowUidTest {
@@ -34,8 +39,57 @@ class AllowUidTest {
     private static final Path ROOT = Path.of(System.getProperty("user.dir")).toAbsolutePath().getParent().getParent();
     private static final Path C_CLIENT = ROOT.resolve("native/build/engram-attach");
     private static final Path PYTHON = Path.of("/usr/bin/python3");
-    private static final Path APP_LIB = ROOT.resolve("engram-host/cli/target/app/lib");
+    /** The CLI's runtime class path, as the cli pom writes it at generate-test-resources. */
+    private static final Path CLI_CLASSPATH = Path.of("target/cli-classpath.txt");
     private static final int NOBODY = 65534;
+    /** {@link #CLI_CLASSPATH}'s entries and this module's classes, copied into a directory the user nobody can read. */
+    private static Path copiedClasspath;
+
+    /**
+     * A class path of the CLI that the user nobody can read: each entry of {@link #CLI_CLASSPATH} (jars, or the classes
+     * directories of the reactor's other modules when Maven stops before their package phase) and target/classes,
+     * copied once into a directory of /tmp that is readable by all and deleted after the tests.
+     */
+    private static synchronized String javaClasspath() throws IOException {
+        if (copiedClasspath == null) {
+            Path dir = Files.createTempDirectory(Path.of("/tmp"), "engram-uid-cp-");
+            List<Path> entries = new ArrayList<>();
+            for (String e : Files.readString(CLI_CLASSPATH).strip().split(File.pathSeparator)) {
+                entries.add(Path.of(e));
+            }
+            entries.add(Path.of("target/classes"));
+            for (int i = 0; i < entries.size(); i++) {
+                Path src = entries.get(i);
+                Path dst = dir.resolve(i + "-" + src.getFileName());
+                try (Stream<Path> tree = Files.walk(src)) {
+                    for (Path f : (Iterable<Path>) tree::iterator) {
+                        Files.copy(f, dst.resolve(src.relativize(f).toString()));
+                    }
+                }
+            }
+            try (Stream<Path> tree = Files.walk(dir)) {
+                for (Path f : (Iterable<Path>) tree::iterator) {
+                    Files.setPosixFilePermissions(f, PosixFilePermissions.fromString(Files.isDirectory(f)
+                            ? "rwxr-xr-x" : "rw-r--r--"));
+                }
+            }
+            copiedClasspath = dir;
+        }
+        StringBuilder cp = new StringBuilder();
+        try (Stream<Path> top = Files.list(copiedClasspath)) {
+            for (Path p : (Iterable<Path>) top.sorted()::iterator) {
+                cp.append(cp.length() == 0 ? "" : File.pathSeparator).append(p);
+            }
+        }
+        return cp.toString();
+    }
+
+    @AfterAll
+    static void deleteCopiedClasspath() throws Exception {
+        if (copiedClasspath != null) {
+            delete(copiedClasspath);
+        }
+    }
 
     private static Path sharedDir() throws Exception {
         Path dir = Files.createTempDirectory(Path.of("/tmp"), "engram-uid-");
@@ -76,7 +130,7 @@ class AllowUidTest {
     }
 
     private static String javaClient(Path socket) throws Exception {
-        return asNobody(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", APP_LIB + "/*",
+        return asNobody(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", javaClasspath(),
                 Main.class.getName(), "import", "--socket", socket.toString());
     }
 
@@ -85,7 +139,6 @@ class AllowUidTest {
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/setpriv")), "needs setpriv (util-linux)");
         assumeTrue(Files.isExecutable(C_CLIENT), C_CLIENT + " is not built: make -C native engram-attach");
         assumeTrue(Files.isExecutable(PYTHON), "needs " + PYTHON + " (a python3 that nobody can run)");
-        assumeTrue(Files.isDirectory(APP_LIB), APP_LIB + " is not built: mvn -DskipTests package");
     }
 
     private static List<String> list(Path dir) throws Exception {
@@ -127,7 +180,7 @@ class AllowUidTest {
                         + " (Permission denied): " + what), "and the Java client, in the same words: " + java);
                 // a probe that cannot reach the socket says why, not that there is none (stat fails with EACCES too)
                 String probe = asNobody(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
-                        APP_LIB + "/*", Main.class.getName(), "status", "--ready", "--socket", privateSocket.toString());
+                        javaClasspath(), Main.class.getName(), "status", "--ready", "--socket", privateSocket.toString());
                 assertEquals("1: not ready: cannot connect to " + privateSocket + ": EACCES (Permission denied): " + what
                         + "\n", probe, "status --ready");
             }
@@ -249,7 +302,7 @@ class AllowUidTest {
                     + " uid " + NOBODY + " (serve --allow-uid " + NOBODY + ") and " + run + " must let it search (chmod"
                     + " o+x " + run + "); --socket or ENGRAM_HOST_SOCKET chooses another";
             String java = asNobody("env", "-u", "XDG_RUNTIME_DIR", "-u", "ENGRAM_HOST_SOCKET",
-                    Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", APP_LIB + "/*",
+                    Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp", javaClasspath(),
                     Main.class.getName(), "import", "--instance", instance);
             assertTrue(java.startsWith("1: engram-host: " + note + "\n"), "the Java client: " + java);
             String py = asNobody("env", "-u", "XDG_RUNTIME_DIR", "-u", "ENGRAM_HOST_SOCKET", PYTHON.toString(), "-c",
