@@ -49,8 +49,6 @@ class ConformanceCasesTest(unittest.TestCase):
 
     def run_case(self, case):
         mine = case.get("python")
-        if mine is not None and "skip" in mine:
-            self.skipTest(f"cases.json: {mine['skip']}")
         if case["outcome"] == "refused" and not (mine and ("says" in mine or "is" in mine)):
             self.fail(f"{case['name']}: cases.json gives the Python client no expectation and no 'skip' reason")
         unmet = requirement_unmet(case.get("requires"))
@@ -127,8 +125,11 @@ class ConformanceCasesTest(unittest.TestCase):
 
 
 def _add_cases():
-    """One test a case (test_case_<name>), so that each passes, fails or skips on its own line."""
+    """One test a case (test_case_<name>), so that each passes, fails or skips on its own line; a case whose "python"
+    says "skip" is not one for this client (its reason is in cases.json): no test, not a skip."""
     for case in conformance_cases():
+        if "skip" in (case.get("python") or {}):
+            continue
         name = "test_case_" + re.sub(r"\W", "_", case["name"])
         assert not hasattr(ConformanceCasesTest, name), f"cases.json: {case['name']} twice"
         setattr(ConformanceCasesTest, name, lambda self, case=case: self.run_case(case))

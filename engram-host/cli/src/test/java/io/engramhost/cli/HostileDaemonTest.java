@@ -56,14 +56,15 @@ class HostileDaemonTest {
     Stream<DynamicTest> everyCaseOfConformanceCases() throws IOException {
         Map<String, Object> doc = map(JsonReader.parse(Files.readAllBytes(CASES)));
         List<Object> cases = list(doc.get("cases"));
+        // a case whose "java" says "skip" is not one for this client (its reason is in cases.json): no test, not a skip
         return cases.stream().map(HostileDaemonTest::map)
+                .filter(c -> !(c.containsKey("java") && map(c.get("java")).containsKey("skip")))
                 .map(c -> DynamicTest.dynamicTest(string(c, "name"), () -> run(c)));
     }
 
     private static void run(Map<String, Object> c) throws Exception {
         String name = string(c, "name");
         Map<String, Object> mine = c.containsKey("java") ? map(c.get("java")) : Map.of();
-        Assumptions.assumeFalse(mine.containsKey("skip"), () -> "cases.json: " + mine.get("skip"));
         boolean accepted = string(c, "outcome").equals("accepted");
         if (!accepted && !mine.containsKey("says") && !mine.containsKey("is")) {
             fail(name + ": cases.json gives the Java client no expectation and no 'skip' reason");
