@@ -3,7 +3,7 @@
 # boots the two-node guest of scripts/numa/numa-vm.sh and runs scripts/numa/numa-guest-checks.sh in it.
 #
 #   scripts/numa/numa-two-node.sh [--quick|--ci]  (--quick: the policies, the refusals and the hugetlb pools; --ci: the
-#                                            policies only, the subset bin/test runs)
+#                                            policies and the numa module's tests, the subset bin/test runs)
 #
 # Prepared here, where it is fast, and read by the guest over 9p: the build (mvn package of numa and the CLI when
 # engram-host/cli/target/app, the CLI's test jar or numa's test classes are missing; SKIP_BUILD=1 skips it, and
@@ -66,7 +66,7 @@ if [ ! -f "$DATA/daemon.jsa" ] || [ ! -f "$DATA/client.jsa" ] || [ "$newest" -nt
   kill -TERM "$dpid"; wait "$dpid" || true
   rm -f "$log" "$sock" "$sock.lock"
 fi
-if [ ${#QUICK[@]} = 0 ] && { [ ! -f "$DATA/numa-test.cp" ] || [ numa/pom.xml -nt "$DATA/numa-test.cp" ]; }; then
+if [ "${QUICK[*]}" != --quick ] && { [ ! -f "$DATA/numa-test.cp" ] || [ numa/pom.xml -nt "$DATA/numa-test.cp" ]; }; then
   "${MVN[@]}" -f numa/pom.xml dependency:build-classpath -Dmdep.includeScope=test -Dmdep.outputFile="$ROOT/$DATA/numa-test.cp"
   "${MVN[@]}" -f numa/pom.xml dependency:copy -Dartifact=org.junit.platform:junit-platform-console-standalone:1.14.1 \
     -DoutputDirectory="$ROOT/$DATA"
