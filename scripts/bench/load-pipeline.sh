@@ -7,6 +7,7 @@
 #   scripts/bench/load-pipeline.sh CHECKPOINT_DIR BASE_BIN NEW_BIN [RUNS]
 #   (a checkpoint of ~2 GiB: bin/engram-host generate --model --out DIR --rows 4000000)
 #   SERVE_ARGS="--backend cuda-vmm" adds serve flags to both builds' daemons (memfd-hugetlb needs vm.nr_hugepages)
+#   NEW_FIRST=1 starts each pair with the new build (an order effect shows as a difference that changes sign)
 set -euo pipefail
 model=${1:?usage: load-pipeline.sh CHECKPOINT_DIR BASE_BIN NEW_BIN [RUNS]}
 base=${2:?BASE_BIN}
@@ -15,9 +16,11 @@ runs=${4:-3}
 work=$(mktemp -d)
 trap '[ -f "$work/d.pid" ] && kill "$(cat "$work/d.pid")" 2>/dev/null; rm -rf "$work"' EXIT
 
-echo "serve flags added: ${SERVE_ARGS:-none}; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+order="base new"
+[ "${NEW_FIRST:-0}" = 1 ] && order="new base"
+echo "serve flags added: ${SERVE_ARGS:-none}; each pair: $order; load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq 0 "$runs"); do
-  for which in base new; do
+  for which in $order; do
     bin=$base
     [ "$which" = new ] && bin=$new
     # shellcheck disable=SC2086  # SERVE_ARGS is a list of flags
